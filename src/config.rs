@@ -1,0 +1,182 @@
+//! Configuration, read once from the environment at start-up.
+//!
+//! Every variable has a default that works against the local stack
+//! (`scripts/stack up`); the README's configuration table lists the same set.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `DATABASE_URL` | `postgres://kith:kith@127.0.0.1:5432/kith` | PostgreSQL, the truth |
+//! | `DATABASE_POOL_SIZE` | `16` | PostgreSQL connections per process |
+//! | `REDIS_URL` | `redis://127.0.0.1:6379/0` | Redis: rate limits, caches |
+//! | `REDIS_POOL_SIZE` | `16` | Redis connections per process |
+//! | `KITH_REDIS_PREFIX` | empty | prefix for every Redis key (isolates tenants and tests) |
+//! | `KAFKA_BROKERS` | `127.0.0.1:9092` | Kafka bootstrap servers |
+//! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
+//! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
+//! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
+//! | `KITH_RATE_LIMIT_PER_SEC` | `1` | bucket refill rate, tokens per second |
+//! | `KITH_AUTO_MIGRATE` | `true` | apply migrations on `serve` / `run` |
+//! | `KITH_LOG_FORMAT` | `text` | `text` or `json` |
+//! | `RUST_LOG` | `info` | tracing filter |
+
+use std::env;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// The secret used when `KITH_JWT_SECRET` is unset; good for the local stack only.
+pub const DEV_JWT_SECRET: &str = "kith-local-development-secret-do-not-deploy";
+
+/// A configuration value that could not be parsed.
+#[derive(Debug, thiserror::Error)]
+#[error("environment variable {name}={value:?} is invalid: {reason}")]
+pub struct ConfigError {
+    name: &'static str,
+    value: String,
+    reason: String,
+}
+
+/// Everything a Kith process needs to know about its surroundings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// PostgreSQL connection URL.
+    pub database_url: String,
+    /// Maximum PostgreSQL connections in the pool.
+    pub database_pool_size: u32,
+    /// Redis connection URL.
+    pub redis_url: String,
+    /// Maximum Redis connections in the pool.
+    pub redis_pool_size: u32,
+    /// Prefix prepended to every Redis key.
+    pub redis_prefix: String,
+    /// Kafka bootstrap servers, comma separated.
+    pub kafka_brokers: String,
+    /// Address of the HTTP listener.
+    pub http_addr: SocketAddr,
+    /// HS256 secret for bearer tokens.
+    pub jwt_secret: String,
+    /// Token bucket capacity for edge-writing mutations.
+    pub rate_limit_capacity: u32,
+    /// Token bucket refill rate, tokens per second.
+    pub rate_limit_per_sec: f64,
+    /// Apply pending migrations when the service starts.
+    pub auto_migrate: bool,
+    /// Emit logs as JSON lines instead of text.
+    pub log_json: bool,
+}
+
+impl Config {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup`, so tests can supply their own values.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let text = |name: &'static str, default: &str| -> String {
+            lookup(name).unwrap_or_else(|| default.to_owned())
+        };
+        let config = Self {
+            database_url: text("DATABASE_URL", "postgres://kith:kith@127.0.0.1:5432/kith"),
+            database_pool_size: parse(&lookup, "DATABASE_POOL_SIZE", "16")?,
+            redis_url: text("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            redis_pool_size: parse(&lookup, "REDIS_POOL_SIZE", "16")?,
+            redis_prefix: text("KITH_REDIS_PREFIX", ""),
+            kafka_brokers: text("KAFKA_BROKERS", "127.0.0.1:9092"),
+            http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
+            jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
+            rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
+            rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC", "1")?,
+            auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE", "true")?,
+            log_json: match text("KITH_LOG_FORMAT", "text").as_str() {
+                "text" => false,
+                "json" => true,
+                other => return Err(invalid("KITH_LOG_FORMAT", other, "expected text or json")),
+            },
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.rate_limit_capacity == 0 {
+            return Err(invalid(
+                "KITH_RATE_LIMIT_CAPACITY",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if !(self.rate_limit_per_sec.is_finite() && self.rate_limit_per_sec > 0.0) {
+            return Err(invalid(
+                "KITH_RATE_LIMIT_PER_SEC",
+                &self.rate_limit_per_sec.to_string(),
+                "must be a positive number",
+            ));
+        }
+        if self.jwt_secret.len() < 16 {
+            return Err(invalid(
+                "KITH_JWT_SECRET",
+                "<hidden>",
+                "must be at least 16 bytes",
+            ));
+        }
+        if self.database_pool_size == 0 || self.redis_pool_size == 0 {
+            return Err(invalid("*_POOL_SIZE", "0", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// True when the JWT secret is the published development default.
+    pub fn uses_dev_secret(&self) -> bool {
+        self.jwt_secret == DEV_JWT_SECRET
+    }
+}
+
+fn parse<T>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: &str,
+) -> Result<T, ConfigError>
+where
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    let value = lookup(name).unwrap_or_else(|| default.to_owned());
+    value
+        .trim()
+        .parse()
+        .map_err(|e: T::Err| invalid(name, &value, &e.to_string()))
+}
+
+fn invalid(name: &'static str, value: &str, reason: &str) -> ConfigError {
+    ConfigError {
+        name,
+        value: value.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_local_stack() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(config.http_addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.rate_limit_capacity, 100);
+        assert_eq!(config.rate_limit_per_sec, 1.0);
+        assert!(config.uses_dev_secret());
+    }
+
+    #[test]
+    fn rejects_bad_values_with_the_variable_name() {
+        let err = Config::from_lookup(|name| {
+            (name == "KITH_RATE_LIMIT_PER_SEC").then(|| "fast".to_owned())
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("KITH_RATE_LIMIT_PER_SEC"));
+        let err = Config::from_lookup(|name| (name == "KITH_JWT_SECRET").then(|| "short".into()))
+            .unwrap_err();
+        assert!(!err.to_string().contains("short"), "secret leaked: {err}");
+    }
+}

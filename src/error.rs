@@ -1,0 +1,146 @@
+//! The errors a client can see, each with a stable `extensions.code`.
+//!
+//! Internal failures keep their cause for the log and reach the client only as
+//! an opaque `INTERNAL`. Nothing here implements `Display` with internal detail,
+//! so even an accidental conversion through async-graphql's blanket
+//! `From<Display>` cannot leak a database message.
+
+use async_graphql::ErrorExtensions;
+
+/// A failure of an API operation, as the client is allowed to see it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No valid bearer token where one is required.
+    #[error("authentication required: {0}")]
+    Unauthenticated(&'static str),
+    /// The signed-in account may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    /// The actor's token bucket is empty.
+    #[error("rate limit exceeded; retry after {retry_after_ms} ms")]
+    RateLimited {
+        /// Milliseconds until one token is available again.
+        retry_after_ms: u64,
+    },
+    /// A paging cursor that this list did not issue.
+    #[error("invalid cursor")]
+    BadCursor,
+    /// The named object does not exist.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// The request is well-formed GraphQL but its values are not acceptable.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A dependency (database, cache) is unreachable; safe to retry.
+    #[error("service temporarily unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    /// A bug or an unexpected failure; the cause is logged, never returned.
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    /// The stable machine-readable code placed in `extensions.code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated(_) => "UNAUTHENTICATED",
+            Self::Forbidden(_) => "FORBIDDEN",
+            Self::RateLimited { .. } => "RATE_LIMITED",
+            Self::BadCursor => "BAD_CURSOR",
+            Self::NotFound(_) => "NOT_FOUND",
+            Self::InvalidInput(_) => "INVALID_INPUT",
+            Self::Unavailable(_) => "UNAVAILABLE",
+            Self::Internal(_) => "INTERNAL",
+        }
+    }
+
+    /// Shorthand for an `INVALID_INPUT` error.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::InvalidInput(message.into())
+    }
+
+    /// Wraps an unexpected failure.
+    pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
+        Self::Internal(cause.into())
+    }
+}
+
+impl ErrorExtensions for ApiError {
+    fn extend(&self) -> async_graphql::Error {
+        match self {
+            Self::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
+            Self::Unavailable(cause) => tracing::warn!(error = ?cause, "dependency unavailable"),
+            _ => {}
+        }
+        async_graphql::Error::new(self.to_string()).extend_with(|_, ext| {
+            ext.set("code", self.code());
+            if let Self::RateLimited { retry_after_ms } = self {
+                ext.set("retryAfterMs", *retry_after_ms);
+            }
+        })
+    }
+}
+
+/// Converts domain results into GraphQL results with the right extensions.
+pub trait GraphqlResultExt<T> {
+    /// Maps the error through [`ErrorExtensions::extend`].
+    fn gql(self) -> async_graphql::Result<T>;
+}
+
+impl<T> GraphqlResultExt<T> for Result<T, ApiError> {
+    fn gql(self) -> async_graphql::Result<T> {
+        self.map_err(|e| e.extend())
+    }
+}
+
+impl From<diesel::result::Error> for ApiError {
+    fn from(e: diesel::result::Error) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiError {
+    fn from(e: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
+        Self::Unavailable(anyhow::anyhow!("postgres pool: {e}"))
+    }
+}
+
+impl From<bb8::RunError<redis::RedisError>> for ApiError {
+    fn from(e: bb8::RunError<redis::RedisError>) -> Self {
+        Self::Unavailable(anyhow::anyhow!("redis pool: {e}"))
+    }
+}
+
+impl From<redis::RedisError> for ApiError {
+    fn from(e: redis::RedisError) -> Self {
+        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+            Self::Unavailable(e.into())
+        } else {
+            Self::Internal(e.into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_do_not_leak_their_cause() {
+        let err = ApiError::internal(anyhow::anyhow!("relation \"users\" does not exist")).extend();
+        assert_eq!(err.message, "internal error");
+        let json = serde_json::to_value(err.extensions.unwrap()).unwrap();
+        assert_eq!(json["code"], "INTERNAL");
+    }
+
+    #[test]
+    fn rate_limited_carries_retry_after() {
+        let err = ApiError::RateLimited {
+            retry_after_ms: 250,
+        }
+        .extend();
+        let json = serde_json::to_value(err.extensions.unwrap()).unwrap();
+        assert_eq!(json["code"], "RATE_LIMITED");
+        assert_eq!(json["retryAfterMs"], 250);
+    }
+}

@@ -1,0 +1,26 @@
+//! Kith: a follow-graph service — GraphQL over PostgreSQL, Redis and Kafka.
+//!
+//! How the folders map to the request and event flow:
+//!
+//! - [`graph`]: the GraphQL schema (no transport); [`http`] serves it with axum.
+//! - [`write`]: the write path — rate limit ([`write::rate_limit`], `lua/`),
+//!   then one transaction changing the edge and appending the outbox event.
+//! - [`store`]: PostgreSQL — the truth (`following`), the outbox, the
+//!   projections (`follower`, `user_stats`), migrations.
+//! - [`pipeline`]: the event wire format carried from the outbox to Kafka and
+//!   on to the projector.
+//! - [`cache`]: Redis — the pool and the key layout.
+//! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
+//!   environment, bearer tokens, client-visible errors, domain types.
+
+pub mod app;
+pub mod auth;
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod graph;
+pub mod http;
+pub mod model;
+pub mod pipeline;
+pub mod store;
+pub mod write;

@@ -1,0 +1,107 @@
+//! Domain types shared by every layer.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A user's numeric id, as stored in PostgreSQL. Always positive.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct UserId(i64);
+
+impl UserId {
+    /// Wraps a raw id; `None` unless it is positive.
+    pub fn new(raw: i64) -> Option<Self> {
+        (raw > 0).then_some(Self(raw))
+    }
+
+    /// The raw id, for queries.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for UserId {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        // Only canonical decimal: no sign, no leading zeros, no whitespace.
+        if s.is_empty() || s.starts_with('0') || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(());
+        }
+        s.parse::<i64>().ok().and_then(Self::new).ok_or(())
+    }
+}
+
+/// Lifecycle of an account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserStatus {
+    /// A normal account.
+    Active,
+    /// Temporarily barred: cannot act, cannot be newly followed.
+    Suspended,
+    /// Gone: invisible, cannot be newly followed.
+    Deleted,
+}
+
+impl UserStatus {
+    /// The value stored in `users.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Suspended => "suspended",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    /// Parses `users.status`; unknown values read as deleted, the safest state.
+    pub fn from_db(s: &str) -> Self {
+        match s {
+            "active" => Self::Active,
+            "suspended" => Self::Suspended,
+            _ => Self::Deleted,
+        }
+    }
+}
+
+/// A user's public profile. Deliberately holds no private fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// The user's id.
+    pub id: UserId,
+    /// Unique public handle.
+    pub handle: String,
+    /// Name shown in the UI.
+    pub display_name: String,
+    /// Lifecycle state.
+    pub status: UserStatus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_id_parses_only_canonical_positive_decimals() {
+        assert_eq!("42".parse::<UserId>().unwrap().get(), 42);
+        for bad in [
+            "",
+            "0",
+            "042",
+            "-1",
+            "+1",
+            " 1",
+            "1e3",
+            "9223372036854775808",
+        ] {
+            assert!(bad.parse::<UserId>().is_err(), "{bad:?} accepted");
+        }
+    }
+}

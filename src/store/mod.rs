@@ -1,0 +1,13 @@
+//! PostgreSQL: the truth (`following`, `users`), the outbox, and the derived
+//! tables the projector maintains. One module per table; every query Kith
+//! runs against PostgreSQL lives below here.
+
+pub mod following;
+pub mod migrate;
+pub mod outbox;
+pub mod pool;
+pub mod schema;
+pub mod stats;
+pub mod users;
+
+pub use pool::{PgConn, PgPool};

@@ -1,0 +1,111 @@
+//! `users`: accounts and their public profile.
+
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Text};
+use diesel_async::RunQueryDsl;
+
+use super::PgConn;
+use super::schema::users;
+use crate::model::{User, UserId, UserStatus};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = users)]
+struct UserRow {
+    id: i64,
+    handle: String,
+    display_name: String,
+    status: String,
+}
+
+impl From<UserRow> for User {
+    fn from(row: UserRow) -> Self {
+        Self {
+            id: UserId::new(row.id).expect("users.id is an identity column"),
+            handle: row.handle,
+            display_name: row.display_name,
+            status: UserStatus::from_db(&row.status),
+        }
+    }
+}
+
+/// The user with this id, whatever their status.
+pub async fn find(conn: &mut PgConn, id: UserId) -> QueryResult<Option<User>> {
+    users::table
+        .find(id.get())
+        .select(UserRow::as_select())
+        .first(conn)
+        .await
+        .optional()
+        .map(|row| row.map(User::from))
+}
+
+/// The user with this handle, whatever their status.
+pub async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Option<User>> {
+    users::table
+        .filter(users::handle.eq(handle))
+        .select(UserRow::as_select())
+        .first(conn)
+        .await
+        .optional()
+        .map(|row| row.map(User::from))
+}
+
+/// The statuses of up to a few users, locking none of them.
+pub async fn statuses(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<(UserId, UserStatus)>> {
+    let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+    let rows: Vec<(i64, String)> = users::table
+        .filter(users::id.eq_any(raw))
+        .select((users::id, users::status))
+        .load(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, status)| Some((UserId::new(id)?, UserStatus::from_db(&status))))
+        .collect())
+}
+
+/// Creates one user with an empty `user_stats` row; returns its id.
+pub async fn create(
+    conn: &mut PgConn,
+    handle: &str,
+    display_name: &str,
+    status: UserStatus,
+) -> QueryResult<UserId> {
+    #[derive(QueryableByName)]
+    struct Created {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+    }
+    let created: Created = diesel::sql_query(
+        "WITH new_user AS (
+             INSERT INTO users (handle, display_name, status) VALUES ($1, $2, $3) RETURNING id
+         ), stats AS (
+             INSERT INTO user_stats (user_id) SELECT id FROM new_user
+         )
+         SELECT id FROM new_user",
+    )
+    .bind::<Text, _>(handle)
+    .bind::<Text, _>(display_name)
+    .bind::<Text, _>(status.as_str())
+    .get_result(conn)
+    .await?;
+    Ok(UserId::new(created.id).expect("identity ids are positive"))
+}
+
+/// Creates active users `{prefix}0` … `{prefix}{count-1}`, leaving existing
+/// handles alone; returns how many were created.
+pub async fn seed(conn: &mut PgConn, prefix: &str, count: i64) -> QueryResult<usize> {
+    diesel::sql_query(
+        "WITH new_users AS (
+             INSERT INTO users (handle, display_name)
+             SELECT $1 || g, $1 || g FROM generate_series(0, $2 - 1) AS g
+             ON CONFLICT (handle) DO NOTHING
+             RETURNING id
+         )
+         INSERT INTO user_stats (user_id) SELECT id FROM new_users",
+    )
+    .bind::<Text, _>(prefix)
+    .bind::<BigInt, _>(count)
+    .execute(conn)
+    .await
+}

@@ -1,0 +1,117 @@
+//! Follow and unfollow: one transaction writes the edge transition, the
+//! actor's `followings` and the outbox event — all of them or none.
+
+use diesel_async::AsyncConnection as _;
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::model::{User, UserId, UserStatus};
+use crate::pipeline::events::{FollowEvent, FollowEventType};
+use crate::store::following::{self, PairState};
+use crate::store::stats::{self, UserStats};
+use crate::store::{outbox, users};
+
+/// The transition a mutation asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeChange {
+    /// Make the edge active.
+    Follow,
+    /// Make the edge inactive.
+    Unfollow,
+}
+
+/// What a follow or unfollow did.
+#[derive(Clone, Debug)]
+pub struct FollowOutcome {
+    /// False when the edge was already in the requested state (nothing written).
+    pub changed: bool,
+    /// The target user.
+    pub target: User,
+    /// The actor's relation to the target after the change, from the truth.
+    pub relation: PairState,
+    /// The actor's counters after the change, when it changed.
+    pub actor_stats: Option<UserStats>,
+    /// The event appended to the outbox, when the edge changed.
+    pub event: Option<FollowEvent>,
+}
+
+/// Applies `change` to the edge `actor → target`: validates, takes a rate-limit
+/// token, then runs one transaction.
+pub async fn change_edge(
+    app: &App,
+    actor: UserId,
+    target: UserId,
+    change: EdgeChange,
+) -> Result<FollowOutcome, ApiError> {
+    if actor == target {
+        return Err(ApiError::invalid(
+            "a user cannot follow or unfollow themselves",
+        ));
+    }
+    app.rate_limiter
+        .acquire(&app.redis, &app.keys, actor)
+        .await?;
+    let mut conn = app.pg.get().await?;
+    conn.transaction::<_, ApiError, _>(async move |conn| {
+        let target = check_parties(conn, actor, target, change).await?;
+        let transition = match change {
+            EdgeChange::Follow => following::activate(conn, actor, target.id).await?,
+            EdgeChange::Unfollow => following::deactivate(conn, actor, target.id).await?,
+        };
+        let (actor_stats, event) = match transition {
+            None => (None, None),
+            Some(t) => {
+                let (delta, event_type) = match change {
+                    EdgeChange::Follow => (1, FollowEventType::FollowCreated),
+                    EdgeChange::Unfollow => (-1, FollowEventType::FollowCanceled),
+                };
+                let stats = stats::add_followings(conn, actor, delta).await?;
+                let event = FollowEvent::new(
+                    event_type,
+                    actor,
+                    target.id,
+                    t.version,
+                    t.followed_at,
+                    t.occurred_at,
+                );
+                outbox::append(conn, &event).await?;
+                (Some(stats), Some(event))
+            }
+        };
+        let relation = following::pair_state(conn, actor, target.id).await?;
+        Ok(FollowOutcome {
+            changed: event.is_some(),
+            target,
+            relation,
+            actor_stats,
+            event,
+        })
+    })
+    .await
+}
+
+/// Checks that the actor may act and the target may be (un)followed.
+async fn check_parties(
+    conn: &mut crate::store::PgConn,
+    actor: UserId,
+    target: UserId,
+    change: EdgeChange,
+) -> Result<User, ApiError> {
+    let statuses = users::statuses(conn, &[actor]).await?;
+    match statuses.first().map(|(_, status)| *status) {
+        Some(UserStatus::Active) => {}
+        Some(UserStatus::Suspended) => {
+            return Err(ApiError::Forbidden("this account is suspended"));
+        }
+        Some(UserStatus::Deleted) | None => {
+            return Err(ApiError::Unauthenticated("the token's user does not exist"));
+        }
+    }
+    let target = users::find(conn, target)
+        .await?
+        .ok_or(ApiError::NotFound("user"))?;
+    if change == EdgeChange::Follow && target.status != UserStatus::Active {
+        return Err(ApiError::invalid("this user cannot be followed"));
+    }
+    Ok(target)
+}

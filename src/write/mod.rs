@@ -1,0 +1,8 @@
+//! The write path: rate limit, then one PostgreSQL transaction that changes
+//! the edge, the actor's counters and appends the outbox event together.
+
+pub mod follow;
+pub mod rate_limit;
+
+pub use follow::{EdgeChange, FollowOutcome, change_edge};
+pub use rate_limit::{RateDecision, RateLimiter};

@@ -1,0 +1,74 @@
+//! Per-actor token bucket for edge-writing mutations, in Redis (`lua/token_bucket.lua`).
+
+use std::sync::LazyLock;
+
+use crate::cache::{RedisKeys, RedisPool};
+use crate::error::ApiError;
+use crate::model::UserId;
+
+static TOKEN_BUCKET: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/token_bucket.lua")));
+
+/// The bucket's answer to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateDecision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// Whole tokens left after this request.
+    pub remaining: u64,
+    /// When refused: milliseconds until a token is available.
+    pub retry_after_ms: u64,
+}
+
+/// Token bucket settings shared by every actor.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimiter {
+    capacity: u32,
+    per_sec: f64,
+}
+
+impl RateLimiter {
+    /// A bucket of `capacity` tokens refilled at `per_sec` tokens per second.
+    pub fn new(capacity: u32, per_sec: f64) -> Self {
+        Self { capacity, per_sec }
+    }
+
+    /// Takes one token from `actor`'s bucket.
+    pub async fn check(
+        &self,
+        redis: &RedisPool,
+        keys: &RedisKeys,
+        actor: UserId,
+    ) -> Result<RateDecision, ApiError> {
+        let mut conn = redis.get().await?;
+        let (allowed, remaining, retry_after_ms): (i64, i64, i64) = TOKEN_BUCKET
+            .key(keys.follow_rate_limit(actor))
+            .arg(self.capacity)
+            .arg(self.per_sec)
+            .arg(1)
+            .invoke_async(&mut *conn)
+            .await?;
+        Ok(RateDecision {
+            allowed: allowed == 1,
+            remaining: remaining.max(0).unsigned_abs(),
+            retry_after_ms: retry_after_ms.max(0).unsigned_abs(),
+        })
+    }
+
+    /// Takes one token, or fails with `RATE_LIMITED`.
+    pub async fn acquire(
+        &self,
+        redis: &RedisPool,
+        keys: &RedisKeys,
+        actor: UserId,
+    ) -> Result<RateDecision, ApiError> {
+        let decision = self.check(redis, keys, actor).await?;
+        if decision.allowed {
+            Ok(decision)
+        } else {
+            Err(ApiError::RateLimited {
+                retry_after_ms: decision.retry_after_ms,
+            })
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! `spawn_app()` and friends: an isolated Kith application per test.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_graphql::{Request, Variables};
+use diesel::QueryableByName;
+use diesel::sql_types::{BigInt, Bool, Jsonb, Text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use kith::app::App;
+use kith::auth::Viewer;
+use kith::config::Config;
+use kith::graph::{self, KithSchema};
+use kith::model::{UserId, UserStatus};
+use kith::pipeline::events::FollowEvent;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+/// One isolated application: its own PostgreSQL schema and Redis key prefix.
+pub struct TestApp {
+    pub app: Arc<App>,
+    pub schema: KithSchema,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+static PRUNED: OnceCell<()> = OnceCell::const_new();
+
+/// An application with the default configuration.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// An application whose configuration `tweak` may adjust.
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    // Logs (internal errors with their cause) show in the output of failing tests.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn,kith=info"))
+        .with_test_writer()
+        .try_init();
+    let mut config = Config::from_env().expect("configuration");
+    let base_url = config.database_url.clone();
+    PRUNED.get_or_init(|| prune_old_schemas(&base_url)).await;
+
+    let now = chrono::Utc::now().timestamp();
+    let name = format!(
+        "kt_{now}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut admin = AsyncPgConnection::establish(&base_url)
+        .await
+        .expect("PostgreSQL is up (scripts/stack up)");
+    diesel::sql_query(format!("CREATE SCHEMA {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+
+    let separator = if base_url.contains('?') { '&' } else { '?' };
+    config.database_url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+    config.database_pool_size = 8;
+    config.redis_pool_size = 4;
+    config.redis_prefix = format!("test:{name}:");
+    config.auto_migrate = true;
+    tweak(&mut config);
+
+    let app = App::start(config).await.expect("app starts");
+    let schema = graph::schema(app.clone());
+    TestApp { app, schema }
+}
+
+/// Drops test schemas left behind by runs more than an hour old.
+async fn prune_old_schemas(url: &str) {
+    #[derive(QueryableByName)]
+    struct Name {
+        #[diesel(sql_type = Text)]
+        nspname: String,
+    }
+    let Ok(mut conn) = AsyncPgConnection::establish(url).await else {
+        return;
+    };
+    let names: Vec<Name> =
+        diesel::sql_query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kt\\_%'")
+            .load(&mut conn)
+            .await
+            .unwrap_or_default();
+    let cutoff = chrono::Utc::now().timestamp() - 3600;
+    for Name { nspname } in names {
+        let stamp = nspname
+            .split('_')
+            .nth(1)
+            .and_then(|s| s.parse::<i64>().ok());
+        if stamp.is_some_and(|t| t < cutoff) {
+            let _ = diesel::sql_query(format!("DROP SCHEMA IF EXISTS {nspname} CASCADE"))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+/// Every row of the truth, the outbox and the counters, for "nothing changed" checks.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub following: Vec<(i64, i64, bool, i64)>,
+    pub outbox: Vec<Value>,
+    pub user_stats: Vec<(i64, i64, i64)>,
+}
+
+#[derive(QueryableByName)]
+struct EdgeRow {
+    #[diesel(sql_type = BigInt)]
+    from_user_id: i64,
+    #[diesel(sql_type = BigInt)]
+    to_user_id: i64,
+    #[diesel(sql_type = Bool)]
+    active: bool,
+    #[diesel(sql_type = BigInt)]
+    version: i64,
+}
+
+#[derive(QueryableByName)]
+struct PayloadRow {
+    #[diesel(sql_type = Jsonb)]
+    payload: Value,
+}
+
+#[derive(QueryableByName)]
+struct StatsRow {
+    #[diesel(sql_type = BigInt)]
+    user_id: i64,
+    #[diesel(sql_type = BigInt)]
+    followings: i64,
+    #[diesel(sql_type = BigInt)]
+    version: i64,
+}
+
+impl TestApp {
+    pub async fn conn(
+        &self,
+    ) -> bb8::PooledConnection<
+        '_,
+        diesel_async::pooled_connection::AsyncDieselConnectionManager<AsyncPgConnection>,
+    > {
+        self.app.pg.get().await.unwrap()
+    }
+
+    /// Creates an active user.
+    pub async fn user(&self, handle: &str) -> UserId {
+        self.user_with_status(handle, UserStatus::Active).await
+    }
+
+    /// Creates a user in the given state.
+    pub async fn user_with_status(&self, handle: &str, status: UserStatus) -> UserId {
+        let mut conn = self.conn().await;
+        kith::store::users::create(&mut conn, handle, &format!("{handle} display"), status)
+            .await
+            .unwrap()
+    }
+
+    /// A valid bearer token for `user`.
+    pub fn token(&self, user: UserId) -> String {
+        self.app
+            .tokens
+            .issue(user, chrono::Utc::now().timestamp(), 300)
+    }
+
+    /// Runs a GraphQL operation as `viewer`; returns the whole response as JSON.
+    pub async fn execute(&self, viewer: Viewer, query: &str, variables: Value) -> Value {
+        let request = Request::new(query)
+            .variables(Variables::from_json(variables))
+            .data(viewer);
+        serde_json::to_value(KithSchema::execute(&self.schema, request).await).unwrap()
+    }
+
+    /// `follow` or `unfollow` (`mutation` names which) of `target` by `actor`.
+    pub async fn edge_mutation(&self, mutation: &str, actor: UserId, target: UserId) -> Value {
+        let query = format!(
+            "mutation($id: ID!) {{ {mutation}(input: {{userId: $id}}) {{
+                changed
+                user {{ id handle }}
+                viewerRelation {{ following followedBy mutual followedAt followedByAt }}
+            }} }}"
+        );
+        self.execute(
+            Viewer::User(actor),
+            &query,
+            json!({ "id": kith::graph::ids::user_id(target).to_string() }),
+        )
+        .await
+    }
+
+    pub async fn follow(&self, actor: UserId, target: UserId) -> Value {
+        self.edge_mutation("follow", actor, target).await
+    }
+
+    pub async fn unfollow(&self, actor: UserId, target: UserId) -> Value {
+        self.edge_mutation("unfollow", actor, target).await
+    }
+
+    /// The outbox, oldest first.
+    pub async fn outbox(&self) -> Vec<FollowEvent> {
+        let rows: Vec<PayloadRow> = diesel::sql_query("SELECT payload FROM outbox ORDER BY id")
+            .load(&mut self.conn().await)
+            .await
+            .unwrap();
+        rows.into_iter()
+            .map(|r| serde_json::from_value(r.payload).unwrap())
+            .collect()
+    }
+
+    /// `(active, version)` of the edge, if the row exists.
+    pub async fn edge(&self, from: UserId, to: UserId) -> Option<(bool, i64)> {
+        let rows: Vec<EdgeRow> = diesel::sql_query(
+            "SELECT from_user_id, to_user_id, active, version FROM following
+              WHERE from_user_id = $1 AND to_user_id = $2",
+        )
+        .bind::<BigInt, _>(from.get())
+        .bind::<BigInt, _>(to.get())
+        .load(&mut self.conn().await)
+        .await
+        .unwrap();
+        rows.into_iter().next().map(|r| (r.active, r.version))
+    }
+
+    /// `(followings, version)` from `user_stats`.
+    pub async fn stats(&self, user: UserId) -> (i64, i64) {
+        let mut conn = self.conn().await;
+        let stats = kith::store::stats::find(&mut conn, user)
+            .await
+            .unwrap()
+            .unwrap();
+        (stats.followings, stats.version)
+    }
+
+    pub async fn snapshot(&self) -> Snapshot {
+        let mut conn = self.conn().await;
+        let following: Vec<EdgeRow> = diesel::sql_query(
+            "SELECT from_user_id, to_user_id, active, version FROM following ORDER BY 1, 2",
+        )
+        .load(&mut conn)
+        .await
+        .unwrap();
+        let outbox: Vec<PayloadRow> = diesel::sql_query("SELECT payload FROM outbox ORDER BY id")
+            .load(&mut conn)
+            .await
+            .unwrap();
+        let stats: Vec<StatsRow> =
+            diesel::sql_query("SELECT user_id, followings, version FROM user_stats ORDER BY 1")
+                .load(&mut conn)
+                .await
+                .unwrap();
+        Snapshot {
+            following: following
+                .into_iter()
+                .map(|r| (r.from_user_id, r.to_user_id, r.active, r.version))
+                .collect(),
+            outbox: outbox.into_iter().map(|r| r.payload).collect(),
+            user_stats: stats
+                .into_iter()
+                .map(|r| (r.user_id, r.followings, r.version))
+                .collect(),
+        }
+    }
+}
+
+/// `extensions.code` of the first error, if any.
+pub fn error_code(response: &Value) -> Option<&str> {
+    response["errors"][0]["extensions"]["code"].as_str()
+}
+
+/// Panics with the response when it carries errors.
+#[track_caller]
+pub fn assert_ok(response: &Value) {
+    assert!(
+        response["errors"].is_null(),
+        "unexpected errors: {response:#}"
+    );
+}

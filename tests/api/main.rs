@@ -1,0 +1,12 @@
+//! Integration tests against the real PostgreSQL and Redis of the local stack
+//! (`scripts/stack up`). Each test gets its own PostgreSQL schema and Redis key
+//! prefix, so the suite runs in parallel and in any order.
+
+mod helpers;
+
+mod errors;
+mod http;
+mod queries;
+mod rate_limit;
+mod schema_snapshot;
+mod write_path;
