@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::auth::TokenKeys;
 use crate::cache::{self, RedisKeys, RedisPool};
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
 
@@ -22,6 +23,8 @@ pub struct App {
     pub tokens: TokenKeys,
     /// Token bucket for edge-writing mutations.
     pub rate_limiter: RateLimiter,
+    /// Counters and histograms served at `/metrics`.
+    pub metrics: Metrics,
 }
 
 /// Why the application could not start.
@@ -53,6 +56,7 @@ impl App {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             tokens: TokenKeys::new(&config.jwt_secret),
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
+            metrics: Metrics::default(),
             pg,
             redis,
             config,

@@ -11,6 +11,14 @@
 //! | `REDIS_POOL_SIZE` | `16` | Redis connections per process |
 //! | `KITH_REDIS_PREFIX` | empty | prefix for every Redis key (isolates tenants and tests) |
 //! | `KAFKA_BROKERS` | `127.0.0.1:9092` | Kafka bootstrap servers |
+//! | `KITH_FOLLOW_TOPIC` | `kith.follow-events` | topic of follow events (outbox → projector) |
+//! | `KITH_CONTENT_TOPIC` | `kith.content-events` | topic of content events from other services |
+//! | `KITH_DEAD_LETTER_TOPIC` | `kith.dead-letters` | where undecodable or unappliable events go |
+//! | `KITH_TOPIC_PARTITIONS` | `6` | partitions of topics Kith creates |
+//! | `KITH_CONSUMER_GROUP` | `kith-projector` | the projector's consumer group |
+//! | `KITH_RELAY_BATCH` | `500` | outbox rows published per relay round |
+//! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
+//! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
 //! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
 //! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
@@ -50,6 +58,22 @@ pub struct Config {
     pub redis_prefix: String,
     /// Kafka bootstrap servers, comma separated.
     pub kafka_brokers: String,
+    /// Topic of follow events.
+    pub follow_topic: String,
+    /// Topic of content events (posts, likes, favourites) from other services.
+    pub content_topic: String,
+    /// Topic of events the projector could not decode or apply.
+    pub dead_letter_topic: String,
+    /// Partition count of topics created at start-up.
+    pub topic_partitions: i32,
+    /// Consumer group of the projector.
+    pub consumer_group: String,
+    /// Outbox rows published per relay round.
+    pub relay_batch: i64,
+    /// Relay fallback poll interval in milliseconds.
+    pub relay_poll_ms: u64,
+    /// Events applied per projector transaction.
+    pub projector_batch: usize,
     /// Address of the HTTP listener.
     pub http_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
@@ -82,6 +106,14 @@ impl Config {
             redis_pool_size: parse(&lookup, "REDIS_POOL_SIZE", "16")?,
             redis_prefix: text("KITH_REDIS_PREFIX", ""),
             kafka_brokers: text("KAFKA_BROKERS", "127.0.0.1:9092"),
+            follow_topic: text("KITH_FOLLOW_TOPIC", "kith.follow-events"),
+            content_topic: text("KITH_CONTENT_TOPIC", "kith.content-events"),
+            dead_letter_topic: text("KITH_DEAD_LETTER_TOPIC", "kith.dead-letters"),
+            topic_partitions: parse(&lookup, "KITH_TOPIC_PARTITIONS", "6")?,
+            consumer_group: text("KITH_CONSUMER_GROUP", "kith-projector"),
+            relay_batch: parse(&lookup, "KITH_RELAY_BATCH", "500")?,
+            relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
+            projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
@@ -117,6 +149,20 @@ impl Config {
                 "KITH_JWT_SECRET",
                 "<hidden>",
                 "must be at least 16 bytes",
+            ));
+        }
+        if self.topic_partitions < 1 {
+            return Err(invalid(
+                "KITH_TOPIC_PARTITIONS",
+                &self.topic_partitions.to_string(),
+                "must be at least 1",
+            ));
+        }
+        if self.relay_batch < 1 || self.projector_batch < 1 || self.relay_poll_ms < 10 {
+            return Err(invalid(
+                "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS",
+                "",
+                "too small",
             ));
         }
         if self.database_pool_size == 0 || self.redis_pool_size == 0 {

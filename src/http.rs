@@ -29,6 +29,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/graphql", get(graphiql).post(graphql))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(HttpState { app, schema })
 }
 
@@ -104,6 +105,21 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     (
         status,
         Json(serde_json::json!({ "postgres": word(postgres_ok), "redis": word(redis_ok) })),
+    )
+}
+
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let backlog = async {
+        let mut conn = state.app.pg.get().await.ok()?;
+        crate::store::outbox::backlog(&mut conn).await.ok()
+    };
+    let backlog = tokio::time::timeout(Duration::from_secs(2), backlog)
+        .await
+        .ok()
+        .flatten();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.app.metrics.render(backlog),
     )
 }
 

@@ -7,9 +7,11 @@
 //!   then one transaction changing the edge and appending the outbox event.
 //! - [`store`]: PostgreSQL — the truth (`following`), the outbox, the
 //!   projections (`follower`, `user_stats`), migrations.
-//! - [`pipeline`]: the event wire format carried from the outbox to Kafka and
-//!   on to the projector.
-//! - [`cache`]: Redis — the pool and the key layout.
+//! - [`pipeline`]: the outbox relay to Kafka and the projector that keeps the
+//!   derived views (`follower`, `user_stats`, list caches, counter records) right.
+//! - [`cache`]: Redis — list caches (ZSets with coverage), counter records,
+//!   the key layout.
+//! - [`metrics`]: what `GET /metrics` reports.
 //! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
 //!   environment, bearer tokens, client-visible errors, domain types.
 
@@ -20,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod graph;
 pub mod http;
+pub mod metrics;
 pub mod model;
 pub mod pipeline;
 pub mod store;

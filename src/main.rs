@@ -3,9 +3,14 @@
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
 use kith::app::App;
 use kith::config::Config;
 use kith::model::UserId;
+use kith::pipeline::Shutdown;
+use kith::pipeline::projector::ProjectorHooks;
 use kith::store;
 
 #[derive(Parser)]
@@ -17,11 +22,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run everything in one process (today: the HTTP API; the outbox relay
-    /// and the projector join it as they land).
+    /// Run everything in one process: the HTTP API, the outbox relay and the projector.
     Run,
     /// Serve the GraphQL API over HTTP (POST /graphql, GraphiQL at GET /graphql).
     Serve,
+    /// Publish outbox events to Kafka (one active relay per database; others stand by).
+    Relay,
+    /// Consume events and maintain the derived views (follower projection, counters, caches).
+    Project,
     /// Apply pending database migrations and exit.
     Migrate,
     /// Create active users `<prefix>0` … `<prefix>N-1`; existing handles are left alone.
@@ -56,7 +64,50 @@ async fn main() -> anyhow::Result<()> {
     let config = Config::from_env()?;
     init_tracing(config.log_json);
     match cli.command {
-        Command::Run | Command::Serve => serve(config).await,
+        Command::Run => {
+            run(
+                config,
+                Jobs {
+                    http: true,
+                    relay: true,
+                    projector: true,
+                },
+            )
+            .await
+        }
+        Command::Serve => {
+            run(
+                config,
+                Jobs {
+                    http: true,
+                    relay: false,
+                    projector: false,
+                },
+            )
+            .await
+        }
+        Command::Relay => {
+            run(
+                config,
+                Jobs {
+                    http: false,
+                    relay: true,
+                    projector: false,
+                },
+            )
+            .await
+        }
+        Command::Project => {
+            run(
+                config,
+                Jobs {
+                    http: false,
+                    relay: false,
+                    projector: true,
+                },
+            )
+            .await
+        }
         Command::Migrate => {
             let applied = store::migrate::run_pending(&config.database_url).await?;
             tracing::info!(count = applied.len(), ?applied, "migrations applied");
@@ -97,12 +148,49 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
-    if config.uses_dev_secret() {
+struct Jobs {
+    http: bool,
+    relay: bool,
+    projector: bool,
+}
+
+/// Starts the chosen jobs on one shared `App` and stops them all on SIGINT/SIGTERM.
+async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
+    if jobs.http && config.uses_dev_secret() {
         tracing::warn!("KITH_JWT_SECRET is unset: using the development secret");
     }
     let app = App::start(config).await?;
-    kith::http::serve(app, kith::http::shutdown_signal()).await?;
+    let (trigger, shutdown) = Shutdown::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    if jobs.relay {
+        tasks.spawn(kith::pipeline::relay::run(app.clone(), shutdown.clone()).map(|()| Ok(())));
+    }
+    if jobs.projector {
+        let hooks = Arc::new(ProjectorHooks::default());
+        tasks.spawn(
+            kith::pipeline::projector::run(app.clone(), shutdown.clone(), hooks)
+                .map(|r| r.map_err(anyhow::Error::from)),
+        );
+    }
+    if jobs.http {
+        let mut stop = shutdown.clone();
+        tasks.spawn(
+            kith::http::serve(app.clone(), async move { stop.wait().await })
+                .map(|r| r.map_err(anyhow::Error::from)),
+        );
+    }
+    tokio::select! {
+        () = kith::http::shutdown_signal() => {}
+        Some(finished) = tasks.join_next() => {
+            tracing::error!(result = ?finished, "a job stopped on its own; stopping the rest");
+        }
+    }
+    trigger.trigger();
+    while let Some(finished) = tasks.join_next().await {
+        if let Ok(Err(e)) = finished {
+            tracing::warn!(error = %e, "job ended with an error");
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }

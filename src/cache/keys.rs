@@ -5,6 +5,15 @@
 
 use crate::model::UserId;
 
+/// One user's cached list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ListKey {
+    /// Whom the user follows (`uf:flws:{uid}`), from the truth table.
+    Following(UserId),
+    /// Who follows the user (`uf:fans:{uid}`), from the projection.
+    Followers(UserId),
+}
+
 /// Builds keys under an optional prefix (tenants, tests).
 #[derive(Clone, Debug, Default)]
 pub struct RedisKeys {
@@ -17,6 +26,20 @@ impl RedisKeys {
         Self {
             prefix: prefix.into(),
         }
+    }
+
+    /// The counter record of `user` (`ucnt:{uid}`).
+    pub fn counter_record(&self, user: UserId) -> String {
+        format!("{}ucnt:{{{user}}}", self.prefix)
+    }
+
+    /// The three keys of one cached list: the ZSet, its member versions, its coverage marker.
+    pub fn list(&self, list: ListKey) -> [String; 3] {
+        let base = match list {
+            ListKey::Following(user) => format!("{}uf:flws:{{{user}}}", self.prefix),
+            ListKey::Followers(user) => format!("{}uf:fans:{{{user}}}", self.prefix),
+        };
+        [base.clone(), format!("{base}:v"), format!("{base}:cov")]
     }
 
     /// The follow/unfollow token bucket of `user`.

@@ -1,13 +1,38 @@
-//! Redis: the pool and the key layout shared by the rate limiter and the
-//! derived caches.
+//! Redis: the pool, the key layout, and the derived caches — counter
+//! records and list caches — that the write path and the projector keep right.
 
+pub mod counters;
 pub mod keys;
+pub mod lists;
 
 use std::time::Duration;
 
 use bb8_redis::RedisConnectionManager;
 
-pub use keys::RedisKeys;
+pub use keys::{ListKey, RedisKeys};
+
+use counters::CounterRecord;
+use lists::EdgeState;
+use redis::aio::ConnectionLike;
+
+use crate::model::UserId;
+
+/// Writes counter records and edge states through to the caches in one round
+/// trip; each write applies only if newer (and, for lists, only if cached).
+pub async fn write_through(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) -> redis::RedisResult<()> {
+    if records.is_empty() && edges.is_empty() {
+        return Ok(());
+    }
+    let mut pipe = redis::pipe();
+    counters::queue_store(&mut pipe, keys, records);
+    lists::queue_apply(&mut pipe, keys, edges);
+    pipe.query_async(conn).await
+}
 
 /// Pool of multiplexed Redis connections.
 pub type RedisPool = bb8::Pool<RedisConnectionManager>;

@@ -2,6 +2,8 @@
 //! tables the projector maintains. One module per table; every query Kith
 //! runs against PostgreSQL lives below here.
 
+pub mod content;
+pub mod follower;
 pub mod following;
 pub mod migrate;
 pub mod outbox;

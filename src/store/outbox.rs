@@ -1,6 +1,7 @@
 //! `outbox`: events written in the same transaction as the change they describe.
 
 use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
@@ -21,4 +22,38 @@ pub async fn append(conn: &mut PgConn, event: &FollowEvent) -> QueryResult<()> {
         .execute(conn)
         .await
         .map(drop)
+}
+
+/// One outbox row waiting to be published.
+#[derive(Clone, Debug, Queryable)]
+pub struct PendingEvent {
+    /// Outbox row id: commit order within one partition key.
+    pub id: i64,
+    /// The Kafka message key.
+    pub partition_key: String,
+    /// The event JSON.
+    pub payload: serde_json::Value,
+}
+
+/// The oldest `limit` rows, in insertion order.
+pub async fn oldest(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<PendingEvent>> {
+    outbox::table
+        .order(outbox::id)
+        .limit(limit)
+        .select((outbox::id, outbox::partition_key, outbox::payload))
+        .load(conn)
+        .await
+}
+
+/// Deletes published rows.
+pub async fn delete(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize> {
+    diesel::sql_query("DELETE FROM outbox WHERE id = ANY($1)")
+        .bind::<Array<BigInt>, _>(ids)
+        .execute(conn)
+        .await
+}
+
+/// Rows not yet published.
+pub async fn backlog(conn: &mut PgConn) -> QueryResult<i64> {
+    outbox::table.count().get_result(conn).await
 }

@@ -59,3 +59,60 @@ pub async fn find(conn: &mut PgConn, user: UserId) -> QueryResult<Option<UserSta
         .await
         .optional()
 }
+
+/// Changes to one user's counters accumulated over a projector batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsDelta {
+    /// Change of `followers`.
+    pub followers: i64,
+    /// Change of `posts`.
+    pub posts: i64,
+    /// Change of `likes_received`.
+    pub likes_received: i64,
+    /// Change of `favs_received`.
+    pub favs_received: i64,
+}
+
+impl StatsDelta {
+    /// True when applying it would change nothing.
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// Applies the projector's `delta` to `user` and bumps the version.
+pub async fn apply_delta(
+    conn: &mut PgConn,
+    user: UserId,
+    delta: StatsDelta,
+) -> QueryResult<UserStats> {
+    ensure_row(conn, user).await?;
+    diesel::update(user_stats::table.find(user.get()))
+        .set((
+            user_stats::followers.eq(user_stats::followers + delta.followers),
+            user_stats::posts.eq(user_stats::posts + delta.posts),
+            user_stats::likes_received.eq(user_stats::likes_received + delta.likes_received),
+            user_stats::favs_received.eq(user_stats::favs_received + delta.favs_received),
+            user_stats::version.eq(user_stats::version + 1),
+        ))
+        .returning(UserStats::as_returning())
+        .get_result(conn)
+        .await
+}
+
+/// The counters of each of `users` that has a row.
+pub async fn find_many(
+    conn: &mut PgConn,
+    users: &[UserId],
+) -> QueryResult<Vec<(UserId, UserStats)>> {
+    let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
+    let rows: Vec<(i64, UserStats)> = user_stats::table
+        .filter(user_stats::user_id.eq_any(ids))
+        .select((user_stats::user_id, UserStats::as_select()))
+        .load(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, stats)| Some((UserId::new(id)?, stats)))
+        .collect())
+}

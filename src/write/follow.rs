@@ -4,6 +4,9 @@
 use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
+use crate::cache::counters::CounterRecord;
+use crate::cache::lists::EdgeState;
+use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
@@ -52,42 +55,72 @@ pub async fn change_edge(
         .acquire(&app.redis, &app.keys, actor)
         .await?;
     let mut conn = app.pg.get().await?;
-    conn.transaction::<_, ApiError, _>(async move |conn| {
-        let target = check_parties(conn, actor, target, change).await?;
-        let transition = match change {
-            EdgeChange::Follow => following::activate(conn, actor, target.id).await?,
-            EdgeChange::Unfollow => following::deactivate(conn, actor, target.id).await?,
-        };
-        let (actor_stats, event) = match transition {
-            None => (None, None),
-            Some(t) => {
-                let (delta, event_type) = match change {
-                    EdgeChange::Follow => (1, FollowEventType::FollowCreated),
-                    EdgeChange::Unfollow => (-1, FollowEventType::FollowCanceled),
-                };
-                let stats = stats::add_followings(conn, actor, delta).await?;
-                let event = FollowEvent::new(
-                    event_type,
-                    actor,
-                    target.id,
-                    t.version,
-                    t.followed_at,
-                    t.occurred_at,
-                );
-                outbox::append(conn, &event).await?;
-                (Some(stats), Some(event))
-            }
-        };
-        let relation = following::pair_state(conn, actor, target.id).await?;
-        Ok(FollowOutcome {
-            changed: event.is_some(),
-            target,
-            relation,
-            actor_stats,
-            event,
+    let outcome = conn
+        .transaction::<_, ApiError, _>(async move |conn| {
+            let target = check_parties(conn, actor, target, change).await?;
+            let transition = match change {
+                EdgeChange::Follow => following::activate(conn, actor, target.id).await?,
+                EdgeChange::Unfollow => following::deactivate(conn, actor, target.id).await?,
+            };
+            let (actor_stats, event) = match transition {
+                None => (None, None),
+                Some(t) => {
+                    let (delta, event_type) = match change {
+                        EdgeChange::Follow => (1, FollowEventType::FollowCreated),
+                        EdgeChange::Unfollow => (-1, FollowEventType::FollowCanceled),
+                    };
+                    let stats = stats::add_followings(conn, actor, delta).await?;
+                    let event = FollowEvent::new(
+                        event_type,
+                        actor,
+                        target.id,
+                        t.version,
+                        t.followed_at,
+                        t.occurred_at,
+                    );
+                    outbox::append(conn, &event).await?;
+                    (Some(stats), Some(event))
+                }
+            };
+            let relation = following::pair_state(conn, actor, target.id).await?;
+            Ok(FollowOutcome {
+                changed: event.is_some(),
+                target,
+                relation,
+                actor_stats,
+                event,
+            })
         })
-    })
-    .await
+        .await?;
+    if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
+        write_through_for_actor(app, stats, event).await;
+    }
+    Ok(outcome)
+}
+
+/// Read-your-writes: the actor's counter record and cached following list
+/// show the change before the mutation returns. Both writes are version-guarded
+/// no-ops when the projector (or a later mutation) got there first. A failure
+/// here is only logged: the change is committed, and the projector repairs
+/// the caches when the event reaches it.
+async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEvent) {
+    let record = [(event.from, CounterRecord::from(stats))];
+    let edge = [EdgeState {
+        list: ListKey::Following(event.from),
+        other: event.to,
+        active: event.event_type == FollowEventType::FollowCreated,
+        followed_at_ms: event.followed_at_ms,
+        version: event.version,
+    }];
+    let result = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        cache::write_through(&mut *redis, &app.keys, &record, &edge)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    if let Err(error) = result.await {
+        tracing::warn!(%error, actor = %event.from, "read-your-writes cache update failed");
+    }
 }
 
 /// Checks that the actor may act and the target may be (un)followed.

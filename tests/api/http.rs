@@ -140,6 +140,7 @@ async fn readiness_fails_when_redis_is_unreachable() {
         keys: t.app.keys.clone(),
         tokens: t.app.tokens.clone(),
         rate_limiter: t.app.rate_limiter,
+        metrics: kith::metrics::Metrics::default(),
     });
     let response = kith::http::router(app)
         .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())

@@ -1,0 +1,22 @@
+-- counter_record_set.lua: store a user's counter record only if it is newer.
+--
+-- KEYS[1]  the record: 28 bytes = five big-endian u32 (followings, followers,
+--          posts, likesReceived, favsReceived) + the user_stats version as a
+--          big-endian u64
+-- ARGV[1]  the new 28-byte record
+-- ARGV[2]  its version (the same number as in bytes 21..28)
+-- ARGV[3]  TTL in ms
+-- Returns  1 stored, 0 the stored record is as new or newer (left alone)
+--
+-- Records are whole snapshots tagged with the version of the row they were
+-- read from, so a replayed or reordered write can never move a counter.
+
+local current = redis.call('GET', KEYS[1])
+if current and #current == 28 then
+  local hi, lo = struct.unpack('>I4I4', string.sub(current, 21, 28))
+  if hi * 4294967296 + lo >= tonumber(ARGV[2]) then
+    return 0
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1

@@ -1,0 +1,32 @@
+-- list_apply_edge.lua: apply one edge's latest state to a cached list — only
+-- if that list is cached, so no partial list is ever created.
+--
+-- KEYS[1]  the list, a ZSet: member = 19-digit zero-padded user id, score = follow time (ms)
+-- KEYS[2]  a hash: member -> edge version of the state last applied (removals included)
+-- KEYS[3]  the list's coverage marker; absent means the list is not cached
+-- ARGV[1]  member
+-- ARGV[2]  edge version of this state
+-- ARGV[3]  '1' active (add), '0' inactive (remove)
+-- ARGV[4]  score: follow time in ms, as carried by the event
+-- Returns  1 applied, 0 not newer than what the list holds (duplicate or stale), -1 not cached
+
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  return -1
+end
+local seen = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
+if seen and seen >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
+else
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
+-- The list and its versions never outlive the coverage marker.
+local ttl = redis.call('PTTL', KEYS[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1

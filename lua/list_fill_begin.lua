@@ -1,0 +1,24 @@
+-- list_fill_begin.lua: claim the right to fill a list cache from PostgreSQL.
+--
+-- While the claim stands, edge updates are applied to the list (the marker
+-- exists), so a change committed after the filler's read is not lost; the
+-- fill then merges its rows under the same per-member versions.
+--
+-- KEYS[1]  the list ZSet
+-- KEYS[2]  the member -> version hash
+-- KEYS[3]  the coverage marker
+-- ARGV[1]  a token naming this filler
+-- ARGV[2]  lease in ms: a filler that dies frees the claim when it ends
+-- Returns  1 this caller fills, 0 the list is already cached, -1 another fill is running
+
+local marker = redis.call('GET', KEYS[3])
+if marker then
+  if string.sub(marker, 1, 8) == 'filling:' then
+    return -1
+  end
+  return 0
+end
+-- Leftovers of an expired cache might hold members removed since: start clean.
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], 'filling:' .. ARGV[1], 'PX', ARGV[2])
+return 1

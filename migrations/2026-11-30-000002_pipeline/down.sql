@@ -1,0 +1,3 @@
+DROP TABLE content_event_ledger;
+DROP TRIGGER outbox_notify ON outbox;
+DROP FUNCTION kith_outbox_notify();

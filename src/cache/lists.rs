@@ -1,0 +1,187 @@
+//! List caches: `uf:flws:{uid}` (whom the user follows) and `uf:fans:{uid}`
+//! (who follows the user), ZSets scored by follow time in ms.
+//!
+//! Members are user ids zero-padded to 19 digits, so members of equal score
+//! sort in Redis exactly as the ids sort in PostgreSQL. Beside each ZSet, a
+//! hash holds the edge version last applied per member (removals too) and a
+//! coverage marker says the list is cached and how much of it. Every update
+//! is version-guarded and applies only to a list that is cached, so a stale or
+//! duplicate event changes nothing and no partial list is ever created.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+
+use super::RedisKeys;
+use super::keys::ListKey;
+use crate::model::UserId;
+
+static APPLY_EDGE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_apply_edge.lua")));
+static FILL_BEGIN: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_begin.lua")));
+static FILL_COMMIT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_commit.lua")));
+
+/// How long a filler may take before its claim lapses.
+pub const FILL_LEASE: Duration = Duration::from_secs(10);
+
+/// The ZSet member of a user: 19 digits, so lexicographic order is numeric order.
+pub fn member(user: UserId) -> String {
+    format!("{:019}", user.get())
+}
+
+/// The user of a ZSet member, if it is one.
+pub fn parse_member(member: &str) -> Option<UserId> {
+    if member.len() != 19 {
+        return None;
+    }
+    member.parse::<i64>().ok().and_then(UserId::new)
+}
+
+/// The latest state of one edge, as one list sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeState {
+    /// The list it belongs to.
+    pub list: ListKey,
+    /// The other end of the edge (the member).
+    pub other: UserId,
+    /// Whether the edge is active.
+    pub active: bool,
+    /// Follow time in ms: the score.
+    pub followed_at_ms: i64,
+    /// The edge version of this state.
+    pub version: i64,
+}
+
+/// Queues "apply each edge state to its list, if cached and newer" on `pipe`.
+pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
+    if edges.is_empty() {
+        return;
+    }
+    pipe.load_script(&APPLY_EDGE).ignore();
+    for edge in edges {
+        pipe.invoke_script(
+            APPLY_EDGE
+                .key(&keys.list(edge.list)[..])
+                .arg(member(edge.other))
+                .arg(edge.version)
+                .arg(if edge.active { "1" } else { "0" })
+                .arg(edge.followed_at_ms),
+        )
+        .ignore();
+    }
+}
+
+/// One row read from PostgreSQL to fill a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListEntry {
+    /// The member.
+    pub user: UserId,
+    /// Follow time in ms.
+    pub followed_at_ms: i64,
+    /// Edge version.
+    pub version: i64,
+}
+
+/// The outcome of claiming a fill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillClaim {
+    /// This caller must read PostgreSQL and commit the fill.
+    Granted,
+    /// The list is already cached.
+    Cached,
+    /// Another filler holds the claim.
+    Busy,
+}
+
+/// Claims the fill of `list` under `token`.
+pub async fn begin_fill(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    list: ListKey,
+    token: &str,
+) -> redis::RedisResult<FillClaim> {
+    let answer: i64 = FILL_BEGIN
+        .key(&keys.list(list)[..])
+        .arg(token)
+        .arg(FILL_LEASE.as_millis() as u64)
+        .invoke_async(conn)
+        .await?;
+    Ok(match answer {
+        1 => FillClaim::Granted,
+        0 => FillClaim::Cached,
+        _ => FillClaim::Busy,
+    })
+}
+
+/// Merges `entries` (newest first, as read after [`begin_fill`]) and marks the
+/// coverage: the whole list when `complete`, else down to the last entry.
+/// Returns false when the claim had lapsed (nothing written).
+pub async fn commit_fill(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    list: ListKey,
+    token: &str,
+    ttl: Duration,
+    entries: &[ListEntry],
+    complete: bool,
+) -> redis::RedisResult<bool> {
+    let coverage = match (complete, entries.last()) {
+        (false, Some(last)) => format!("{}:{}", last.followed_at_ms, member(last.user)),
+        _ => "all".to_owned(),
+    };
+    let mut invocation = FILL_COMMIT.key(&keys.list(list)[..]);
+    invocation
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .arg(coverage);
+    for entry in entries {
+        invocation
+            .arg(member(entry.user))
+            .arg(entry.followed_at_ms)
+            .arg(entry.version);
+    }
+    let committed: i64 = invocation.invoke_async(conn).await?;
+    Ok(committed == 1)
+}
+
+/// The members of a cached list, newest first (for checks and tools), or
+/// `None` when the list is not cached.
+pub async fn cached_members(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    list: ListKey,
+) -> redis::RedisResult<Option<Vec<(UserId, i64)>>> {
+    let [zset, _, coverage] = keys.list(list);
+    let (marker, members): (Option<String>, Vec<(String, i64)>) = redis::pipe()
+        .get(&coverage)
+        .zrevrange_withscores(&zset, 0, -1)
+        .query_async(conn)
+        .await?;
+    match marker {
+        Some(m) if !m.starts_with("filling:") => Ok(Some(
+            members
+                .into_iter()
+                .filter_map(|(m, score)| Some((parse_member(&m)?, score)))
+                .collect(),
+        )),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_sort_like_ids() {
+        let (nine, ten) = (UserId::new(9).unwrap(), UserId::new(10).unwrap());
+        assert!(member(nine) < member(ten));
+        assert_eq!(parse_member(&member(ten)), Some(ten));
+        assert_eq!(parse_member("10"), None);
+        let max = UserId::new(i64::MAX).unwrap();
+        assert_eq!(parse_member(&member(max)), Some(max));
+    }
+}

@@ -1,0 +1,60 @@
+//! Kafka clients and topics.
+
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::FutureProducer;
+use rdkafka::types::RDKafkaErrorCode;
+
+use crate::config::Config;
+
+/// The settings every client shares.
+pub fn client_config(config: &Config) -> ClientConfig {
+    let mut client = ClientConfig::new();
+    client
+        .set("bootstrap.servers", &config.kafka_brokers)
+        .set("client.id", "kith")
+        .set("log_level", "4");
+    client
+}
+
+/// An idempotent producer that waits for every in-sync replica (`acks=all`),
+/// so an acknowledged message is durable and retries never duplicate or
+/// reorder within a partition. A message the broker cannot take within
+/// `message.timeout.ms` fails its delivery instead of hanging forever.
+pub fn producer(config: &Config) -> Result<FutureProducer, KafkaError> {
+    client_config(config)
+        .set("enable.idempotence", "true")
+        .set("acks", "all")
+        .set("linger.ms", "2")
+        .set("message.timeout.ms", "10000")
+        .create()
+}
+
+/// Creates the follow, content and dead-letter topics when missing (the local
+/// broker does not create topics on first produce).
+pub async fn ensure_topics(config: &Config) -> Result<(), KafkaError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(config).create()?;
+    let topics: Vec<NewTopic<'_>> = [
+        &config.follow_topic,
+        &config.content_topic,
+        &config.dead_letter_topic,
+    ]
+    .into_iter()
+    .map(|name| NewTopic::new(name, config.topic_partitions, TopicReplication::Fixed(1)))
+    .collect();
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    for result in admin.create_topics(&topics, &options).await? {
+        match result {
+            Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => {
+                tracing::warn!(%topic, ?code, "cannot create topic");
+                return Err(KafkaError::AdminOp(code));
+            }
+        }
+    }
+    Ok(())
+}

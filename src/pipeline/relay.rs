@@ -1,0 +1,172 @@
+//! The outbox relay: publishes committed outbox rows to Kafka, then deletes
+//! them — only after the broker acknowledged every one (at-least-once).
+//!
+//! One relay is active per schema: it holds a PostgreSQL advisory lock on its
+//! own session, so several relay processes can run and the others stand by.
+//! It wakes on `NOTIFY` from the outbox trigger, with a slow fallback poll,
+//! and publishes in batches of up to `KITH_RELAY_BATCH` rows in id order,
+//! keyed by the follower's id so one follower's edges stay in commit order.
+//! When the broker is unreachable it backs off and keeps the rows; the API
+//! keeps accepting writes meanwhile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::sql_types::{Bool, Text};
+use diesel::{QueryableByName, sql_query};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::{FutureExt as _, StreamExt as _};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
+
+use super::{Backoff, PipelineError, Shutdown, kafka};
+use crate::app::App;
+use crate::metrics::Metrics;
+use crate::store::outbox::{self, PendingEvent};
+
+/// How often a standby relay retries the leadership lock.
+const STANDBY_POLL: Duration = Duration::from_secs(1);
+
+/// Runs the relay until `shutdown`.
+pub async fn run(app: Arc<App>, mut shutdown: Shutdown) {
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+    let mut producer = None;
+    while !shutdown.requested() {
+        let result = async {
+            if producer.is_none() {
+                kafka::ensure_topics(&app.config).await?;
+                producer = Some(kafka::producer(&app.config)?);
+            }
+            let p = producer.as_ref().expect("just created");
+            lead(&app, p, &mut shutdown, &mut backoff).await
+        }
+        .await;
+        match result {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "outbox relay: restarting");
+                // A producer in a fatal state (idempotence broken) must be replaced.
+                if producer
+                    .as_ref()
+                    .is_some_and(|p| p.client().fatal_error().is_some())
+                {
+                    producer = None;
+                }
+                if !shutdown.sleep(backoff.next_delay()).await {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(p) = producer {
+        let _ = p.flush(Duration::from_secs(5));
+    }
+    tracing::info!("outbox relay stopped");
+}
+
+#[derive(QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = Bool)]
+    locked: bool,
+}
+
+#[derive(QueryableByName)]
+struct Channel {
+    #[diesel(sql_type = Text)]
+    channel: String,
+}
+
+/// Waits for leadership, then publishes until shutdown or a failure.
+async fn lead(
+    app: &App,
+    producer: &FutureProducer,
+    shutdown: &mut Shutdown,
+    backoff: &mut Backoff,
+) -> Result<(), PipelineError> {
+    // A dedicated session: the advisory lock and LISTEN live and die with it.
+    let mut conn = AsyncPgConnection::establish(&app.config.database_url).await?;
+    loop {
+        let Locked { locked } = sql_query(
+            "SELECT pg_try_advisory_lock(hashtext('kith.outbox_relay.' || current_schema())) AS locked",
+        )
+        .get_result(&mut conn)
+        .await?;
+        if locked {
+            break;
+        }
+        if !shutdown.sleep(STANDBY_POLL).await {
+            return Ok(());
+        }
+    }
+    let Channel { channel } = sql_query("SELECT 'kith_outbox_' || current_schema() AS channel")
+        .get_result(&mut conn)
+        .await?;
+    sql_query(format!("LISTEN \"{channel}\""))
+        .execute(&mut conn)
+        .await?;
+    tracing::info!(%channel, "outbox relay active");
+    let poll = Duration::from_millis(app.config.relay_poll_ms);
+
+    loop {
+        if shutdown.requested() {
+            return Ok(());
+        }
+        let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
+        if batch.is_empty() {
+            let notifications = conn.notifications_stream();
+            futures_util::pin_mut!(notifications);
+            // Wake-ups that arrived while we were busy are already handled.
+            while let Some(Some(_)) = notifications.next().now_or_never() {}
+            tokio::select! {
+                _ = tokio::time::timeout(poll, notifications.next()) => {}
+                () = shutdown.wait() => return Ok(()),
+            }
+            continue;
+        }
+        match publish(producer, &app.config.follow_topic, &batch).await {
+            Ok(()) => {
+                let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
+                outbox::delete(&mut conn, &ids).await?;
+                Metrics::add(&app.metrics.events_relayed, ids.len() as u64);
+                backoff.reset();
+            }
+            Err(e) => {
+                // Nothing is deleted: the whole batch is sent again, and the
+                // projector's version guards make the repeats harmless.
+                tracing::warn!(error = %e, rows = batch.len(), "outbox relay: publish failed; backing off");
+                if !shutdown.sleep(backoff.next_delay()).await {
+                    return Ok(());
+                }
+                if producer.client().fatal_error().is_some() {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Sends every row and waits for every acknowledgement.
+async fn publish(
+    producer: &FutureProducer,
+    topic: &str,
+    batch: &[PendingEvent],
+) -> Result<(), PipelineError> {
+    let mut deliveries = Vec::with_capacity(batch.len());
+    for event in batch {
+        let payload = serde_json::to_vec(&event.payload).expect("JSON values serialize");
+        let record = FutureRecord::to(topic)
+            .key(&event.partition_key)
+            .payload(&payload);
+        let delivery = producer.send_result(record).map_err(|(e, _)| e)?;
+        deliveries.push(delivery);
+    }
+    for delivery in deliveries {
+        match delivery.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => return Err(e.into()),
+            Err(_canceled) => {
+                return Err(rdkafka::error::KafkaError::Canceled.into());
+            }
+        }
+    }
+    Ok(())
+}

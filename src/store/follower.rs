@@ -1,0 +1,114 @@
+//! `follower`: the projection "B is followed by A", written only by the
+//! projector, guarded by the edge version carried in each event.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Nullable, Timestamptz};
+use diesel_async::RunQueryDsl;
+
+use super::PgConn;
+use crate::model::UserId;
+
+/// What applying one event did to the projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The event was not newer than the row: a duplicate or a stale reorder.
+    Stale,
+    /// The row now holds the event's state; `was_active` is the state before.
+    Changed {
+        /// Whether the edge was active before the event.
+        was_active: bool,
+        /// Whether it is active now.
+        active: bool,
+    },
+}
+
+/// Applies one edge state if its `version` is newer than the row's.
+pub async fn apply(
+    conn: &mut PgConn,
+    from: UserId,
+    to: UserId,
+    active: bool,
+    followed_at: DateTime<Utc>,
+    version: i64,
+) -> QueryResult<Applied> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Nullable<Bool>)]
+        was_active: Option<bool>,
+        #[diesel(sql_type = Nullable<Bool>)]
+        active: Option<bool>,
+    }
+    // The row lock of the upsert serialises concurrent appliers of one edge;
+    // `prev` reads the state the upsert replaced (same snapshot).
+    let row: Row = diesel::sql_query(
+        "WITH prev AS (
+             SELECT active FROM follower WHERE to_user_id = $1 AND from_user_id = $2
+         ), up AS (
+             INSERT INTO follower AS f (to_user_id, from_user_id, active, followed_at, version, updated_at)
+             VALUES ($1, $2, $3, $4, $5, now())
+             ON CONFLICT (to_user_id, from_user_id) DO UPDATE
+                SET active = EXCLUDED.active,
+                    followed_at = EXCLUDED.followed_at,
+                    version = EXCLUDED.version,
+                    updated_at = now()
+              WHERE f.version < EXCLUDED.version
+             RETURNING f.active
+         )
+         SELECT (SELECT active FROM prev) AS was_active, (SELECT active FROM up) AS active",
+    )
+    .bind::<BigInt, _>(to.get())
+    .bind::<BigInt, _>(from.get())
+    .bind::<Bool, _>(active)
+    .bind::<Timestamptz, _>(followed_at)
+    .bind::<BigInt, _>(version)
+    .get_result(conn)
+    .await?;
+    Ok(match row.active {
+        None => Applied::Stale,
+        Some(active) => Applied::Changed {
+            was_active: row.was_active.unwrap_or(false),
+            active,
+        },
+    })
+}
+
+/// The current state of one edge in a table, for re-syncing caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
+pub struct EdgeRow {
+    /// The follower.
+    #[diesel(sql_type = BigInt)]
+    pub from_user_id: i64,
+    /// The followed user.
+    #[diesel(sql_type = BigInt)]
+    pub to_user_id: i64,
+    /// Whether the edge is active.
+    #[diesel(sql_type = Bool)]
+    pub active: bool,
+    /// Latest follow time.
+    #[diesel(sql_type = Timestamptz)]
+    pub followed_at: DateTime<Utc>,
+    /// Edge version.
+    #[diesel(sql_type = BigInt)]
+    pub version: i64,
+}
+
+/// The projection rows of the given `(from, to)` pairs (missing pairs are absent).
+pub async fn rows(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgeRow>> {
+    let (from, to) = split_pairs(pairs);
+    diesel::sql_query(
+        "SELECT f.from_user_id, f.to_user_id, f.active, f.followed_at, f.version
+           FROM follower f
+           JOIN unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
+             ON f.to_user_id = p.to_id AND f.from_user_id = p.from_id",
+    )
+    .bind::<Array<BigInt>, _>(from)
+    .bind::<Array<BigInt>, _>(to)
+    .load(conn)
+    .await
+}
+
+/// Splits pairs into two parallel id arrays for `unnest`.
+pub(crate) fn split_pairs(pairs: &[(UserId, UserId)]) -> (Vec<i64>, Vec<i64>) {
+    pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip()
+}
