@@ -60,6 +60,11 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     config.database_pool_size = 8;
     config.redis_pool_size = 4;
     config.redis_prefix = format!("test:{name}:");
+    config.follow_topic = format!("{name}.follow");
+    config.content_topic = format!("{name}.content");
+    config.dead_letter_topic = format!("{name}.dead");
+    config.consumer_group = format!("{name}.projector");
+    config.topic_partitions = 2;
     config.auto_migrate = true;
     tweak(&mut config);
 
@@ -274,4 +279,214 @@ pub fn assert_ok(response: &Value) {
         response["errors"].is_null(),
         "unexpected errors: {response:#}"
     );
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `secs` seconds.
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+/// A running pipeline job (relay or projector) of a test.
+pub struct Job {
+    trigger: kith::pipeline::ShutdownTrigger,
+    handle: tokio::task::JoinHandle<Result<(), kith::pipeline::PipelineError>>,
+}
+
+impl Job {
+    /// Asks the job to stop and waits for it.
+    pub async fn stop(self) -> Result<(), kith::pipeline::PipelineError> {
+        self.trigger.trigger();
+        self.handle.await.unwrap()
+    }
+
+    /// Waits for the job to end by itself (for example a simulated crash).
+    pub async fn join(self, secs: u64) -> Result<(), kith::pipeline::PipelineError> {
+        tokio::time::timeout(std::time::Duration::from_secs(secs), self.handle)
+            .await
+            .expect("job ended")
+            .unwrap()
+    }
+}
+
+impl TestApp {
+    /// Starts the outbox relay.
+    pub fn start_relay(&self) -> Job {
+        let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+        let app = self.app.clone();
+        let handle = tokio::spawn(async move {
+            kith::pipeline::relay::run(app, shutdown).await;
+            Ok(())
+        });
+        Job { trigger, handle }
+    }
+
+    /// Starts a projector in the app's consumer group.
+    pub fn start_projector(&self, hooks: Arc<kith::pipeline::projector::ProjectorHooks>) -> Job {
+        self.start_projector_for(self.app.clone(), hooks)
+    }
+
+    /// Starts a projector on another `App` (another consumer group, say).
+    pub fn start_projector_for(
+        &self,
+        app: Arc<App>,
+        hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
+    ) -> Job {
+        let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+        let handle = tokio::spawn(kith::pipeline::projector::run(app, shutdown, hooks));
+        Job { trigger, handle }
+    }
+
+    /// Publishes a raw message, as another service would.
+    pub async fn produce(&self, topic: &str, key: &str, payload: &[u8]) {
+        let producer = kith::pipeline::kafka::producer(&self.app.config).unwrap();
+        kith::pipeline::kafka::ensure_topics(&self.app.config)
+            .await
+            .unwrap();
+        let record = rdkafka::producer::FutureRecord::to(topic)
+            .key(key)
+            .payload(payload);
+        producer
+            .send(record, std::time::Duration::from_secs(10))
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
+    }
+
+    /// Marks a list as cached (and empty), as a reader's fill would.
+    pub async fn cache_list(
+        &self,
+        list: kith::cache::ListKey,
+        entries: &[kith::cache::lists::ListEntry],
+    ) {
+        use kith::cache::lists::{FillClaim, begin_fill, commit_fill};
+        let mut redis = self.app.redis.get().await.unwrap();
+        let claim = begin_fill(&mut *redis, &self.app.keys, list, "test")
+            .await
+            .unwrap();
+        assert_eq!(claim, FillClaim::Granted);
+        let ttl = std::time::Duration::from_secs(600);
+        assert!(
+            commit_fill(
+                &mut *redis,
+                &self.app.keys,
+                list,
+                "test",
+                ttl,
+                entries,
+                true
+            )
+            .await
+            .unwrap()
+        );
+    }
+
+    /// The members of a cached list (newest first), `None` if not cached.
+    pub async fn cached_list(&self, list: kith::cache::ListKey) -> Option<Vec<UserId>> {
+        let mut redis = self.app.redis.get().await.unwrap();
+        kith::cache::lists::cached_members(&mut *redis, &self.app.keys, list)
+            .await
+            .unwrap()
+            .map(|members| members.into_iter().map(|(user, _)| user).collect())
+    }
+
+    /// The cached counter record of `user`.
+    pub async fn counter_record(
+        &self,
+        user: UserId,
+    ) -> Option<kith::cache::counters::CounterRecord> {
+        let mut redis = self.app.redis.get().await.unwrap();
+        kith::cache::counters::load_many(&mut *redis, &self.app.keys, &[user])
+            .await
+            .unwrap()
+            .pop()
+            .flatten()
+    }
+
+    /// `user_stats` of `user`, whole.
+    pub async fn full_stats(&self, user: UserId) -> kith::store::stats::UserStats {
+        let mut conn = self.conn().await;
+        kith::store::stats::find(&mut conn, user)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// `(active, version)` of the projection row `to ← from`.
+    pub async fn projected(&self, from: UserId, to: UserId) -> Option<(bool, i64)> {
+        let mut conn = self.conn().await;
+        kith::store::follower::rows(&mut conn, &[(from, to)])
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+            .map(|row| (row.active, row.version))
+    }
+
+    /// Every derived view, for "nothing changed" comparisons.
+    pub async fn derived_state(&self, users: &[UserId]) -> DerivedState {
+        #[derive(QueryableByName, PartialEq, Eq, Debug)]
+        struct Row {
+            #[diesel(sql_type = BigInt)]
+            to_user_id: i64,
+            #[diesel(sql_type = BigInt)]
+            from_user_id: i64,
+            #[diesel(sql_type = Bool)]
+            active: bool,
+            #[diesel(sql_type = BigInt)]
+            version: i64,
+        }
+        let rows: Vec<Row> = diesel::sql_query(
+            "SELECT to_user_id, from_user_id, active, version FROM follower ORDER BY 1, 2",
+        )
+        .load(&mut self.conn().await)
+        .await
+        .unwrap();
+        let mut stats = Vec::new();
+        let mut records = Vec::new();
+        let mut lists = Vec::new();
+        for user in users {
+            stats.push(self.full_stats(*user).await);
+            records.push(self.counter_record(*user).await);
+            lists.push(
+                self.cached_list(kith::cache::ListKey::Following(*user))
+                    .await,
+            );
+            lists.push(
+                self.cached_list(kith::cache::ListKey::Followers(*user))
+                    .await,
+            );
+        }
+        DerivedState {
+            follower: rows
+                .into_iter()
+                .map(|r| (r.to_user_id, r.from_user_id, r.active, r.version))
+                .collect(),
+            stats,
+            records,
+            lists,
+        }
+    }
+}
+
+/// The projection, counters, counter records and cached lists of some users.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DerivedState {
+    pub follower: Vec<(i64, i64, bool, i64)>,
+    pub stats: Vec<kith::store::stats::UserStats>,
+    pub records: Vec<Option<kith::cache::counters::CounterRecord>>,
+    pub lists: Vec<Option<Vec<UserId>>>,
 }

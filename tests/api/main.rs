@@ -6,6 +6,8 @@ mod helpers;
 
 mod errors;
 mod http;
+mod outage;
+mod pipeline;
 mod queries;
 mod rate_limit;
 mod schema_snapshot;

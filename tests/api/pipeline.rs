@@ -1,0 +1,403 @@
+//! The event pipeline against the real broker: relay, projector, replays,
+//! reorders, crashes, outages and poison messages.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use kith::cache::ListKey;
+use kith::model::UserId;
+use kith::pipeline::PipelineError;
+use kith::pipeline::events::{FollowEvent, FollowEventType};
+use kith::pipeline::projector::ProjectorHooks;
+use rdkafka::Message;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Headers;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::helpers::{TestApp, eventually, spawn_app, spawn_app_with};
+
+fn hooks() -> Arc<ProjectorHooks> {
+    Arc::new(ProjectorHooks::default())
+}
+
+/// True when the projection holds exactly the truth (every edge, same state and version).
+async fn projection_matches_truth(t: &TestApp) -> bool {
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName, PartialEq, Debug)]
+    struct Diff {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let diff: Diff = diesel::sql_query(
+        "SELECT count(*) AS n FROM (
+             (SELECT from_user_id, to_user_id, active, version FROM following
+              EXCEPT SELECT from_user_id, to_user_id, active, version FROM follower)
+             UNION ALL
+             (SELECT from_user_id, to_user_id, active, version FROM follower
+              EXCEPT SELECT from_user_id, to_user_id, active, version FROM following)
+         ) d",
+    )
+    .get_result(&mut t.conn().await)
+    .await
+    .unwrap();
+    diff.n == 0
+}
+
+async fn backlog(t: &TestApp) -> i64 {
+    kith::store::outbox::backlog(&mut *t.conn().await)
+        .await
+        .unwrap()
+}
+
+/// Waits until every committed change has gone through relay and projector.
+async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
+    eventually("the pipeline to settle", secs, || async {
+        if backlog(t).await != 0 || !projection_matches_truth(t).await {
+            return None;
+        }
+        for user in users {
+            let stats = t.full_stats(*user).await;
+            let record = t.counter_record(*user).await?;
+            if record.version != stats.version as u64 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_follow_reaches_every_derived_view() {
+    let t = spawn_app().await;
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
+    t.cache_list(ListKey::Following(alice), &[]).await;
+    t.cache_list(ListKey::Followers(bob), &[]).await;
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+
+    assert_eq!(
+        t.follow(alice, bob).await["data"]["follow"]["changed"],
+        true
+    );
+    assert_eq!(
+        t.follow(carol, bob).await["data"]["follow"]["changed"],
+        true
+    );
+    settled(&t, &[alice, bob, carol], 60).await;
+
+    assert_eq!(t.projected(alice, bob).await, Some((true, 1)));
+    let stats = t.full_stats(bob).await;
+    assert_eq!(stats.followers, 2);
+    let record = t.counter_record(bob).await.unwrap();
+    assert_eq!((record.followers, record.followings), (2, 0));
+    assert_eq!(t.counter_record(alice).await.unwrap().followings, 1);
+    let fans = t.cached_list(ListKey::Followers(bob)).await.unwrap();
+    assert_eq!(fans.len(), 2);
+    assert!(fans.contains(&alice) && fans.contains(&carol));
+    assert_eq!(
+        t.cached_list(ListKey::Following(alice)).await,
+        Some(vec![bob])
+    );
+    assert_eq!(
+        t.cached_list(ListKey::Following(carol)).await,
+        None,
+        "an uncached list is not created by an event"
+    );
+
+    assert_eq!(
+        t.unfollow(alice, bob).await["data"]["unfollow"]["changed"],
+        true
+    );
+    settled(&t, &[alice, bob, carol], 60).await;
+    assert_eq!(t.projected(alice, bob).await, Some((false, 2)));
+    assert_eq!(t.full_stats(bob).await.followers, 1);
+    assert_eq!(t.counter_record(bob).await.unwrap().followers, 1);
+    assert_eq!(
+        t.cached_list(ListKey::Followers(bob)).await,
+        Some(vec![carol])
+    );
+    assert_eq!(t.cached_list(ListKey::Following(alice)).await, Some(vec![]));
+
+    let metrics = t.app.metrics.render(None);
+    assert!(
+        metrics.contains("kith_events_relayed_total 3\n"),
+        "{metrics}"
+    );
+    assert!(t.app.metrics.pipeline_lag.count() >= 3);
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_actor_reads_its_own_writes_before_the_pipeline_runs() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    t.cache_list(ListKey::Following(alice), &[]).await;
+
+    assert_eq!(
+        t.follow(alice, bob).await["data"]["follow"]["changed"],
+        true
+    );
+    assert_eq!(t.counter_record(alice).await.unwrap().followings, 1);
+    assert_eq!(
+        t.cached_list(ListKey::Following(alice)).await,
+        Some(vec![bob])
+    );
+    assert_eq!(
+        t.counter_record(bob).await,
+        None,
+        "the target's side is the projector's job"
+    );
+
+    assert_eq!(
+        t.unfollow(alice, bob).await["data"]["unfollow"]["changed"],
+        true
+    );
+    let record = t.counter_record(alice).await.unwrap();
+    assert_eq!((record.followings, record.version), (0, 2));
+    assert_eq!(t.cached_list(ListKey::Following(alice)).await, Some(vec![]));
+}
+
+#[tokio::test]
+async fn replaying_the_whole_topic_changes_nothing() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let mut users = Vec::new();
+    for i in 0..5 {
+        users.push(t.user(&format!("u{i}")).await);
+    }
+    for user in &users {
+        t.cache_list(ListKey::Followers(*user), &[]).await;
+        t.cache_list(ListKey::Following(*user), &[]).await;
+    }
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+    for (i, a) in users.iter().enumerate() {
+        for b in users.iter().skip(i + 1) {
+            t.follow(*a, *b).await;
+            t.follow(*b, *a).await;
+        }
+    }
+    for pair in users.windows(2) {
+        t.unfollow(pair[0], pair[1]).await;
+    }
+    for (i, author) in users.iter().enumerate() {
+        let event = json!({"eventId": Uuid::new_v4(), "type": "PostPublished", "authorId": author, "occurredAtMs": i});
+        t.produce(
+            &t.app.config.content_topic,
+            &author.to_string(),
+            event.to_string().as_bytes(),
+        )
+        .await;
+    }
+    settled(&t, &users, 60).await;
+    eventually("content events", 30, || async {
+        (t.full_stats(users[4]).await.posts == 1 && t.counter_record(users[4]).await?.posts == 1)
+            .then_some(())
+    })
+    .await;
+    let before = t.derived_state(&users).await;
+    let total = t.app.metrics.events_relayed.load(Ordering::Relaxed) + users.len() as u64;
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+
+    let mut config = t.app.config.clone();
+    config.consumer_group = format!("{}-replay", config.consumer_group);
+    let replay_app = kith::app::App::start(config).await.unwrap();
+    let replay = t.start_projector_for(replay_app.clone(), hooks());
+    eventually("the replay to finish", 60, || async {
+        (replay_app.metrics.events_applied.load(Ordering::Relaxed) >= total).then_some(())
+    })
+    .await;
+    replay.stop().await.unwrap();
+    assert_eq!(t.derived_state(&users).await, before);
+}
+
+fn follow_event(
+    kind: FollowEventType,
+    from: UserId,
+    to: UserId,
+    version: i64,
+    at_ms: i64,
+) -> Vec<u8> {
+    let event = FollowEvent {
+        schema_version: 1,
+        event_id: Uuid::new_v4(),
+        event_type: kind,
+        from,
+        to,
+        version,
+        followed_at_ms: at_ms,
+        occurred_at_ms: at_ms + version,
+    };
+    serde_json::to_vec(&event).unwrap()
+}
+
+#[tokio::test]
+async fn an_unfollow_delivered_before_its_follow_wins() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    t.cache_list(ListKey::Followers(bob), &[]).await;
+    let projector = t.start_projector(hooks());
+    let topic = t.app.config.follow_topic.clone();
+    let key = alice.to_string();
+    let at = chrono::Utc::now().timestamp_millis();
+    let canceled = follow_event(FollowEventType::FollowCanceled, alice, bob, 2, at);
+    let created = follow_event(FollowEventType::FollowCreated, alice, bob, 1, at);
+    t.produce(&topic, &key, &canceled).await;
+    t.produce(&topic, &key, &created).await;
+    t.produce(&topic, &key, &canceled).await;
+    t.produce(&topic, &key, &created).await;
+    eventually("four events applied", 60, || async {
+        (t.app.metrics.events_applied.load(Ordering::Relaxed) >= 4).then_some(())
+    })
+    .await;
+    assert_eq!(t.projected(alice, bob).await, Some((false, 2)));
+    assert_eq!(t.full_stats(bob).await.followers, 0);
+    assert_eq!(t.cached_list(ListKey::Followers(bob)).await, Some(vec![]));
+    projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_crash_between_postgres_and_redis_is_repaired_by_replay() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    t.cache_list(ListKey::Followers(bob), &[]).await;
+    let crashing = Arc::new(ProjectorHooks::default());
+    crashing.crash_after_pg_commit.store(true, Ordering::SeqCst);
+    let relay = t.start_relay();
+    let projector = t.start_projector(crashing);
+
+    assert_eq!(
+        t.follow(alice, bob).await["data"]["follow"]["changed"],
+        true
+    );
+    let result = projector.join(60).await;
+    assert!(
+        matches!(result, Err(PipelineError::SimulatedCrash)),
+        "{result:?}"
+    );
+    // PostgreSQL has the change; Redis and the offsets do not.
+    assert_eq!(t.projected(alice, bob).await, Some((true, 1)));
+    let after_crash = t.full_stats(bob).await;
+    assert_eq!(after_crash.followers, 1);
+    assert_eq!(t.counter_record(bob).await, None);
+    assert_eq!(t.cached_list(ListKey::Followers(bob)).await, Some(vec![]));
+
+    let projector = t.start_projector(hooks());
+    eventually("the replay to repair Redis", 60, || async {
+        let record = t.counter_record(bob).await?;
+        (record.followers == 1 && t.cached_list(ListKey::Followers(bob)).await? == vec![alice])
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        t.full_stats(bob).await,
+        after_crash,
+        "the replay counted nothing twice"
+    );
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
+    let t = spawn_app().await;
+    let alice = t.user("alice").await;
+    let projector = t.start_projector(hooks());
+    let topic = t.app.config.content_topic.clone();
+    let key = alice.to_string();
+    let event =
+        |id: Uuid, kind: &str| json!({"eventId": id, "type": kind, "authorId": alice}).to_string();
+    let ids: Vec<Uuid> = (0..8).map(|_| Uuid::new_v4()).collect();
+    let messages = [
+        event(ids[0], "PostPublished"),
+        event(ids[0], "PostPublished"),
+        event(ids[1], "PostLiked"),
+        event(ids[1], "PostLiked"),
+        event(ids[2], "PostFavorited"),
+        event(ids[3], "PostLiked"),
+        event(ids[4], "PostUnliked"),
+        "{not json".to_owned(),
+        event(ids[5], "PostShared"),
+        event(ids[6], "PostUnfavorited"),
+        // Would take favsReceived below zero: rejected, dead-lettered, not clamped.
+        event(ids[7], "PostUnfavorited"),
+        event(Uuid::new_v4(), "PostPublished"),
+    ];
+    for message in &messages {
+        t.produce(&topic, &key, message.as_bytes()).await;
+    }
+    t.produce(&t.app.config.follow_topic, &key, b"\x00\x01garbage")
+        .await;
+
+    eventually("every message handled", 60, || async {
+        let stats = t.full_stats(alice).await;
+        let dead = t.app.metrics.events_dead_lettered.load(Ordering::Relaxed);
+        (dead == 4
+            && stats.posts == 2
+            && t.counter_record(alice).await?.version == stats.version as u64)
+            .then_some(())
+    })
+    .await;
+    let stats = t.full_stats(alice).await;
+    assert_eq!(
+        (stats.posts, stats.likes_received, stats.favs_received),
+        (2, 1, 0)
+    );
+    let record = t.counter_record(alice).await.unwrap();
+    assert_eq!(
+        (record.posts, record.likes_received, record.favs_received),
+        (2, 1, 0)
+    );
+    projector.stop().await.unwrap();
+
+    let consumer: StreamConsumer = kith::pipeline::kafka::client_config(&t.app.config)
+        .set(
+            "group.id",
+            format!("{}-dlq-reader", t.app.config.consumer_group),
+        )
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer
+        .subscribe(&[&t.app.config.dead_letter_topic])
+        .unwrap();
+    let mut dead = Vec::new();
+    while dead.len() < 4 {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(30), consumer.recv())
+            .await
+            .expect("dead letters arrive")
+            .unwrap();
+        let headers = message.headers().expect("dead letters carry headers");
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+        };
+        assert!(header("kith-error").is_some());
+        dead.push((
+            header("kith-source-topic").unwrap(),
+            message.payload().unwrap().to_vec(),
+        ));
+    }
+    dead.sort();
+    assert!(dead.iter().any(
+        |(topic, payload)| topic == &t.app.config.follow_topic && payload == b"\x00\x01garbage"
+    ));
+    assert!(
+        dead.iter()
+            .any(|(_, payload)| payload == messages[10].as_bytes())
+    );
+    assert!(
+        dead.iter()
+            .any(|(_, payload)| payload == messages[7].as_bytes())
+    );
+}
