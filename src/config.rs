@@ -19,6 +19,7 @@
 //! | `KITH_RELAY_BATCH` | `500` | outbox rows published per relay round |
 //! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
+//! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
 //! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
 //! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
@@ -74,6 +75,8 @@ pub struct Config {
     pub relay_poll_ms: u64,
     /// Events applied per projector transaction.
     pub projector_batch: usize,
+    /// Longest wait of one consumer fetch (`fetch.wait.max.ms`).
+    pub fetch_wait_ms: u32,
     /// Address of the HTTP listener.
     pub http_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
@@ -114,6 +117,7 @@ impl Config {
             relay_batch: parse(&lookup, "KITH_RELAY_BATCH", "500")?,
             relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
             projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
+            fetch_wait_ms: parse(&lookup, "KITH_FETCH_WAIT_MS", "10")?,
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,

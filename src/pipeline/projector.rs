@@ -42,12 +42,14 @@ use crate::store::{PgConn, content, following};
 /// How many times an event a constraint rejects is retried before it is dead-lettered.
 const PERMANENT_ATTEMPTS: u32 = 3;
 
-/// Fault injection for tests.
+/// Fault injection and measurement for tests and benchmarks.
 #[derive(Default)]
 pub struct ProjectorHooks {
     /// When set, the projector stops right after its next PostgreSQL commit,
     /// before Redis and before committing offsets — as a kill there would.
     pub crash_after_pg_commit: AtomicBool,
+    /// When set, receives the lag (ms, commit to applied) of every follow event.
+    pub lag_samples: Option<std::sync::Mutex<Vec<i64>>>,
 }
 
 /// One decoded message.
@@ -84,10 +86,12 @@ pub async fn run(
         if batch.is_empty() {
             continue;
         }
+        let started = std::time::Instant::now();
         if !process(&app, &batch, &dead_letters, &hooks, &mut shutdown).await? {
             break;
         }
         commit(&consumer, &batch);
+        tracing::debug!(events = batch.len(), elapsed = ?started.elapsed(), "projector batch applied");
     }
     tracing::info!("projector stopped");
     Ok(())
@@ -102,6 +106,9 @@ async fn connect(app: &App) -> Result<(StreamConsumer, FutureProducer), Pipeline
         .set("enable.partition.eof", "false")
         .set("session.timeout.ms", "10000")
         .set("heartbeat.interval.ms", "1000")
+        // tansu answers a fetch only when its wait expires, not when data
+        // arrives, so the wait bounds the lag; against Kafka it can be raised.
+        .set("fetch.wait.max.ms", app.config.fetch_wait_ms.to_string())
         .create()?;
     consumer.subscribe(&[&app.config.follow_topic, &app.config.content_topic])?;
     Ok((consumer, kafka::producer(&app.config)?))
@@ -248,6 +255,10 @@ async fn apply(app: &App, events: &[Event], hooks: &ProjectorHooks) -> Result<()
     resync_redis(app, &mut conn, events).await?;
 
     let now_ms = Utc::now().timestamp_millis();
+    let mut samples = hooks
+        .lag_samples
+        .as_ref()
+        .map(|s| s.lock().expect("lag samples"));
     for event in events {
         let occurred = match event {
             Event::Follow(e) => Some(e.occurred_at_ms),
@@ -257,6 +268,9 @@ async fn apply(app: &App, events: &[Event], hooks: &ProjectorHooks) -> Result<()
             app.metrics
                 .pipeline_lag
                 .observe((now_ms - occurred) as f64 / 1000.0);
+            if let (Some(samples), Event::Follow(_)) = (samples.as_mut(), event) {
+                samples.push(now_ms - occurred);
+            }
         }
     }
     Metrics::add(&app.metrics.events_applied, events.len() as u64);
@@ -416,8 +430,10 @@ fn commit(consumer: &StreamConsumer, batch: &[OwnedMessage]) {
             tracing::warn!(error = %e, "projector: bad offset");
         }
     }
-    // A failed commit (say, after a rebalance) only means a replay, which is harmless.
-    if let Err(e) = consumer.commit(&offsets, CommitMode::Sync) {
+    // Asynchronous: the effects are already durable, so the next batch need not
+    // wait for the broker. A failed commit (say, after a rebalance) only means
+    // a replay, which is harmless. Closing the consumer commits what is pending.
+    if let Err(e) = consumer.commit(&offsets, CommitMode::Async) {
         tracing::warn!(error = %e, "projector: offset commit failed; the batch will be replayed");
     }
 }

@@ -122,10 +122,12 @@ async fn lead(
             }
             continue;
         }
+        let started = std::time::Instant::now();
         match publish(producer, &app.config.follow_topic, &batch).await {
             Ok(()) => {
                 let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
                 outbox::delete(&mut conn, &ids).await?;
+                tracing::debug!(rows = ids.len(), elapsed = ?started.elapsed(), "outbox batch published");
                 Metrics::add(&app.metrics.events_relayed, ids.len() as u64);
                 backoff.reset();
             }
