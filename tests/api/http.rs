@@ -151,3 +151,22 @@ async fn readiness_fails_when_redis_is_unreachable() {
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(body, json!({ "postgres": "ok", "redis": "unreachable" }));
 }
+
+#[tokio::test]
+async fn metrics_are_served_in_prometheus_text() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    t.follow(alice, bob).await;
+    let (status, body) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(body).unwrap();
+    for name in [
+        "kith_events_relayed_total 0",
+        "kith_events_applied_total 0",
+        "kith_events_dead_lettered_total 0",
+        "kith_relay_backlog 1",
+        "kith_pipeline_lag_seconds_count 0",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+}

@@ -401,3 +401,39 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
             .any(|(_, payload)| payload == messages[7].as_bytes())
     );
 }
+
+#[tokio::test]
+async fn one_relay_is_active_and_a_standby_takes_over() {
+    let t = spawn_app().await;
+    let (alice, bob, carol) = (t.user("alice").await, t.user("bob").await, t.user("carol").await);
+    let standby_app = kith::app::App::start(t.app.config.clone()).await.unwrap();
+    let projector = t.start_projector(hooks());
+    let active = t.start_relay();
+    // Let the first relay take the lock before the second starts.
+    eventually("the first relay to publish", 60, || async {
+        t.follow(alice, bob).await;
+        (t.app.metrics.events_relayed.load(Ordering::Relaxed) == 1).then_some(())
+    })
+    .await;
+    let (standby_trigger, standby_shutdown) = kith::pipeline::Shutdown::new();
+    let standby = tokio::spawn(kith::pipeline::relay::run(standby_app.clone(), standby_shutdown));
+
+    t.follow(carol, bob).await;
+    eventually("the active relay to publish", 60, || async {
+        (t.app.metrics.events_relayed.load(Ordering::Relaxed) == 2).then_some(())
+    })
+    .await;
+    assert_eq!(standby_app.metrics.events_relayed.load(Ordering::Relaxed), 0, "the standby stays idle");
+
+    active.stop().await.unwrap();
+    t.follow(alice, carol).await;
+    eventually("the standby to take over", 60, || async {
+        (standby_app.metrics.events_relayed.load(Ordering::Relaxed) == 1).then_some(())
+    })
+    .await;
+    settled(&t, &[alice, bob, carol], 60).await;
+    assert_eq!(t.full_stats(bob).await.followers, 2);
+    standby_trigger.trigger();
+    standby.await.unwrap();
+    projector.stop().await.unwrap();
+}
