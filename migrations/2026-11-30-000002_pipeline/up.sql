@@ -20,3 +20,45 @@ CREATE TABLE content_event_ledger (
     author_id  BIGINT      NOT NULL,
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+
+-- Applies one follow event to the projection if its version is newer than the
+-- row's, and says what the row held before. The row lock is taken before the
+-- comparison, so two appliers of one edge (a consumer and a zombie during a
+-- rebalance) serialise, and each computes its counter change from the state
+-- it really replaced.
+CREATE FUNCTION kith_apply_follower(
+    p_to BIGINT, p_from BIGINT, p_active BOOLEAN, p_followed_at TIMESTAMPTZ, p_version BIGINT,
+    OUT was_active BOOLEAN, OUT applied BOOLEAN
+) LANGUAGE plpgsql AS $$
+DECLARE
+    cur_active  BOOLEAN;
+    cur_version BIGINT;
+BEGIN
+    LOOP
+        SELECT f.active, f.version INTO cur_active, cur_version
+          FROM follower f
+         WHERE f.to_user_id = p_to AND f.from_user_id = p_from
+           FOR UPDATE;
+        IF FOUND THEN
+            was_active := cur_active;
+            applied := cur_version < p_version;
+            IF applied THEN
+                UPDATE follower
+                   SET active = p_active, followed_at = p_followed_at,
+                       version = p_version, updated_at = now()
+                 WHERE to_user_id = p_to AND from_user_id = p_from;
+            END IF;
+            RETURN;
+        END IF;
+        INSERT INTO follower (to_user_id, from_user_id, active, followed_at, version)
+        VALUES (p_to, p_from, p_active, p_followed_at, p_version)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            was_active := FALSE;
+            applied := TRUE;
+            RETURN;
+        END IF;
+        -- A concurrent insert of the same edge won: loop to lock and compare.
+    END LOOP;
+END
+$$;

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Nullable, Timestamptz};
+use diesel::sql_types::{Array, BigInt, Bool, Timestamptz};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
@@ -34,28 +34,15 @@ pub async fn apply(
 ) -> QueryResult<Applied> {
     #[derive(QueryableByName)]
     struct Row {
-        #[diesel(sql_type = Nullable<Bool>)]
-        was_active: Option<bool>,
-        #[diesel(sql_type = Nullable<Bool>)]
-        active: Option<bool>,
+        #[diesel(sql_type = Bool)]
+        was_active: bool,
+        #[diesel(sql_type = Bool)]
+        applied: bool,
     }
-    // The row lock of the upsert serialises concurrent appliers of one edge;
-    // `prev` reads the state the upsert replaced (same snapshot).
+    // See migrations/…_pipeline: locks the row, compares versions, reports
+    // the state it replaced — one round trip, safe against a concurrent applier.
     let row: Row = diesel::sql_query(
-        "WITH prev AS (
-             SELECT active FROM follower WHERE to_user_id = $1 AND from_user_id = $2
-         ), up AS (
-             INSERT INTO follower AS f (to_user_id, from_user_id, active, followed_at, version, updated_at)
-             VALUES ($1, $2, $3, $4, $5, now())
-             ON CONFLICT (to_user_id, from_user_id) DO UPDATE
-                SET active = EXCLUDED.active,
-                    followed_at = EXCLUDED.followed_at,
-                    version = EXCLUDED.version,
-                    updated_at = now()
-              WHERE f.version < EXCLUDED.version
-             RETURNING f.active
-         )
-         SELECT (SELECT active FROM prev) AS was_active, (SELECT active FROM up) AS active",
+        "SELECT was_active, applied FROM kith_apply_follower($1, $2, $3, $4, $5)",
     )
     .bind::<BigInt, _>(to.get())
     .bind::<BigInt, _>(from.get())
@@ -64,12 +51,13 @@ pub async fn apply(
     .bind::<BigInt, _>(version)
     .get_result(conn)
     .await?;
-    Ok(match row.active {
-        None => Applied::Stale,
-        Some(active) => Applied::Changed {
-            was_active: row.was_active.unwrap_or(false),
+    Ok(if row.applied {
+        Applied::Changed {
+            was_active: row.was_active,
             active,
-        },
+        }
+    } else {
+        Applied::Stale
     })
 }
 

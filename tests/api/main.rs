@@ -8,6 +8,7 @@ mod errors;
 mod http;
 mod outage;
 mod pipeline;
+mod projection;
 mod queries;
 mod rate_limit;
 mod schema_snapshot;

@@ -405,7 +405,11 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
 #[tokio::test]
 async fn one_relay_is_active_and_a_standby_takes_over() {
     let t = spawn_app().await;
-    let (alice, bob, carol) = (t.user("alice").await, t.user("bob").await, t.user("carol").await);
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
     let standby_app = kith::app::App::start(t.app.config.clone()).await.unwrap();
     let projector = t.start_projector(hooks());
     let active = t.start_relay();
@@ -416,14 +420,21 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
     })
     .await;
     let (standby_trigger, standby_shutdown) = kith::pipeline::Shutdown::new();
-    let standby = tokio::spawn(kith::pipeline::relay::run(standby_app.clone(), standby_shutdown));
+    let standby = tokio::spawn(kith::pipeline::relay::run(
+        standby_app.clone(),
+        standby_shutdown,
+    ));
 
     t.follow(carol, bob).await;
     eventually("the active relay to publish", 60, || async {
         (t.app.metrics.events_relayed.load(Ordering::Relaxed) == 2).then_some(())
     })
     .await;
-    assert_eq!(standby_app.metrics.events_relayed.load(Ordering::Relaxed), 0, "the standby stays idle");
+    assert_eq!(
+        standby_app.metrics.events_relayed.load(Ordering::Relaxed),
+        0,
+        "the standby stays idle"
+    );
 
     active.stop().await.unwrap();
     t.follow(alice, carol).await;
