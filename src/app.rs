@@ -1,11 +1,15 @@
 //! The application state every handler and job shares.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::auth::TokenKeys;
-use crate::cache::{self, RedisKeys, RedisPool};
+use crate::cache::{self, ListKey, RedisKeys, RedisPool};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::read::RoundTrips;
+use crate::read::pages::HotList;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
 
@@ -25,6 +29,12 @@ pub struct App {
     pub rate_limiter: RateLimiter,
     /// Counters and histograms served at `/metrics`.
     pub metrics: Metrics,
+    /// Round trips made by reads (PostgreSQL statements, Redis calls).
+    pub round_trips: RoundTrips,
+    /// First pages of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
+    pub hot_lists: moka::future::Cache<ListKey, Arc<HotList>>,
+    /// Lists this process is filling now (in-process single flight).
+    pub fills_in_flight: Mutex<HashSet<ListKey>>,
 }
 
 /// Why the application could not start.
@@ -50,16 +60,34 @@ impl App {
                 tracing::info!(?applied, "applied migrations");
             }
         }
-        let pg = store::pool::connect(&config.database_url, config.database_pool_size).await?;
+        let round_trips = RoundTrips::default();
+        let pg = store::pool::connect(
+            &config.database_url,
+            config.database_pool_size,
+            round_trips.postgres.clone(),
+        )
+        .await?;
         let redis = cache::connect(&config.redis_url, config.redis_pool_size).await?;
-        Ok(Arc::new(Self {
+        Ok(Self::new(config, pg, redis, round_trips))
+    }
+
+    /// Assembles the state from pools that are already open. `round_trips`
+    /// must be the counter the PostgreSQL pool was built with.
+    pub fn new(config: Config, pg: PgPool, redis: RedisPool, round_trips: RoundTrips) -> Arc<Self> {
+        Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             tokens: TokenKeys::new(&config.jwt_secret),
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
             metrics: Metrics::default(),
+            round_trips,
+            hot_lists: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
+                .build(),
+            fills_in_flight: Mutex::new(HashSet::new()),
             pg,
             redis,
             config,
-        }))
+        })
     }
 }

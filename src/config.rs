@@ -20,6 +20,12 @@
 //! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
+//! | `KITH_LIST_CACHE_SIZE` | `1000` | newest edges a list cache holds after a fill |
+//! | `KITH_LIST_CACHE_TTL_SECS` | `3600` | life of a list cache |
+//! | `KITH_HOT_FOLLOWERS` | `100000` | list size from which first pages are also held in process |
+//! | `KITH_HOT_PAGE_TTL_MS` | `1000` | life of an in-process hot page |
+//! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
+//! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply) |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
 //! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
 //! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
@@ -77,6 +83,18 @@ pub struct Config {
     pub projector_batch: usize,
     /// Longest wait of one consumer fetch (`fetch.wait.max.ms`).
     pub fetch_wait_ms: u32,
+    /// Newest edges a list cache holds after a fill.
+    pub list_cache_size: usize,
+    /// Life of a list cache, seconds.
+    pub list_cache_ttl_secs: u64,
+    /// List size from which first pages are also held in process.
+    pub hot_threshold: u64,
+    /// Life of an in-process hot page, ms.
+    pub hot_page_ttl_ms: u64,
+    /// Deepest GraphQL selection accepted.
+    pub max_query_depth: usize,
+    /// Most complex GraphQL query accepted.
+    pub max_query_complexity: usize,
     /// Address of the HTTP listener.
     pub http_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
@@ -118,6 +136,12 @@ impl Config {
             relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
             projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
             fetch_wait_ms: parse(&lookup, "KITH_FETCH_WAIT_MS", "10")?,
+            list_cache_size: parse(&lookup, "KITH_LIST_CACHE_SIZE", "1000")?,
+            list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS", "3600")?,
+            hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS", "100000")?,
+            hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS", "1000")?,
+            max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
+            max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
@@ -167,6 +191,13 @@ impl Config {
                 "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS",
                 "",
                 "too small",
+            ));
+        }
+        if self.list_cache_size < 1 || self.list_cache_ttl_secs < 1 || self.hot_page_ttl_ms < 1 {
+            return Err(invalid(
+                "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
+                "0",
+                "must be at least 1",
             ));
         }
         if self.database_pool_size == 0 || self.redis_pool_size == 0 {

@@ -11,6 +11,8 @@
 //!   derived views (`follower`, `user_stats`, list caches, counter records) right.
 //! - [`cache`]: Redis — list caches (ZSets with coverage), counter records,
 //!   the key layout.
+//! - [`read`]: the read model — list pages (hot memory → Redis → PostgreSQL),
+//!   counters and relationships, batched per request.
 //! - [`metrics`]: what `GET /metrics` reports.
 //! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
 //!   environment, bearer tokens, client-visible errors, domain types.
@@ -25,5 +27,6 @@ pub mod http;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;
+pub mod read;
 pub mod store;
 pub mod write;

@@ -16,11 +16,14 @@ use redis::aio::ConnectionLike;
 use super::RedisKeys;
 use super::keys::ListKey;
 use crate::model::UserId;
+use crate::store::lists::{Page, PageRequest, Position};
 
 static APPLY_EDGE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_apply_edge.lua")));
 static FILL_BEGIN: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_begin.lua")));
+static PAGE: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_page.lua")));
 static FILL_COMMIT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_commit.lua")));
 
@@ -145,6 +148,67 @@ pub async fn commit_fill(
     }
     let committed: i64 = invocation.invoke_async(conn).await?;
     Ok(committed == 1)
+}
+
+/// Why a list cache could not serve a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageMiss {
+    /// The list is not cached (or a fill is running).
+    NotCached,
+    /// The page reaches past what the cache covers.
+    NotCovered,
+}
+
+/// Serves `request` from the cache when it covers the whole page.
+pub async fn read_page(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    list: ListKey,
+    request: PageRequest,
+) -> redis::RedisResult<Result<Page, PageMiss>> {
+    let [zset, _, coverage] = keys.list(list);
+    let (mode, cursor, limit, offset) = match request {
+        PageRequest::After(cursor, n) => ("after", cursor, n, 0),
+        PageRequest::Before(cursor, n) => ("before", cursor, n, 0),
+        PageRequest::Offset(offset, n) => ("offset", None, n, offset),
+    };
+    let (score, cursor_member) = cursor.map_or((String::new(), String::new()), |c| {
+        (c.followed_at_ms.to_string(), member(c.user))
+    });
+    let reply: Vec<redis::Value> = PAGE
+        .key(zset)
+        .key(coverage)
+        .arg(mode)
+        .arg(score)
+        .arg(cursor_member)
+        .arg(limit)
+        .arg(offset)
+        .invoke_async(conn)
+        .await?;
+    let int = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).unwrap_or(0);
+    match reply.first().map(int) {
+        Some(1) => {}
+        Some(0) | None => return Ok(Err(PageMiss::NotCached)),
+        Some(_) => return Ok(Err(PageMiss::NotCovered)),
+    }
+    let mut items = Vec::with_capacity(limit);
+    for pair in reply.get(3..).unwrap_or_default().chunks_exact(2) {
+        let Ok(name) = redis::from_redis_value_ref::<String>(&pair[0]) else {
+            return Ok(Err(PageMiss::NotCached));
+        };
+        let Some(user) = parse_member(&name) else {
+            return Ok(Err(PageMiss::NotCached));
+        };
+        items.push(Position {
+            followed_at_ms: int(&pair[1]),
+            user,
+        });
+    }
+    Ok(Ok(Page {
+        items,
+        more: reply.get(1).map(int) == Some(1),
+        other: reply.get(2).map(int) == Some(1),
+    }))
 }
 
 /// The members of a cached list, newest first (for checks and tools), or

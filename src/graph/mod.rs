@@ -1,7 +1,10 @@
 //! The GraphQL schema: types and resolvers, with no transport in here.
 //! One `#[Object]` per domain module, merged into the roots below.
 
+pub mod connection;
+pub mod cursor;
 pub mod ids;
+pub mod loaders;
 pub mod mutation;
 pub mod node;
 pub mod relation;
@@ -9,7 +12,9 @@ pub mod user;
 
 use std::sync::Arc;
 
-use async_graphql::{Context, EmptySubscription, MergedObject, Schema, SchemaBuilder};
+use async_graphql::{
+    Context, EmptySubscription, MergedObject, Request, Response, Schema, SchemaBuilder,
+};
 
 use crate::app::App;
 use crate::auth::Viewer;
@@ -29,9 +34,36 @@ fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
     Schema::build(Query::default(), Mutation::default(), EmptySubscription)
 }
 
-/// The schema, serving `app`. Each request must carry its [`Viewer`] as data.
+/// The schema, serving `app`. Run requests through [`execute`].
 pub fn schema(app: Arc<App>) -> KithSchema {
-    builder().data(app).finish()
+    builder()
+        .limit_depth(app.config.max_query_depth)
+        .limit_complexity(app.config.max_query_complexity)
+        .data(cursor::CursorKeys::new(&app.config.jwt_secret))
+        .data(app)
+        .finish()
+}
+
+/// Executes one request for `viewer` with fresh per-request DataLoaders.
+///
+/// Errors the resolvers raise carry their code already; what remains are
+/// parse, validation, depth and complexity errors — the client's query is at
+/// fault, so they get `INVALID_INPUT`.
+pub async fn execute(
+    schema: &KithSchema,
+    app: &Arc<App>,
+    request: Request,
+    viewer: Viewer,
+) -> Response {
+    let request = request.data(viewer).data(loaders::Loaders::new(app));
+    let mut response = schema.execute(request).await;
+    for error in &mut response.errors {
+        let extensions = error.extensions.get_or_insert_with(Default::default);
+        if extensions.get("code").is_none() {
+            extensions.set("code", "INVALID_INPUT");
+        }
+    }
+    response
 }
 
 /// The schema in SDL, as committed in `schema.graphql`.

@@ -1,10 +1,16 @@
 //! `type User` and the queries that find users.
 
-use async_graphql::{Context, ID, Object};
+use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
 
+use super::connection::{self, FollowConnection, PageArgs};
+use super::loaders::Loaders;
+use super::relation::Relationship;
 use super::{app, ids, viewer};
+use crate::cache::ListKey;
+use crate::cache::counters::CounterRecord;
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{User, UserId, UserStatus};
+use crate::store::following::PairState;
 use crate::store::users;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.
@@ -27,6 +33,127 @@ impl UserNode {
     async fn display_name(&self) -> &str {
         &self.0.display_name
     }
+
+    /// Follow and content counters (exact, never negative).
+    async fn counters(&self, ctx: &Context<'_>) -> async_graphql::Result<Counters> {
+        let record = ctx
+            .data_unchecked::<Loaders>()
+            .counters
+            .load_one(self.0.id)
+            .await
+            .map_err(|e| e.as_ref().extend())?
+            .unwrap_or_default();
+        Ok(Counters::from(record))
+    }
+
+    /// Whom this user follows, newest first.
+    #[graphql(complexity = "connection::page_cost(first, last, child_complexity)")]
+    async fn following(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve(ctx, ListKey::Following(self.0.id), args).await
+    }
+
+    /// Who follows this user, newest first.
+    #[graphql(complexity = "connection::page_cost(first, last, child_complexity)")]
+    async fn followers(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve(ctx, ListKey::Followers(self.0.id), args).await
+    }
+
+    /// How this user relates to `other` (read from the truth, both directions).
+    async fn relation_to(
+        &self,
+        ctx: &Context<'_>,
+        other: ID,
+    ) -> async_graphql::Result<Relationship> {
+        let other = ids::decode_user(&other).gql()?;
+        relation(ctx, self.0.id, other).await
+    }
+
+    /// How the signed-in viewer relates to this user; null when anonymous.
+    async fn viewer_relation(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<Relationship>> {
+        match viewer(ctx).optional().gql()? {
+            None => Ok(None),
+            Some(me) => relation(ctx, me, self.0.id).await.map(Some),
+        }
+    }
+}
+
+/// How `subject` relates to `other`, through the request's relation loader.
+pub(crate) async fn relation(
+    ctx: &Context<'_>,
+    subject: UserId,
+    other: UserId,
+) -> async_graphql::Result<Relationship> {
+    if subject == other {
+        return Ok(PairState::default().into());
+    }
+    let state = ctx
+        .data_unchecked::<Loaders>()
+        .relations
+        .load_one((subject, other))
+        .await
+        .map_err(|e| e.as_ref().extend())?
+        .unwrap_or_default();
+    Ok(state.into())
+}
+
+/// A user's counters.
+#[derive(SimpleObject, Clone, Copy)]
+pub struct Counters {
+    /// Users this user follows.
+    pub followings: u32,
+    /// Users following this user.
+    pub followers: u32,
+    /// Published posts.
+    pub posts: u32,
+    /// Likes received on this user's posts.
+    pub likes_received: u32,
+    /// Favourites received on this user's posts.
+    pub favs_received: u32,
+}
+
+impl From<CounterRecord> for Counters {
+    fn from(r: CounterRecord) -> Self {
+        Self {
+            followings: r.followings,
+            followers: r.followers,
+            posts: r.posts,
+            likes_received: r.likes_received,
+            favs_received: r.favs_received,
+        }
+    }
 }
 
 /// Loads a user that readers may see (deleted accounts are invisible).
@@ -37,6 +164,14 @@ pub(crate) async fn load_visible(
     let mut conn = app(ctx).pg.get().await?;
     let user = users::find(&mut conn, id).await?;
     Ok(visible(user))
+}
+
+/// Decodes up to 100 global user ids.
+fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
+    if ids.len() > 100 {
+        return Err(ApiError::invalid("at most 100 ids per call"));
+    }
+    ids.iter().map(ids::decode_user).collect()
 }
 
 fn visible(user: Option<User>) -> Option<UserNode> {
@@ -67,6 +202,61 @@ impl UserQuery {
             Ok::<_, ApiError>(visible(users::find_by_handle(&mut conn, &handle).await?))
         };
         lookup.await.gql()
+    }
+
+    /// Up to 100 users by global id, in the order asked; null where unknown or deleted.
+    #[graphql(complexity = "ids.len() * child_complexity + 1")]
+    async fn users(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+    ) -> async_graphql::Result<Vec<Option<UserNode>>> {
+        let ids = decode_many(&ids).gql()?;
+        let found = ctx
+            .data_unchecked::<Loaders>()
+            .users
+            .load_many(ids.iter().copied())
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        Ok(ids
+            .iter()
+            .map(|id| found.get(id).cloned().map(UserNode))
+            .collect())
+    }
+
+    /// The viewer's relation to up to 100 users, in the order asked; null
+    /// where the user is unknown or deleted. Requires a signed-in viewer.
+    #[graphql(complexity = "ids.len() * child_complexity + 1")]
+    async fn relationships(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+    ) -> async_graphql::Result<Vec<Option<Relationship>>> {
+        let me = viewer(ctx).require().gql()?;
+        let ids = decode_many(&ids).gql()?;
+        let loaders = ctx.data_unchecked::<Loaders>();
+        let (users, relations) = tokio::join!(
+            loaders.users.load_many(ids.iter().copied()),
+            loaders.relations.load_many(ids.iter().map(|id| (me, *id))),
+        );
+        let users = users.map_err(|e| e.as_ref().extend())?;
+        let relations = relations.map_err(|e| e.as_ref().extend())?;
+        Ok(ids
+            .iter()
+            .map(|id| {
+                users.contains_key(id).then(|| {
+                    if *id == me {
+                        PairState::default().into()
+                    } else {
+                        relations
+                            .get(&(me, *id))
+                            .copied()
+                            .unwrap_or_default()
+                            .into()
+                    }
+                })
+            })
+            .collect())
     }
 
     /// The signed-in user; null when anonymous.

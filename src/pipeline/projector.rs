@@ -345,6 +345,11 @@ async fn resync_redis(app: &App, conn: &mut PgConn, events: &[Event]) -> Result<
     }
     let mut redis = app.redis.get().await?;
     cache::write_through(&mut *redis, &app.keys, &records, &edges).await?;
+    // This process's hot lists see the change now; other processes' within
+    // their short TTL.
+    for edge in &edges {
+        app.hot_lists.invalidate(&edge.list).await;
+    }
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 pub mod content;
 pub mod follower;
 pub mod following;
+pub mod lists;
 pub mod migrate;
 pub mod outbox;
 pub mod pool;

@@ -50,6 +50,17 @@ pub async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Opti
         .map(|row| row.map(User::from))
 }
 
+/// The users with these ids, whatever their status, in no particular order.
+pub async fn find_many(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<User>> {
+    let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+    users::table
+        .filter(users::id.eq_any(raw))
+        .select(UserRow::as_select())
+        .load(conn)
+        .await
+        .map(|rows| rows.into_iter().map(User::from).collect())
+}
+
 /// The statuses of up to a few users, locking none of them.
 pub async fn statuses(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<(UserId, UserStatus)>> {
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();

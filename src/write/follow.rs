@@ -121,6 +121,9 @@ async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEve
     if let Err(error) = result.await {
         tracing::warn!(%error, actor = %event.from, "read-your-writes cache update failed");
     }
+    app.hot_lists
+        .invalidate(&ListKey::Following(event.from))
+        .await;
 }
 
 /// Checks that the actor may act and the target may be (un)followed.

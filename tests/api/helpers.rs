@@ -170,10 +170,9 @@ impl TestApp {
 
     /// Runs a GraphQL operation as `viewer`; returns the whole response as JSON.
     pub async fn execute(&self, viewer: Viewer, query: &str, variables: Value) -> Value {
-        let request = Request::new(query)
-            .variables(Variables::from_json(variables))
-            .data(viewer);
-        serde_json::to_value(KithSchema::execute(&self.schema, request).await).unwrap()
+        let request = Request::new(query).variables(Variables::from_json(variables));
+        serde_json::to_value(graph::execute(&self.schema, &self.app, request, viewer).await)
+            .unwrap()
     }
 
     /// `follow` or `unfollow` (`mutation` names which) of `target` by `actor`.

@@ -133,15 +133,12 @@ async fn readiness_fails_when_redis_is_unreachable() {
     let closed = bb8::Pool::builder()
         .connection_timeout(std::time::Duration::from_millis(300))
         .build_unchecked(bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap());
-    let app = std::sync::Arc::new(kith::app::App {
-        config: t.app.config.clone(),
-        pg: t.app.pg.clone(),
-        redis: closed,
-        keys: t.app.keys.clone(),
-        tokens: t.app.tokens.clone(),
-        rate_limiter: t.app.rate_limiter,
-        metrics: kith::metrics::Metrics::default(),
-    });
+    let app = kith::app::App::new(
+        t.app.config.clone(),
+        t.app.pg.clone(),
+        closed,
+        Default::default(),
+    );
     let response = kith::http::router(app)
         .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
         .await

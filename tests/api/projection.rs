@@ -39,5 +39,8 @@ async fn concurrent_appliers_of_one_edge_count_each_transition_once() {
         }
     }
     assert_eq!(t.projected(alice, bob).await, Some((false, VERSIONS)));
-    assert_eq!(followers, 0, "the counted changes add up to the final state");
+    assert_eq!(
+        followers, 0,
+        "the counted changes add up to the final state"
+    );
 }

@@ -1,0 +1,222 @@
+//! Relay cursor connections over follow lists, newest first.
+//!
+//! `first`/`after` pages towards older edges, `last`/`before` towards newer
+//! ones; `offset` (with `first`) jumps to a rank for clients that show page
+//! numbers. Offsets shift when the list changes (an edge added at the top
+//! moves every rank by one); cursors do not — a cursor marks a position
+//! (follow time, user id), so paging by cursor never skips or repeats an edge
+//! that exists for the whole walk.
+
+use async_graphql::{Context, Object, SimpleObject};
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::app;
+use super::cursor::CursorKeys;
+use super::loaders::Loaders;
+use super::user::UserNode;
+use crate::cache::ListKey;
+use crate::error::{ApiError, GraphqlResultExt};
+use crate::read::pages;
+use crate::store::lists::{PageRequest, Position};
+
+/// Largest page a client may ask for.
+pub const MAX_PAGE: i32 = 100;
+/// Page size when neither `first` nor `last` is given.
+pub const DEFAULT_PAGE: i32 = 20;
+/// Deepest offset accepted (deeper pages: use cursors).
+pub const MAX_OFFSET: i32 = 1_000_000;
+
+/// The complexity of a page: its size times the cost of one edge.
+pub fn page_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
+    let n = first.or(last).unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize;
+    n.max(1) * child + 1
+}
+
+/// The paging arguments of a connection field.
+pub struct PageArgs {
+    /// Edges after the cursor (older).
+    pub first: Option<i32>,
+    /// Cursor to page forward from.
+    pub after: Option<String>,
+    /// Edges before the cursor (newer).
+    pub last: Option<i32>,
+    /// Cursor to page backward from.
+    pub before: Option<String>,
+    /// Rank to start from (with `first`).
+    pub offset: Option<i32>,
+}
+
+fn size(name: &str, n: i32) -> Result<usize, ApiError> {
+    if !(0..=MAX_PAGE).contains(&n) {
+        return Err(ApiError::invalid(format!(
+            "`{name}` must be between 0 and {MAX_PAGE}"
+        )));
+    }
+    Ok(n as usize)
+}
+
+impl PageArgs {
+    fn request(&self, keys: &CursorKeys, list: ListKey) -> Result<(PageRequest, bool), ApiError> {
+        let invalid = |m: &str| Err(ApiError::invalid(m));
+        if self.first.is_some() && self.last.is_some() {
+            return invalid("use `first` or `last`, not both");
+        }
+        if self.after.is_some() && self.before.is_some() {
+            return invalid("use `after` or `before`, not both");
+        }
+        if self.first.is_some() && self.before.is_some()
+            || self.last.is_some() && self.after.is_some()
+        {
+            return invalid("page forward with `first`/`after`, backward with `last`/`before`");
+        }
+        if let Some(offset) = self.offset {
+            if self.after.is_some() || self.before.is_some() || self.last.is_some() {
+                return invalid("`offset` goes with `first` only");
+            }
+            if !(0..=MAX_OFFSET).contains(&offset) {
+                return Err(ApiError::invalid(format!(
+                    "`offset` must be between 0 and {MAX_OFFSET}"
+                )));
+            }
+            let n = size("first", self.first.unwrap_or(DEFAULT_PAGE))?;
+            return Ok((PageRequest::Offset(offset as usize, n), true));
+        }
+        if self.last.is_some() || self.before.is_some() {
+            let n = size("last", self.last.unwrap_or(DEFAULT_PAGE))?;
+            let cursor = self
+                .before
+                .as_deref()
+                .map(|c| keys.decode(list, c))
+                .transpose()?;
+            return Ok((PageRequest::Before(cursor, n), false));
+        }
+        let n = size("first", self.first.unwrap_or(DEFAULT_PAGE))?;
+        let cursor = self
+            .after
+            .as_deref()
+            .map(|c| keys.decode(list, c))
+            .transpose()?;
+        Ok((PageRequest::After(cursor, n), true))
+    }
+}
+
+/// A page of a follow list.
+pub struct FollowConnection {
+    edges: Vec<FollowEdge>,
+    page_info: PageInfo,
+    total: u64,
+}
+
+/// Relay page information.
+#[derive(SimpleObject, Clone)]
+pub struct PageInfo {
+    /// More edges exist after the last edge (older).
+    pub has_next_page: bool,
+    /// More edges exist before the first edge (newer).
+    pub has_previous_page: bool,
+    /// Cursor of the first edge.
+    pub start_cursor: Option<String>,
+    /// Cursor of the last edge.
+    pub end_cursor: Option<String>,
+}
+
+/// One edge of a follow list.
+pub struct FollowEdge {
+    cursor: String,
+    position: Position,
+}
+
+#[Object]
+impl FollowEdge {
+    /// Opaque cursor of this edge, for `after` / `before`.
+    async fn cursor(&self) -> &str {
+        &self.cursor
+    }
+
+    /// The other user; null if the account was deleted since.
+    async fn node(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
+        let loaders = ctx.data_unchecked::<Loaders>();
+        let user = loaders
+            .users
+            .load_one(self.position.user)
+            .await
+            .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
+        Ok(user.map(UserNode))
+    }
+
+    /// When the follow happened.
+    async fn followed_at(&self) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(self.position.followed_at_ms)
+            .single()
+            .unwrap_or_default()
+    }
+}
+
+#[Object]
+impl FollowConnection {
+    /// The edges of this page, newest first.
+    async fn edges(&self) -> &[FollowEdge] {
+        &self.edges
+    }
+
+    /// Where this page sits in the list.
+    async fn page_info(&self) -> &PageInfo {
+        &self.page_info
+    }
+
+    /// How many edges the whole list has.
+    async fn total_count(&self) -> u64 {
+        self.total
+    }
+}
+
+/// Resolves one page of `list`.
+pub async fn resolve(
+    ctx: &Context<'_>,
+    list: ListKey,
+    args: PageArgs,
+) -> async_graphql::Result<FollowConnection> {
+    let keys = ctx.data_unchecked::<CursorKeys>();
+    let (request, forward) = args.request(keys, list).gql()?;
+    let owner = match list {
+        ListKey::Following(owner) | ListKey::Followers(owner) => owner,
+    };
+    let loaders = ctx.data_unchecked::<Loaders>();
+    let counters = loaders
+        .counters
+        .load_one(owner)
+        .await
+        .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?
+        .unwrap_or_default();
+    let total = u64::from(match list {
+        ListKey::Following(_) => counters.followings,
+        ListKey::Followers(_) => counters.followers,
+    });
+    let (page, _source) = pages::page(app(ctx), list, request, Some(total))
+        .await
+        .gql()?;
+    let edges: Vec<FollowEdge> = page
+        .items
+        .iter()
+        .map(|position| FollowEdge {
+            cursor: keys.encode(list, *position),
+            position: *position,
+        })
+        .collect();
+    let (has_next_page, has_previous_page) = if forward {
+        (page.more, page.other)
+    } else {
+        (page.other, page.more)
+    };
+    let page_info = PageInfo {
+        has_next_page,
+        has_previous_page,
+        start_cursor: edges.first().map(|e| e.cursor.clone()),
+        end_cursor: edges.last().map(|e| e.cursor.clone()),
+    };
+    Ok(FollowConnection {
+        edges,
+        page_info,
+        total,
+    })
+}

@@ -1,0 +1,83 @@
+//! DataLoaders: every user, counter and relationship a request needs is
+//! fetched in one batch per kind, whatever the shape of the query.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_graphql::dataloader::{DataLoader, Loader};
+
+use crate::app::App;
+use crate::cache::counters::CounterRecord;
+use crate::error::ApiError;
+use crate::model::{User, UserId, UserStatus};
+use crate::read;
+use crate::store::following::PairState;
+use crate::store::users;
+
+/// Users by id (deleted accounts are absent).
+pub struct UserLoader(Arc<App>);
+
+impl Loader<UserId> for UserLoader {
+    type Value = User;
+    type Error = Arc<ApiError>;
+
+    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, User>, Self::Error> {
+        let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
+        let found = users::find_many(&mut conn, keys)
+            .await
+            .map_err(|e| Arc::new(e.into()))?;
+        Ok(found
+            .into_iter()
+            .filter(|u| u.status != UserStatus::Deleted)
+            .map(|u| (u.id, u))
+            .collect())
+    }
+}
+
+/// Counter records by user.
+pub struct CounterLoader(Arc<App>);
+
+impl Loader<UserId> for CounterLoader {
+    type Value = CounterRecord;
+    type Error = Arc<ApiError>;
+
+    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, CounterRecord>, Self::Error> {
+        read::counters::load(&self.0, keys).await.map_err(Arc::new)
+    }
+}
+
+/// Relationships by `(subject, other)`.
+pub struct RelationLoader(Arc<App>);
+
+impl Loader<(UserId, UserId)> for RelationLoader {
+    type Value = PairState;
+    type Error = Arc<ApiError>;
+
+    async fn load(
+        &self,
+        keys: &[(UserId, UserId)],
+    ) -> Result<HashMap<(UserId, UserId), PairState>, Self::Error> {
+        read::relations::load(&self.0, keys).await.map_err(Arc::new)
+    }
+}
+
+/// The loaders of one request.
+pub struct Loaders {
+    /// Users by id.
+    pub users: DataLoader<UserLoader>,
+    /// Counters by user.
+    pub counters: DataLoader<CounterLoader>,
+    /// Relationships by pair.
+    pub relations: DataLoader<RelationLoader>,
+}
+
+impl Loaders {
+    /// Fresh loaders (their caches live for one request).
+    pub fn new(app: &Arc<App>) -> Self {
+        Self {
+            users: DataLoader::new(UserLoader(app.clone()), tokio::spawn),
+            counters: DataLoader::new(CounterLoader(app.clone()), tokio::spawn),
+            relations: DataLoader::new(RelationLoader(app.clone()), tokio::spawn),
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! The read model behind the GraphQL types: list pages (cache first, then
+//! PostgreSQL), counters and relationships, each batched per request.
+
+pub mod counters;
+pub mod pages;
+pub mod relations;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Round trips made by reads, for tests and diagnostics.
+#[derive(Default)]
+pub struct RoundTrips {
+    /// PostgreSQL statements (counted by connection instrumentation).
+    pub postgres: std::sync::Arc<AtomicU64>,
+    /// Redis commands or pipelines sent by the read path.
+    pub redis: AtomicU64,
+}
+
+impl RoundTrips {
+    /// Counts one Redis round trip.
+    pub fn redis(&self) {
+        self.redis.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(postgres, redis)` so far.
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.postgres.load(Ordering::Relaxed),
+            self.redis.load(Ordering::Relaxed),
+        )
+    }
+}

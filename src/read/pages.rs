@@ -1,0 +1,174 @@
+//! One page of a follow list: from the hot in-process cache for celebrity
+//! lists, else from the Redis list cache when it covers the page, else from
+//! PostgreSQL keyset queries (any depth). A list that is not cached is filled
+//! in the background, once: one filler per process (an in-flight set) and
+//! one across processes (the Redis claim of `lua/list_fill_begin.lua`).
+
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::cache::ListKey;
+use crate::cache::lists::{self, FillClaim, ListEntry, PageMiss};
+use crate::error::ApiError;
+use crate::store::lists::{self as store_lists, Page, PageRequest};
+
+/// Where a page came from (for tests and metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The in-process hot-list cache.
+    Hot,
+    /// The Redis list cache.
+    Cache,
+    /// PostgreSQL.
+    Postgres,
+}
+
+/// The newest edges of a hot list, held in process for a short time.
+#[derive(Clone, Debug)]
+pub struct HotList {
+    /// The newest edges (up to [`HOT_EDGES`]).
+    pub page: Page,
+}
+
+/// How many of a hot list's newest edges are held in process.
+pub const HOT_EDGES: usize = 100;
+
+/// Reads one page of `list`. `total` is the list's size when known: lists at
+/// or above the hot threshold serve their first pages from process memory.
+pub async fn page(
+    app: &Arc<App>,
+    list: ListKey,
+    request: PageRequest,
+    total: Option<u64>,
+) -> Result<(Page, Source), ApiError> {
+    let hot = total.is_some_and(|n| n >= app.config.hot_threshold);
+    if hot && let Some(page) = from_hot(app, list, request).await? {
+        return Ok((page, Source::Hot));
+    }
+    match from_cache(app, list, request).await {
+        Ok(page) => return Ok((page, Source::Cache)),
+        Err(Some(PageMiss::NotCached)) => start_fill(app, list),
+        Err(_) => {}
+    }
+    let mut conn = app.pg.get().await?;
+    Ok((
+        store_lists::page(&mut conn, list, request).await?,
+        Source::Postgres,
+    ))
+}
+
+/// Serves first pages (at most [`HOT_EDGES`] deep) of a hot list from memory.
+async fn from_hot(
+    app: &Arc<App>,
+    list: ListKey,
+    request: PageRequest,
+) -> Result<Option<Page>, ApiError> {
+    let (offset, n) = match request {
+        PageRequest::After(None, n) => (0, n),
+        PageRequest::Offset(offset, n) => (offset, n),
+        _ => return Ok(None),
+    };
+    if offset + n > HOT_EDGES {
+        return Ok(None);
+    }
+    let loader = async {
+        let request = PageRequest::After(None, HOT_EDGES);
+        let page = match from_cache(app, list, request).await {
+            Ok(page) => page,
+            Err(_) => {
+                let mut conn = app.pg.get().await?;
+                store_lists::page(&mut conn, list, request).await?
+            }
+        };
+        Ok::<_, ApiError>(Arc::new(HotList { page }))
+    };
+    let hot = app
+        .hot_lists
+        .try_get_with(list, loader)
+        .await
+        .map_err(|e| ApiError::internal(anyhow::anyhow!("hot list: {e}")))?;
+    let items = &hot.page.items;
+    let end = (offset + n).min(items.len());
+    let start = offset.min(end);
+    Ok(Some(Page {
+        items: items[start..end].to_vec(),
+        more: end < items.len() || hot.page.more,
+        other: offset > 0 && !items.is_empty(),
+    }))
+}
+
+/// The Redis list cache; `Err(None)` when Redis itself failed (logged).
+async fn from_cache(
+    app: &App,
+    list: ListKey,
+    request: PageRequest,
+) -> Result<Page, Option<PageMiss>> {
+    let read = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        app.round_trips.redis();
+        lists::read_page(&mut *redis, &app.keys, list, request)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match read.await {
+        Ok(Ok(page)) => Ok(page),
+        Ok(Err(miss)) => Err(Some(miss)),
+        Err(error) => {
+            tracing::warn!(%error, "list cache unreadable; reading PostgreSQL");
+            Err(None)
+        }
+    }
+}
+
+/// Starts filling `list` in the background unless this process already is.
+fn start_fill(app: &Arc<App>, list: ListKey) {
+    if !app.fills_in_flight.lock().expect("fills lock").insert(list) {
+        return;
+    }
+    let app = app.clone();
+    tokio::spawn(async move {
+        if let Err(error) = fill(&app, list).await {
+            tracing::warn!(%error, ?list, "list cache fill failed");
+        }
+        app.fills_in_flight
+            .lock()
+            .expect("fills lock")
+            .remove(&list);
+    });
+}
+
+/// Fills `list` with its newest edges, unless another filler holds the claim.
+pub async fn fill(app: &App, list: ListKey) -> Result<bool, ApiError> {
+    let token = uuid::Uuid::new_v4().to_string();
+    let mut redis = app.redis.get().await?;
+    if lists::begin_fill(&mut *redis, &app.keys, list, &token).await? != FillClaim::Granted {
+        return Ok(false);
+    }
+    let size = app.config.list_cache_size;
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        store_lists::newest(&mut conn, list, size).await?
+    };
+    let complete = rows.len() < size;
+    let entries: Vec<ListEntry> = rows
+        .iter()
+        .filter_map(|row| {
+            Some(ListEntry {
+                user: crate::model::UserId::new(row.member)?,
+                followed_at_ms: row.followed_at.timestamp_millis(),
+                version: row.version,
+            })
+        })
+        .collect();
+    let ttl = std::time::Duration::from_secs(app.config.list_cache_ttl_secs);
+    Ok(lists::commit_fill(
+        &mut *redis,
+        &app.keys,
+        list,
+        &token,
+        ttl,
+        &entries,
+        complete,
+    )
+    .await?)
+}

@@ -1,0 +1,176 @@
+//! Pages of one user's follow lists straight from PostgreSQL: `following`
+//! (the truth) for whom a user follows, `follower` (the projection) for who
+//! follows a user. Keyset queries in newest-first order with ties broken by
+//! user id, descending — the same order as the list caches — served by the
+//! `*_recent_idx` indexes at any depth.
+
+use chrono::{DateTime, TimeZone, Utc};
+use diesel::prelude::*;
+use diesel::sql_types::{BigInt, Bool, Timestamptz};
+use diesel_async::RunQueryDsl;
+
+use super::PgConn;
+use crate::cache::ListKey;
+use crate::model::UserId;
+
+/// A position in a list: an edge's follow time and the other user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// Follow time, ms.
+    pub followed_at_ms: i64,
+    /// The member.
+    pub user: UserId,
+}
+
+/// How a page is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageRequest {
+    /// The `limit` edges after (older than) the cursor, or the newest.
+    After(Option<Position>, usize),
+    /// The `limit` edges before (newer than) the cursor, or the oldest.
+    Before(Option<Position>, usize),
+    /// The `limit` edges from rank `offset` (0 = newest).
+    Offset(usize, usize),
+}
+
+/// One page, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    /// The edges of the page.
+    pub items: Vec<Position>,
+    /// Edges exist beyond the page in the paging direction.
+    pub more: bool,
+    /// Edges exist on the other side of the cursor (or before the offset).
+    pub other: bool,
+}
+
+#[derive(QueryableByName)]
+struct Row {
+    #[diesel(sql_type = BigInt)]
+    member: i64,
+    #[diesel(sql_type = Timestamptz)]
+    followed_at: DateTime<Utc>,
+    /// false: a page row; true: the probe for the other side.
+    #[diesel(sql_type = Bool)]
+    probe: bool,
+}
+
+/// (table, owner column, member column) of a list.
+fn shape(list: ListKey) -> (&'static str, &'static str, &'static str, UserId) {
+    match list {
+        ListKey::Following(owner) => ("following", "from_user_id", "to_user_id", owner),
+        ListKey::Followers(owner) => ("follower", "to_user_id", "from_user_id", owner),
+    }
+}
+
+fn time(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+/// Reads one page (one round trip, including the probe for the other side).
+pub async fn page(conn: &mut PgConn, list: ListKey, request: PageRequest) -> QueryResult<Page> {
+    let (table, owner_col, member_col, owner) = shape(list);
+    let fetch = |n: usize| i64::try_from(n + 1).unwrap_or(i64::MAX);
+    // $1 owner, $2 the page size + 1, then the cursor ($3, $4) or the offset ($3).
+    let (page_filter, page_order, probe_filter, probe_order, offset_clause) = match request {
+        PageRequest::After(Some(_), _) => (
+            format!("AND (followed_at, {member_col}) < ($3, $4)"),
+            "DESC",
+            format!("AND (followed_at, {member_col}) >= ($3, $4)"),
+            "ASC",
+            "",
+        ),
+        PageRequest::Before(Some(_), _) => (
+            format!("AND (followed_at, {member_col}) > ($3, $4)"),
+            "ASC",
+            format!("AND (followed_at, {member_col}) <= ($3, $4)"),
+            "DESC",
+            "",
+        ),
+        PageRequest::After(None, _) => (String::new(), "DESC", "AND FALSE".into(), "ASC", ""),
+        PageRequest::Before(None, _) => (String::new(), "ASC", "AND FALSE".into(), "ASC", ""),
+        PageRequest::Offset(..) => (
+            String::new(),
+            "DESC",
+            "AND $3 > 0".into(),
+            "ASC",
+            " OFFSET $3",
+        ),
+    };
+    let sql = format!(
+        "(SELECT {member_col} AS member, followed_at, FALSE AS probe FROM {table}
+           WHERE {owner_col} = $1 AND active {page_filter}
+           ORDER BY followed_at {page_order}, {member_col} {page_order} LIMIT $2{offset_clause})
+         UNION ALL
+         (SELECT {member_col}, followed_at, TRUE FROM {table}
+           WHERE {owner_col} = $1 AND active {probe_filter}
+           ORDER BY followed_at {probe_order}, {member_col} {probe_order} LIMIT 1)"
+    );
+    let mut query = diesel::sql_query(sql)
+        .into_boxed()
+        .bind::<BigInt, _>(owner.get());
+    let n = match request {
+        PageRequest::After(cursor, n) | PageRequest::Before(cursor, n) => {
+            query = query.bind::<BigInt, _>(fetch(n));
+            if let Some(c) = cursor {
+                query = query
+                    .bind::<Timestamptz, _>(time(c.followed_at_ms))
+                    .bind::<BigInt, _>(c.user.get());
+            }
+            n
+        }
+        PageRequest::Offset(offset, n) => {
+            query = query
+                .bind::<BigInt, _>(fetch(n))
+                .bind::<BigInt, _>(i64::try_from(offset).unwrap_or(i64::MAX));
+            n
+        }
+    };
+    let rows: Vec<Row> = query.load(conn).await?;
+
+    let other = rows.iter().any(|r| r.probe);
+    let mut items: Vec<Position> = rows
+        .into_iter()
+        .filter(|r| !r.probe)
+        .filter_map(|r| {
+            Some(Position {
+                followed_at_ms: r.followed_at.timestamp_millis(),
+                user: UserId::new(r.member)?,
+            })
+        })
+        .collect();
+    let more = items.len() > n;
+    items.truncate(n);
+    if matches!(request, PageRequest::Before(..)) {
+        items.reverse();
+    }
+    Ok(Page { items, more, other })
+}
+
+/// One edge as a list cache holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
+pub struct NewestRow {
+    /// The member.
+    #[diesel(sql_type = BigInt)]
+    pub member: i64,
+    /// Follow time.
+    #[diesel(sql_type = Timestamptz)]
+    pub followed_at: DateTime<Utc>,
+    /// Edge version.
+    #[diesel(sql_type = BigInt)]
+    pub version: i64,
+}
+
+/// The newest `limit` active edges of a list, with versions, for a cache fill.
+pub async fn newest(conn: &mut PgConn, list: ListKey, limit: usize) -> QueryResult<Vec<NewestRow>> {
+    let (table, owner_col, member_col, owner) = shape(list);
+    diesel::sql_query(format!(
+        "SELECT {member_col} AS member, followed_at, version FROM {table}
+          WHERE {owner_col} = $1 AND active
+          ORDER BY followed_at DESC, {member_col} DESC LIMIT $2"
+    ))
+    .bind::<BigInt, _>(owner.get())
+    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+    .load(conn)
+    .await
+}
