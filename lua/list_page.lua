@@ -124,7 +124,9 @@ if mode == 'after' then
 end
 
 -- mode 'before': walk from the cursor (or the oldest edge) towards the newest.
-if not has_cursor and bound_score then
+-- Edges between a cursor below the covered window and the window are not
+-- cached, and neither is the oldest end of a partial list.
+if bound_score and (not has_cursor or older(cs, cm, bound_score, bound_member)) then
   return { -1 }
 end
 local min = '-inf'

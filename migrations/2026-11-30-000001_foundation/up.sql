@@ -27,7 +27,9 @@ CREATE TABLE following (
     version      BIGINT      NOT NULL CHECK (version > 0),
     updated_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (from_user_id, to_user_id),
-    CHECK (from_user_id <> to_user_id)
+    CHECK (from_user_id <> to_user_id),
+    -- Cursors and cache scores are whole milliseconds; so is the truth.
+    CHECK (followed_at = date_trunc('milliseconds', followed_at))
 );
 
 -- "Whom does A follow, newest first". Ties in one millisecond are broken by the
@@ -46,7 +48,8 @@ CREATE TABLE follower (
     version      BIGINT      NOT NULL CHECK (version > 0),
     updated_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (to_user_id, from_user_id),
-    CHECK (from_user_id <> to_user_id)
+    CHECK (from_user_id <> to_user_id),
+    CHECK (followed_at = date_trunc('milliseconds', followed_at))
 );
 
 CREATE INDEX follower_recent_idx

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_graphql::dataloader::{DataLoader, Loader};
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
@@ -61,23 +61,31 @@ impl Loader<(UserId, UserId)> for RelationLoader {
     }
 }
 
-/// The loaders of one request.
+/// The loaders of one request; each caches what it loaded for that request only.
 pub struct Loaders {
     /// Users by id.
-    pub users: DataLoader<UserLoader>,
+    pub users: DataLoader<UserLoader, HashMapCache>,
     /// Counters by user.
-    pub counters: DataLoader<CounterLoader>,
+    pub counters: DataLoader<CounterLoader, HashMapCache>,
     /// Relationships by pair.
-    pub relations: DataLoader<RelationLoader>,
+    pub relations: DataLoader<RelationLoader, HashMapCache>,
 }
 
 impl Loaders {
     /// Fresh loaders (their caches live for one request).
     pub fn new(app: &Arc<App>) -> Self {
+        let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
         Self {
-            users: DataLoader::new(UserLoader(app.clone()), tokio::spawn),
-            counters: DataLoader::new(CounterLoader(app.clone()), tokio::spawn),
-            relations: DataLoader::new(RelationLoader(app.clone()), tokio::spawn),
+            users: batched(UserLoader(app.clone()), delay),
+            counters: batched(CounterLoader(app.clone()), delay),
+            relations: batched(RelationLoader(app.clone()), delay),
         }
     }
+}
+
+fn batched<T: Send + Sync + 'static>(
+    loader: T,
+    delay: std::time::Duration,
+) -> DataLoader<T, HashMapCache> {
+    DataLoader::with_cache(loader, tokio::spawn, HashMapCache::default()).delay(delay)
 }

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::store::lists::{self as store_lists, Page, PageRequest};
 
 /// Where a page came from (for tests and metrics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// The in-process hot-list cache.
     Hot,

@@ -11,5 +11,6 @@ mod pipeline;
 mod projection;
 mod queries;
 mod rate_limit;
+mod read_model;
 mod schema_snapshot;
 mod write_path;

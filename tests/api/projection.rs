@@ -14,7 +14,8 @@ async fn concurrent_appliers_of_one_edge_count_each_transition_once() {
     const VERSIONS: i64 = 40;
     let t = Arc::new(spawn_app_with(|c| c.database_pool_size = 16).await);
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
-    let at = chrono::Utc::now();
+    let at =
+        chrono::DateTime::from_timestamp_millis(chrono::Utc::now().timestamp_millis()).unwrap();
 
     // Every version twice (duplicates), all at once, in no particular order.
     let mut tasks = tokio::task::JoinSet::new();

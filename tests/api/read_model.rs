@@ -1,0 +1,624 @@
+//! The read model: Relay connections from the list caches and PostgreSQL,
+//! counters and relationships through DataLoaders, limits, round trips.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use diesel::sql_types::{BigInt, Text};
+use kith::auth::Viewer;
+use kith::cache::ListKey;
+use kith::model::UserId;
+use kith::read::pages::{self, Source};
+use kith::store::lists::{PageRequest, Position};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app, spawn_app_with};
+
+/// Gives `target` `n` followers, `per_ms` of them in each millisecond, directly
+/// in the truth and the projection (as a settled pipeline would leave them).
+/// Returns them in list order: newest first, ties by id descending.
+async fn seed_followers(
+    t: &TestApp,
+    target: UserId,
+    prefix: &str,
+    n: i64,
+    per_ms: i64,
+) -> Vec<Position> {
+    use diesel_async::RunQueryDsl as _;
+    let mut conn = t.conn().await;
+    kith::store::users::seed(&mut conn, prefix, n)
+        .await
+        .unwrap();
+    let base_ms: i64 = 1_700_000_000_000;
+    for table in ["following", "follower"] {
+        diesel::sql_query(format!(
+            "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
+             SELECT id, $1, TRUE,
+                    'epoch'::timestamptz
+                      + ($2 + (row_number() OVER (ORDER BY id) - 1) / $3) * interval '1 millisecond', 1
+               FROM users WHERE handle LIKE $4 || '%'"
+        ))
+        .bind::<BigInt, _>(target.get())
+        .bind::<BigInt, _>(base_ms)
+        .bind::<BigInt, _>(per_ms)
+        .bind::<Text, _>(prefix)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    diesel::sql_query(
+        "UPDATE user_stats SET followers = followers + $2, version = version + 1 WHERE user_id = $1",
+    )
+    .bind::<BigInt, _>(target.get())
+    .bind::<BigInt, _>(n)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let rows = kith::store::lists::newest(&mut conn, ListKey::Followers(target), n as usize + 1)
+        .await
+        .unwrap();
+    assert_eq!(rows.len() as i64, n);
+    rows.iter()
+        .map(|r| Position {
+            followed_at_ms: r.followed_at.timestamp_millis(),
+            user: UserId::new(r.member).unwrap(),
+        })
+        .collect()
+}
+
+/// Walks a whole list through the read API; returns the items and where each page came from.
+async fn walk(
+    t: &TestApp,
+    list: ListKey,
+    forward: bool,
+    n: usize,
+) -> (Vec<Position>, HashSet<Source>) {
+    let mut items = Vec::new();
+    let mut sources = HashSet::new();
+    let mut cursor = None;
+    loop {
+        let request = if forward {
+            PageRequest::After(cursor, n)
+        } else {
+            PageRequest::Before(cursor, n)
+        };
+        let (page, source) = pages::page(&t.app, list, request, None).await.unwrap();
+        sources.insert(source);
+        if forward {
+            items.extend(page.items.iter().copied());
+            cursor = page.items.last().copied();
+        } else {
+            items.splice(0..0, page.items.iter().copied());
+            cursor = page.items.first().copied();
+        }
+        if !page.more {
+            return (items, sources);
+        }
+        assert!(items.len() <= 100_000, "walk does not end");
+    }
+}
+
+async fn fill(t: &TestApp, list: ListKey) {
+    assert!(pages::fill(&t.app, list).await.unwrap(), "fill granted");
+}
+
+async fn flush(t: &TestApp, list: ListKey) {
+    let mut redis = t.app.redis.get().await.unwrap();
+    let keys = t.app.keys.list(list);
+    let _: () = redis::cmd("DEL")
+        .arg(&keys[..])
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    t.app.fills_in_flight.lock().unwrap().clear();
+}
+
+#[tokio::test]
+async fn a_thousand_followers_in_few_milliseconds_page_exactly_from_cache_and_postgres() {
+    let t = spawn_app_with(|c| c.list_cache_size = 5000).await;
+    let target = t.user("target").await;
+    let expected = seed_followers(&t, target, "f", 1000, 100).await;
+    let list = ListKey::Followers(target);
+
+    // PostgreSQL only: the store's keyset queries.
+    let mut conn = t.conn().await;
+    let mut from_pg = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = kith::store::lists::page(&mut conn, list, PageRequest::After(cursor, 37))
+            .await
+            .unwrap();
+        from_pg.extend(page.items.iter().copied());
+        cursor = page.items.last().copied();
+        if !page.more {
+            break;
+        }
+    }
+    drop(conn);
+    assert_eq!(from_pg, expected, "PostgreSQL pages forward");
+
+    // The read path with the cache filled: every page from Redis.
+    flush(&t, list).await;
+    fill(&t, list).await;
+    let (forward, sources) = walk(&t, list, true, 37).await;
+    assert_eq!(forward, expected, "cache pages forward");
+    assert_eq!(sources, HashSet::from([Source::Cache]));
+    let (backward, sources) = walk(&t, list, false, 41).await;
+    assert_eq!(backward, expected, "cache pages backward");
+    assert_eq!(sources, HashSet::from([Source::Cache]));
+
+    // PostgreSQL backward.
+    let mut conn = t.conn().await;
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = kith::store::lists::page(&mut conn, list, PageRequest::Before(cursor, 29))
+            .await
+            .unwrap();
+        items.splice(0..0, page.items.iter().copied());
+        cursor = page.items.first().copied();
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(items, expected, "PostgreSQL pages backward");
+}
+
+#[tokio::test]
+async fn a_partial_cache_serves_its_window_and_postgres_the_rest() {
+    let t = spawn_app_with(|c| c.list_cache_size = 150).await;
+    let target = t.user("target").await;
+    let expected = seed_followers(&t, target, "f", 400, 7).await;
+    let list = ListKey::Followers(target);
+    fill(&t, list).await;
+    let (forward, sources) = walk(&t, list, true, 50).await;
+    assert_eq!(forward, expected);
+    assert_eq!(sources, HashSet::from([Source::Cache, Source::Postgres]));
+    let (backward, _) = walk(&t, list, false, 50).await;
+    assert_eq!(backward, expected);
+
+    // Offsets and cursors deep beyond the window.
+    let (page, source) = pages::page(&t.app, list, PageRequest::Offset(300, 50), None)
+        .await
+        .unwrap();
+    assert_eq!(source, Source::Postgres);
+    assert_eq!(page.items, expected[300..350]);
+    assert!(page.more && page.other);
+    let (page, _) = pages::page(
+        &t.app,
+        list,
+        PageRequest::After(Some(expected[349]), 100),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(page.items, expected[350..400]);
+    assert!(!page.more && page.other);
+    let (page, source) = pages::page(&t.app, list, PageRequest::Offset(100, 40), None)
+        .await
+        .unwrap();
+    assert_eq!(source, Source::Cache);
+    assert_eq!(page.items, expected[100..140]);
+}
+
+#[tokio::test]
+async fn an_expired_cache_is_never_read_as_the_whole_list() {
+    let t = spawn_app().await;
+    let (alice, target) = (t.user("alice").await, t.user("target").await);
+    let expected = seed_followers(&t, target, "f", 30, 1).await;
+    let list = ListKey::Followers(target);
+    fill(&t, list).await;
+    // The cache expires…
+    flush(&t, list).await;
+    // …and a new follower arrives through the pipeline.
+    let relay = t.start_relay();
+    let projector = t.start_projector(Arc::new(Default::default()));
+    assert_eq!(
+        t.follow(alice, target).await["data"]["follow"]["changed"],
+        true
+    );
+    eventually("the follow to be projected", 60, || async {
+        (t.full_stats(target).await.followers == 31).then_some(())
+    })
+    .await;
+    assert_eq!(
+        t.cached_list(list).await,
+        None,
+        "no partial list was created"
+    );
+    let (page, _) = pages::page(&t.app, list, PageRequest::After(None, 100), None)
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 31);
+    assert_eq!(page.items[0].user, alice);
+    assert_eq!(page.items[1..], expected[..]);
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
+    let t = Arc::new(spawn_app_with(|c| c.rate_limit_capacity = 1000).await);
+    let target = t.user("target").await;
+    let expected = seed_followers(&t, target, "f", 300, 3).await;
+    let list = ListKey::Followers(target);
+    let relay = t.start_relay();
+    let projector = t.start_projector(Arc::new(Default::default()));
+    let mut newcomers = Vec::new();
+    for i in 0..40 {
+        newcomers.push(t.user(&format!("new{i}")).await);
+    }
+    let writer = {
+        let t = t.clone();
+        tokio::spawn(async move {
+            for newcomer in newcomers {
+                t.follow(newcomer, target).await;
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, _) = pages::page(&t.app, list, PageRequest::After(cursor, 10), None)
+            .await
+            .unwrap();
+        seen.extend(page.items.iter().copied());
+        cursor = page.items.last().copied();
+        if !page.more {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    writer.await.unwrap();
+    let original: HashSet<UserId> = expected.iter().map(|p| p.user).collect();
+    let walked: Vec<Position> = seen
+        .into_iter()
+        .filter(|p| original.contains(&p.user))
+        .collect();
+    assert_eq!(
+        walked, expected,
+        "every edge present for the whole walk, once, in order"
+    );
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
+const PROFILE: &str = "query($id: ID!, $n: Int!) {
+  user(id: $id) {
+    handle
+    counters { followings followers posts likesReceived favsReceived }
+    followers(first: $n) {
+      totalCount
+      pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+      edges { cursor followedAt node { handle counters { followers followings } viewerRelation { following followedBy mutual } } }
+    }
+  }
+}";
+
+async fn profile(t: &TestApp, viewer: UserId, target: UserId, n: i64) -> Value {
+    let id = kith::graph::ids::user_id(target).to_string();
+    t.execute(Viewer::User(viewer), PROFILE, json!({ "id": id, "n": n }))
+        .await
+}
+
+#[tokio::test]
+async fn the_profile_query_costs_a_fixed_number_of_round_trips() {
+    let t = spawn_app().await;
+    let (viewer, target) = (t.user("viewer").await, t.user("target").await);
+    let expected = seed_followers(&t, target, "f", 60, 2).await;
+    fill(&t, ListKey::Followers(target)).await;
+    // Warm the counter records, as a live system has them.
+    profile(&t, viewer, target, 60).await;
+
+    let mut costs = Vec::new();
+    for n in [5, 20, 60] {
+        let before = t.app.round_trips.snapshot();
+        let r = profile(&t, viewer, target, n).await;
+        let after = t.app.round_trips.snapshot();
+        assert_ok(&r);
+        assert_eq!(
+            r["data"]["user"]["followers"]["edges"]
+                .as_array()
+                .unwrap()
+                .len(),
+            n as usize
+        );
+        costs.push((after.0 - before.0, after.1 - before.1));
+    }
+    assert!(
+        costs.iter().all(|c| *c == costs[0]),
+        "round trips grow with the page: {costs:?}"
+    );
+    let (postgres, redis) = costs[0];
+    assert!(postgres <= 3 && redis <= 3, "(postgres, redis) = {costs:?}");
+    let r = profile(&t, viewer, target, 20).await;
+    let first = &r["data"]["user"]["followers"]["edges"][0]["node"];
+    let expected_handle = {
+        let mut conn = t.conn().await;
+        kith::store::users::find(&mut conn, expected[0].user)
+            .await
+            .unwrap()
+            .unwrap()
+            .handle
+    };
+    assert_eq!(first["handle"], expected_handle);
+    assert_eq!(r["data"]["user"]["followers"]["totalCount"], 60);
+}
+
+#[tokio::test]
+async fn counters_and_relationships_are_right_for_every_kind_of_relation() {
+    let t = spawn_app().await;
+    let (me, mutual, fan, idol, stranger) = (
+        t.user("me").await,
+        t.user("mutual").await,
+        t.user("fan").await,
+        t.user("idol").await,
+        t.user("stranger").await,
+    );
+    for (a, b) in [(me, mutual), (mutual, me), (fan, me), (me, idol)] {
+        assert_ok(&t.follow(a, b).await);
+    }
+    let ids: Vec<String> = [mutual, fan, idol, stranger, me]
+        .iter()
+        .map(|u| kith::graph::ids::user_id(*u).to_string())
+        .collect();
+    let ghost = kith::graph::ids::user_id(UserId::new(me.get() + 999).unwrap()).to_string();
+    let mut all = ids.clone();
+    all.push(ghost);
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "query($ids: [ID!]!, $idol: ID!) {
+               relationships(ids: $ids) { following followedBy mutual }
+               users(ids: $ids) { handle counters { followings followers } viewerRelation { following followedBy } relationTo(other: $idol) { following } }
+             }",
+            json!({ "ids": all, "idol": ids[2] }),
+        )
+        .await;
+    assert_ok(&r);
+    let rel = &r["data"]["relationships"];
+    assert_eq!(
+        rel[0],
+        json!({"following": true, "followedBy": true, "mutual": true})
+    );
+    assert_eq!(
+        rel[1],
+        json!({"following": false, "followedBy": true, "mutual": false})
+    );
+    assert_eq!(
+        rel[2],
+        json!({"following": true, "followedBy": false, "mutual": false})
+    );
+    assert_eq!(
+        rel[3],
+        json!({"following": false, "followedBy": false, "mutual": false})
+    );
+    assert_eq!(
+        rel[4],
+        json!({"following": false, "followedBy": false, "mutual": false})
+    );
+    assert!(rel[5].is_null(), "unknown users are null");
+    let users = &r["data"]["users"];
+    assert_eq!(users[0]["handle"], "mutual");
+    assert!(users[5].is_null());
+    assert_eq!(
+        users[4]["counters"],
+        json!({"followings": 2, "followers": 0}),
+        "the viewer's own writes"
+    );
+    assert_eq!(users[0]["relationTo"]["following"], false);
+    assert_eq!(users[4]["relationTo"]["following"], true);
+    assert_eq!(
+        users[1]["viewerRelation"],
+        json!({"following": false, "followedBy": true})
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_counter_record_is_rebuilt() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    assert_ok(&t.follow(alice, bob).await);
+    let mut redis = t.app.redis.get().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(t.app.keys.counter_record(alice))
+        .arg("garbage")
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    drop(redis);
+    let id = kith::graph::ids::user_id(alice).to_string();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { counters { followings followers } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["user"]["counters"],
+        json!({"followings": 1, "followers": 0})
+    );
+    assert_eq!(
+        t.counter_record(alice).await.unwrap().followings,
+        1,
+        "rebuilt and stored"
+    );
+}
+
+#[tokio::test]
+async fn paging_errors_have_codes() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    seed_followers(&t, alice, "f", 5, 1).await;
+    seed_followers(&t, bob, "g", 5, 1).await;
+    let q = |args: &str| {
+        format!(
+            "query($id: ID!) {{ user(id: $id) {{ followers({args}) {{ edges {{ cursor }} }} }} }}"
+        )
+    };
+    let id = json!({ "id": kith::graph::ids::user_id(alice).to_string() });
+    let bob_id = json!({ "id": kith::graph::ids::user_id(bob).to_string() });
+    let r = t
+        .execute(Viewer::Anonymous, &q("first: 2"), bob_id.clone())
+        .await;
+    let bobs_cursor = r["data"]["user"]["followers"]["edges"][0]["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = t
+        .execute(Viewer::Anonymous, &q("first: 2"), id.clone())
+        .await;
+    let cursor = r["data"]["user"]["followers"]["edges"][0]["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[10] = if tampered[10] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+
+    for (args, code) in [
+        (format!("first: 2, after: \"{bobs_cursor}\""), "BAD_CURSOR"),
+        (format!("first: 2, after: \"{tampered}\""), "BAD_CURSOR"),
+        ("first: 2, after: \"not a cursor\"".to_owned(), "BAD_CURSOR"),
+        (format!("last: 2, before: \"{bobs_cursor}\""), "BAD_CURSOR"),
+        ("first: 101".to_owned(), "INVALID_INPUT"),
+        ("last: 101".to_owned(), "INVALID_INPUT"),
+        ("first: -1".to_owned(), "INVALID_INPUT"),
+        ("first: 2, last: 2".to_owned(), "INVALID_INPUT"),
+        (format!("first: 2, before: \"{cursor}\""), "INVALID_INPUT"),
+        ("offset: -5".to_owned(), "INVALID_INPUT"),
+        (format!("offset: 5, after: \"{cursor}\""), "INVALID_INPUT"),
+    ] {
+        let r = t.execute(Viewer::Anonymous, &q(&args), id.clone()).await;
+        assert_eq!(error_code(&r), Some(code), "{args}: {r}");
+    }
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            &q(&format!("first: 2, after: \"{cursor}\"")),
+            id.clone(),
+        )
+        .await;
+    assert_ok(&r);
+
+    let ids: Vec<String> = (0..101)
+        .map(|_| kith::graph::ids::user_id(alice).to_string())
+        .collect();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($ids: [ID!]!) { users(ids: $ids) { handle } }",
+            json!({ "ids": ids }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+}
+
+#[tokio::test]
+async fn deep_and_complex_queries_are_refused_before_running() {
+    let t = spawn_app().await;
+    let alice = t.user("alice").await;
+    let id = json!({ "id": kith::graph::ids::user_id(alice).to_string() });
+    let mut deep = String::from("handle");
+    for _ in 0..12 {
+        deep = format!("followers(first: 1) {{ edges {{ node {{ {deep} }} }} }}");
+    }
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            &format!("query($id: ID!) {{ user(id: $id) {{ {deep} }} }}"),
+            id.clone(),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert!(r["data"].is_null());
+
+    let wide = "followers(first: 100) { edges { node { followers(first: 100) { edges { node { handle counters { followers } } } } } } }";
+    let before = t.app.round_trips.snapshot();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            &format!("query($id: ID!) {{ user(id: $id) {{ {wide} }} }}"),
+            id,
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("complex"),
+        "{r}"
+    );
+    assert_eq!(t.app.round_trips.snapshot(), before, "nothing ran");
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_followers_page_one_and_deep() {
+    let t = spawn_app().await;
+    let target = t.user("star").await;
+    let expected = seed_followers(&t, target, "fan", 100_000, 50).await;
+    let id = kith::graph::ids::user_id(target).to_string();
+    let query = "query($id: ID!, $after: String, $offset: Int) {
+        user(id: $id) { followers(first: 50, after: $after, offset: $offset) {
+            totalCount pageInfo { hasNextPage hasPreviousPage endCursor } edges { node { handle } followedAt } } } }";
+    let handles: std::collections::HashMap<UserId, String> = {
+        let mut conn = t.conn().await;
+        let ids: Vec<UserId> = expected.iter().map(|p| p.user).collect();
+        kith::store::users::find_many(&mut conn, &ids)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.id, u.handle))
+            .collect()
+    };
+    let handle_of = |i: usize| handles[&expected[i].user].clone();
+
+    let r = t
+        .execute(Viewer::Anonymous, query, json!({ "id": id }))
+        .await;
+    assert_ok(&r);
+    let page = &r["data"]["user"]["followers"];
+    assert_eq!(page["totalCount"], 100_000);
+    assert_eq!(page["edges"].as_array().unwrap().len(), 50);
+    assert_eq!(page["edges"][0]["node"]["handle"], handle_of(0));
+    assert_eq!(page["pageInfo"]["hasNextPage"], true);
+    // Page one of a celebrity comes from process memory from now on.
+    let (_, source) = pages::page(
+        &t.app,
+        ListKey::Followers(target),
+        PageRequest::After(None, 50),
+        Some(100_000),
+    )
+    .await
+    .unwrap();
+    assert_eq!(source, Source::Hot);
+
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            query,
+            json!({ "id": id, "offset": 90_000 }),
+        )
+        .await;
+    assert_ok(&r);
+    let page = &r["data"]["user"]["followers"];
+    assert_eq!(page["edges"][0]["node"]["handle"], handle_of(90_000));
+    assert_eq!(page["edges"][49]["node"]["handle"], handle_of(90_049));
+    let cursor = page["pageInfo"]["endCursor"].as_str().unwrap().to_owned();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            query,
+            json!({ "id": id, "after": cursor }),
+        )
+        .await;
+    assert_ok(&r);
+    let page = &r["data"]["user"]["followers"];
+    assert_eq!(page["edges"][0]["node"]["handle"], handle_of(90_050));
+    assert_eq!(page["pageInfo"]["hasPreviousPage"], true);
+}
