@@ -17,23 +17,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 use kith::app::App;
-use kith::config::Config;
 use kith::model::UserId;
 use kith::pipeline::Shutdown;
 use kith::pipeline::projector::ProjectorHooks;
 use kith::write::{EdgeChange, change_edge};
 
-const USERS: i64 = 2000;
+#[path = "common.rs"]
+mod common;
 
-fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
+const USERS: i64 = 2000;
 
 #[tokio::main]
 async fn main() {
@@ -71,34 +64,17 @@ async fn main() {
         report.push_str(&line);
         println!("{line}");
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("pipeline_lag.md"), &report).unwrap();
-    println!("\n{report}");
+    common::write_report("pipeline_lag.md", &report);
 }
 
 async fn run(rate: u64, seconds: u64) -> String {
-    let mut config = Config::from_env().expect("configuration");
     let name = format!("bench_{}_{rate}", chrono::Utc::now().timestamp());
-    create_schema(&config.database_url, &name).await;
-    let separator = if config.database_url.contains('?') {
-        '&'
-    } else {
-        '?'
-    };
-    config.database_url = format!(
-        "{}{separator}options=-c%20search_path%3D{name}",
-        config.database_url
-    );
-    config.redis_prefix = format!("{name}:");
-    config.follow_topic = format!("{name}.follow");
-    config.content_topic = format!("{name}.content");
-    config.dead_letter_topic = format!("{name}.dead");
-    config.consumer_group = format!("{name}.projector");
-    config.rate_limit_capacity = 1_000_000;
-    config.rate_limit_per_sec = 1_000_000.0;
-    config.database_pool_size = 32;
-    let app = App::start(config).await.expect("app starts");
+    let app = common::isolated_app(&name, |config| {
+        config.rate_limit_capacity = 1_000_000;
+        config.rate_limit_per_sec = 1_000_000.0;
+        config.database_pool_size = 32;
+    })
+    .await;
     {
         let mut conn = app.pg.get().await.unwrap();
         kith::store::users::seed(&mut conn, "b", USERS)
@@ -169,9 +145,9 @@ async fn run(rate: u64, seconds: u64) -> String {
     format!(
         "| {rate} | {achieved:.0} | {} | {} | {} | {} | {} |\n",
         samples.len(),
-        percentile(&samples, 50.0),
-        percentile(&samples, 90.0),
-        percentile(&samples, 99.0),
+        common::percentile(&samples, 50.0),
+        common::percentile(&samples, 90.0),
+        common::percentile(&samples, 99.0),
         samples.last().copied().unwrap_or(0),
     )
 }
@@ -186,15 +162,4 @@ async fn follow_once(app: &App, from: i64, to: i64) {
     if let Err(e) = change_edge(app, from, to, EdgeChange::Follow).await {
         eprintln!("follow failed: {e:?}");
     }
-}
-
-async fn create_schema(url: &str, name: &str) {
-    use diesel_async::RunQueryDsl;
-    let mut admin = AsyncPgConnection::establish(url)
-        .await
-        .expect("PostgreSQL is up (scripts/stack up)");
-    diesel::sql_query(format!("CREATE SCHEMA {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
 }

@@ -41,12 +41,79 @@ local cs = tonumber(ARGV[2])
 local cm = ARGV[3]
 local limit = tonumber(ARGV[4])
 local want = limit + 1
-local picked = {}
-local chunk = want + 16
+
+-- The reply: status 1, `more` when a (limit+1)-th edge was found (dropped),
+-- `other`, then the page newest first (`picked` runs in walk order).
+local function reply(picked, other, newest_first)
+  local more = 0
+  if #picked == want then
+    more = 1
+    picked[#picked] = nil
+  end
+  local out = { 1, more, other }
+  local from, to, step = 1, #picked, 1
+  if not newest_first then
+    from, to, step = #picked, 1, -1
+  end
+  for i = from, to, step do
+    out[#out + 1] = picked[i][1]
+    out[#out + 1] = picked[i][2]
+  end
+  return out
+end
+
+-- Walks the ZSet by score from `start` towards `stop` ('REV' for newest to
+-- oldest), keeping the edges `accept` takes, until `want` are picked or the
+-- ZSet ends. Returns nil when an edge outside the covered window is reached.
+local function walk(start, stop, rev, accept)
+  local picked = {}
+  local offset = 0
+  local chunk = want + 16
+  while #picked < want do
+    local rows
+    if rev then
+      rows = redis.call('ZRANGE', KEYS[1], start, stop, 'BYSCORE', 'REV', 'LIMIT', offset, chunk, 'WITHSCORES')
+    else
+      rows = redis.call('ZRANGE', KEYS[1], start, stop, 'BYSCORE', 'LIMIT', offset, chunk, 'WITHSCORES')
+    end
+    for i = 1, #rows, 2 do
+      local m, s = rows[i], tonumber(rows[i + 1])
+      if accept(s, m) then
+        if not covered(s, m) then
+          return nil
+        end
+        picked[#picked + 1] = { m, s }
+        if #picked == want then
+          return picked
+        end
+      end
+    end
+    if #rows < 2 * chunk then
+      return picked
+    end
+    offset = offset + chunk
+  end
+  return picked
+end
+
+-- Edge at the newest (rev) or oldest end of the ZSet, as {member, score}.
+local function edge_at_end(rev)
+  local rows
+  if rev then
+    rows = redis.call('ZRANGE', KEYS[1], '+inf', '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+  else
+    rows = redis.call('ZRANGE', KEYS[1], '-inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  end
+  if #rows == 2 then
+    return { rows[1], tonumber(rows[2]) }
+  end
+  return nil
+end
 
 if mode == 'offset' then
   local offset = tonumber(ARGV[5])
   local rows = redis.call('ZRANGE', KEYS[1], offset, offset + limit, 'REV', 'WITHSCORES')
+  local picked = {}
   for i = 1, #rows, 2 do
     local m, s = rows[i], tonumber(rows[i + 1])
     if not covered(s, m) then
@@ -61,17 +128,7 @@ if mode == 'offset' then
   if offset > 0 and redis.call('ZCARD', KEYS[1]) > 0 then
     other = 1
   end
-  local more = 0
-  if #picked == want then
-    more = 1
-    picked[#picked] = nil
-  end
-  local out = { 1, more, other }
-  for _, p in ipairs(picked) do
-    out[#out + 1] = p[1]
-    out[#out + 1] = p[2]
-  end
-  return out
+  return reply(picked, other, true)
 end
 
 if mode == 'after' then
@@ -79,48 +136,20 @@ if mode == 'after' then
   if has_cursor then
     max = ARGV[2]
   end
-  local start = 0
-  local exhausted = false
-  while #picked < want and not exhausted do
-    local rows = redis.call('ZRANGE', KEYS[1], max, '-inf', 'BYSCORE', 'REV', 'LIMIT', start, chunk, 'WITHSCORES')
-    if #rows < 2 * chunk then
-      exhausted = true
-    end
-    for i = 1, #rows, 2 do
-      local m, s = rows[i], tonumber(rows[i + 1])
-      if not has_cursor or older(s, m, cs, cm) then
-        if not covered(s, m) then
-          return { -1 }
-        end
-        picked[#picked + 1] = { m, s }
-        if #picked == want then
-          break
-        end
-      end
-    end
-    start = start + chunk
-  end
-  if #picked < want and bound_score then
+  local picked = walk(max, '-inf', true, function(s, m)
+    return not has_cursor or older(s, m, cs, cm)
+  end)
+  if not picked or (#picked < want and bound_score) then
     return { -1 }
   end
   local other = 0
   if has_cursor then
-    local newest = redis.call('ZRANGE', KEYS[1], '+inf', '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
-    if #newest == 2 and not older(tonumber(newest[2]), newest[1], cs, cm) then
+    local newest = edge_at_end(true)
+    if newest and not older(newest[2], newest[1], cs, cm) then
       other = 1
     end
   end
-  local more = 0
-  if #picked == want then
-    more = 1
-    picked[#picked] = nil
-  end
-  local out = { 1, more, other }
-  for _, p in ipairs(picked) do
-    out[#out + 1] = p[1]
-    out[#out + 1] = p[2]
-  end
-  return out
+  return reply(picked, other, true)
 end
 
 -- mode 'before': walk from the cursor (or the oldest edge) towards the newest.
@@ -133,47 +162,17 @@ local min = '-inf'
 if has_cursor then
   min = ARGV[2]
 end
-local start = 0
-local exhausted = false
-while #picked < want and not exhausted do
-  local rows = redis.call('ZRANGE', KEYS[1], min, '+inf', 'BYSCORE', 'LIMIT', start, chunk, 'WITHSCORES')
-  if #rows < 2 * chunk then
-    exhausted = true
-  end
-  for i = 1, #rows, 2 do
-    local m, s = rows[i], tonumber(rows[i + 1])
-    if not has_cursor or older(cs, cm, s, m) then
-      if not covered(s, m) then
-        return { -1 }
-      end
-      picked[#picked + 1] = { m, s }
-      if #picked == want then
-        break
-      end
-    end
-  end
-  start = start + chunk
+local picked = walk(min, '+inf', false, function(s, m)
+  return not has_cursor or older(cs, cm, s, m)
+end)
+if not picked then
+  return { -1 }
 end
 local other = 0
 if has_cursor then
-  if bound_score then
+  local oldest = edge_at_end(false)
+  if bound_score or (oldest and not older(cs, cm, oldest[2], oldest[1])) then
     other = 1
-  else
-    local oldest = redis.call('ZRANGE', KEYS[1], '-inf', '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-    if #oldest == 2 and not older(cs, cm, tonumber(oldest[2]), oldest[1]) then
-      other = 1
-    end
   end
 end
-local more = 0
-if #picked == want then
-  more = 1
-  picked[#picked] = nil
-end
--- picked runs oldest to newest: return it newest first
-local out = { 1, more, other }
-for i = #picked, 1, -1 do
-  out[#out + 1] = picked[i][1]
-  out[#out + 1] = picked[i][2]
-end
-return out
+return reply(picked, other, false)

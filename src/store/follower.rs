@@ -83,20 +83,25 @@ pub struct EdgeRow {
 
 /// The projection rows of the given `(from, to)` pairs (missing pairs are absent).
 pub async fn rows(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgeRow>> {
-    let (from, to) = split_pairs(pairs);
-    diesel::sql_query(
+    edge_rows(conn, "follower", pairs).await
+}
+
+/// The rows of `table` (`following` or `follower`, both keyed by the pair)
+/// for the given `(from, to)` pairs, in one statement.
+pub(crate) async fn edge_rows(
+    conn: &mut PgConn,
+    table: &'static str,
+    pairs: &[(UserId, UserId)],
+) -> QueryResult<Vec<EdgeRow>> {
+    let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip();
+    diesel::sql_query(format!(
         "SELECT f.from_user_id, f.to_user_id, f.active, f.followed_at, f.version
-           FROM follower f
+           FROM {table} f
            JOIN unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
-             ON f.to_user_id = p.to_id AND f.from_user_id = p.from_id",
-    )
+             ON f.from_user_id = p.from_id AND f.to_user_id = p.to_id"
+    ))
     .bind::<Array<BigInt>, _>(from)
     .bind::<Array<BigInt>, _>(to)
     .load(conn)
     .await
-}
-
-/// Splits pairs into two parallel id arrays for `unnest`.
-pub(crate) fn split_pairs(pairs: &[(UserId, UserId)]) -> (Vec<i64>, Vec<i64>) {
-    pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip()
 }

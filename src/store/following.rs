@@ -4,11 +4,11 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Timestamptz};
+use diesel::sql_types::{BigInt, Bool, Timestamptz};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
-use super::follower::{EdgeRow, split_pairs};
+use super::follower::EdgeRow;
 use crate::model::UserId;
 
 /// The state of one edge right after a transition.
@@ -110,15 +110,5 @@ pub async fn pair_state(conn: &mut PgConn, a: UserId, b: UserId) -> QueryResult<
 
 /// The truth rows of the given `(from, to)` pairs (missing pairs are absent).
 pub async fn rows(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgeRow>> {
-    let (from, to) = split_pairs(pairs);
-    diesel::sql_query(
-        "SELECT f.from_user_id, f.to_user_id, f.active, f.followed_at, f.version
-           FROM following f
-           JOIN unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
-             ON f.from_user_id = p.from_id AND f.to_user_id = p.to_id",
-    )
-    .bind::<Array<BigInt>, _>(from)
-    .bind::<Array<BigInt>, _>(to)
-    .load(conn)
-    .await
+    super::follower::edge_rows(conn, "following", pairs).await
 }

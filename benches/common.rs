@@ -1,0 +1,53 @@
+//! Set-up shared by the benches: an isolated `App` on the local stack.
+
+use std::sync::Arc;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use kith::app::App;
+use kith::config::Config;
+
+/// An `App` with its own PostgreSQL schema, Redis prefix, topics and group.
+pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<App> {
+    use diesel_async::RunQueryDsl;
+    let mut config = Config::from_env().expect("configuration");
+    let mut admin = AsyncPgConnection::establish(&config.database_url)
+        .await
+        .expect("PostgreSQL is up (scripts/stack up)");
+    diesel::sql_query(format!("CREATE SCHEMA {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let separator = if config.database_url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    config.database_url = format!(
+        "{}{separator}options=-c%20search_path%3D{name}",
+        config.database_url
+    );
+    config.redis_prefix = format!("{name}:");
+    config.follow_topic = format!("{name}.follow");
+    config.content_topic = format!("{name}.content");
+    config.dead_letter_topic = format!("{name}.dead");
+    config.consumer_group = format!("{name}.projector");
+    tweak(&mut config);
+    App::start(config).await.expect("app starts")
+}
+
+/// p-th percentile of sorted samples.
+pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
+    if sorted.is_empty() {
+        return T::default();
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Writes `report` to `target/bench-reports/<file>` and prints it.
+pub fn write_report(file: &str, report: &str) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(file), report).unwrap();
+    println!("\n{report}");
+}
