@@ -622,3 +622,118 @@ async fn a_hundred_thousand_followers_page_one_and_deep() {
     assert_eq!(page["edges"][0]["node"]["handle"], handle_of(90_050));
     assert_eq!(page["pageInfo"]["hasPreviousPage"], true);
 }
+
+/// Walks a connection through GraphQL; returns the user ids in list order.
+async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec<UserId> {
+    let id = kith::graph::ids::user_id(target).to_string();
+    let (args, info) = if forward {
+        ("first: $n, after: $cursor", "hasNextPage endCursor")
+    } else {
+        ("last: $n, before: $cursor", "hasPreviousPage startCursor")
+    };
+    let query = format!(
+        "query($id: ID!, $n: Int!, $cursor: String) {{ user(id: $id) {{ followers({args}) {{
+            totalCount pageInfo {{ {info} }} edges {{ cursor node {{ id }} }} }} }} }}"
+    );
+    let mut ids = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let r = t
+            .execute(
+                Viewer::Anonymous,
+                &query,
+                json!({ "id": id, "n": n, "cursor": cursor }),
+            )
+            .await;
+        assert_ok(&r);
+        let connection = &r["data"]["user"]["followers"];
+        let page: Vec<UserId> = connection["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let id = async_graphql::ID(e["node"]["id"].as_str().unwrap().to_owned());
+                kith::graph::ids::decode_user(&id).unwrap()
+            })
+            .collect();
+        let info = &connection["pageInfo"];
+        if forward {
+            ids.extend(page);
+            cursor = info["endCursor"].clone();
+            if info["hasNextPage"] != true {
+                return ids;
+            }
+        } else {
+            ids.splice(0..0, page);
+            cursor = info["startCursor"].clone();
+            if info["hasPreviousPage"] != true {
+                return ids;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn graphql_connections_walk_a_thousand_followers_both_ways() {
+    let t = spawn_app_with(|c| c.list_cache_size = 300).await;
+    let target = t.user("target").await;
+    let expected: Vec<UserId> = seed_followers(&t, target, "f", 1000, 250)
+        .await
+        .iter()
+        .map(|p| p.user)
+        .collect();
+    assert_eq!(walk_graphql(&t, target, true, 100).await, expected);
+    assert_eq!(walk_graphql(&t, target, false, 100).await, expected);
+    assert_eq!(walk_graphql(&t, target, true, 33).await, expected);
+}
+
+#[tokio::test]
+async fn concurrent_misses_fill_a_list_once() {
+    let t = Arc::new(spawn_app().await);
+    let target = t.user("target").await;
+    seed_followers(&t, target, "f", 50, 1).await;
+    let list = ListKey::Followers(target);
+    let mut fills = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let t = t.clone();
+        fills.spawn(async move { pages::fill(&t.app, list).await.unwrap() });
+    }
+    let mut granted = 0;
+    while let Some(done) = fills.join_next().await {
+        granted += i32::from(done.unwrap());
+    }
+    assert_eq!(granted, 1, "one filler");
+    assert_eq!(t.cached_list(list).await.unwrap().len(), 50);
+}
+
+#[tokio::test]
+async fn the_following_list_reads_the_truth() {
+    let t = spawn_app().await;
+    let (me, a, b, c) = (
+        t.user("me").await,
+        t.user("a").await,
+        t.user("b").await,
+        t.user("c").await,
+    );
+    for other in [a, b, c] {
+        assert_ok(&t.follow(me, other).await);
+    }
+    assert_ok(&t.unfollow(me, b).await);
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "query($id: ID!) { user(id: $id) { following(first: 10) { totalCount edges { node { handle } } } } }",
+            json!({ "id": kith::graph::ids::user_id(me).to_string() }),
+        )
+        .await;
+    assert_ok(&r);
+    let following = &r["data"]["user"]["following"];
+    assert_eq!(following["totalCount"], 2);
+    let handles: Vec<&str> = following["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["handle"].as_str().unwrap())
+        .collect();
+    assert_eq!(handles, ["c", "a"], "newest first, without the unfollowed");
+}
