@@ -60,9 +60,7 @@ async fn graphql(
             chrono::Utc::now().timestamp(),
         ),
     };
-    state
-        .schema
-        .execute(request.into_inner().data(viewer))
+    graph::execute(&state.schema, &state.app, request.into_inner(), viewer)
         .await
         .into()
 }

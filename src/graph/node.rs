@@ -24,7 +24,7 @@ impl NodeQuery {
     async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
         let (kind, raw) = ids::decode(&id).gql()?;
         match kind {
-            NodeKind::User => Ok(user::load_visible(ctx, raw).await.gql()?.map(Node::User)),
+            NodeKind::User => Ok(user::load_visible(ctx, raw).await?.map(Node::User)),
         }
     }
 }

@@ -160,10 +160,14 @@ impl From<CounterRecord> for Counters {
 pub(crate) async fn load_visible(
     ctx: &Context<'_>,
     id: UserId,
-) -> Result<Option<UserNode>, ApiError> {
-    let mut conn = app(ctx).pg.get().await?;
-    let user = users::find(&mut conn, id).await?;
-    Ok(visible(user))
+) -> async_graphql::Result<Option<UserNode>> {
+    let user = ctx
+        .data_unchecked::<Loaders>()
+        .users
+        .load_one(id)
+        .await
+        .map_err(|e| e.as_ref().extend())?;
+    Ok(user.map(UserNode))
 }
 
 /// Decodes up to 100 global user ids.
@@ -188,7 +192,7 @@ impl UserQuery {
     /// The user with this global id; null when unknown or deleted.
     async fn user(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<UserNode>> {
         let id = ids::decode_user(&id).gql()?;
-        load_visible(ctx, id).await.gql()
+        load_visible(ctx, id).await
     }
 
     /// The user with this handle; null when unknown or deleted.
@@ -264,6 +268,6 @@ impl UserQuery {
         let Some(id) = viewer(ctx).optional().gql()? else {
             return Ok(None);
         };
-        load_visible(ctx, id).await.gql()
+        load_visible(ctx, id).await
     }
 }

@@ -42,7 +42,7 @@ async fn post_graphql(t: &TestApp, authorization: Option<&str>, body: Value) -> 
 async fn bearer_token_identifies_the_viewer() {
     let t = spawn_app().await;
     let alice = t.user("alice").await;
-    let query = json!({ "query": "{ viewer { handle } }" });
+    let query = json!({ "query": "{ viewer { handle counters { followings } followers(first: 5) { totalCount } viewerRelation { following } } }" });
     let r = post_graphql(
         &t,
         Some(&format!("Bearer {}", t.token(alice))),
