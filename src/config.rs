@@ -24,7 +24,7 @@
 //! | `KITH_LIST_CACHE_TTL_SECS` | `3600` | life of a list cache |
 //! | `KITH_HOT_FOLLOWERS` | `100000` | list size from which first pages are also held in process |
 //! | `KITH_HOT_PAGE_TTL_MS` | `1000` | life of an in-process hot page |
-//! | `KITH_LOADER_DELAY_MS` | `2` | how long a DataLoader collects keys before one batched fetch |
+//! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply) |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
@@ -143,7 +143,7 @@ impl Config {
             list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS", "3600")?,
             hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS", "100000")?,
             hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS", "1000")?,
-            loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "2")?,
+            loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "1")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
