@@ -62,3 +62,39 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- A whole batch of follow events in one round trip, applied in order.
+CREATE FUNCTION kith_apply_followers(
+    p_to BIGINT[], p_from BIGINT[], p_active BOOLEAN[], p_followed_at TIMESTAMPTZ[], p_version BIGINT[]
+) RETURNS TABLE (ord INT, was_active BOOLEAN, applied BOOLEAN) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_to, 1), 0) LOOP
+        ord := i;
+        SELECT r.was_active, r.applied INTO was_active, applied
+          FROM kith_apply_follower(p_to[i], p_from[i], p_active[i], p_followed_at[i], p_version[i]) r;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Adds a batch's counter deltas, one user at a time in the order given (the
+-- caller sorts by user id, so concurrent batches lock rows in one order),
+-- bumping each row's version; returns the new rows.
+CREATE FUNCTION kith_add_stats(
+    p_user BIGINT[], p_followers BIGINT[], p_posts BIGINT[], p_likes BIGINT[], p_favs BIGINT[]
+) RETURNS SETOF user_stats LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO user_stats (user_id) SELECT unnest(p_user) ON CONFLICT DO NOTHING;
+    FOR i IN 1 .. coalesce(array_length(p_user, 1), 0) LOOP
+        RETURN QUERY
+        UPDATE user_stats
+           SET followers = followers + p_followers[i],
+               posts = posts + p_posts[i],
+               likes_received = likes_received + p_likes[i],
+               favs_received = favs_received + p_favs[i],
+               version = version + 1
+         WHERE user_id = p_user[i]
+        RETURNING *;
+    END LOOP;
+END
+$$;

@@ -35,7 +35,7 @@ use crate::cache::lists::EdgeState;
 use crate::cache::{self, ListKey};
 use crate::metrics::Metrics;
 use crate::model::UserId;
-use crate::store::follower::{self, Applied};
+use crate::store::follower::{self, Applied, EdgeEvent};
 use crate::store::stats::{self, StatsDelta};
 use crate::store::{PgConn, content, following};
 
@@ -278,39 +278,58 @@ async fn apply(app: &App, events: &[Event], hooks: &ProjectorHooks) -> Result<()
 }
 
 async fn apply_to_postgres(conn: &mut PgConn, events: &[Event]) -> Result<(), PipelineError> {
-    let mut deltas: BTreeMap<UserId, StatsDelta> = BTreeMap::new();
-    for event in events {
-        match event {
-            Event::Follow(e) => {
-                let active = e.event_type == FollowEventType::FollowCreated;
-                let followed_at = Utc
+    // Three statements per batch whatever its size: the follow events in
+    // order, the content-event claims, then the counter deltas per user.
+    let follows: Vec<EdgeEvent> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Follow(e) => Some(EdgeEvent {
+                from: e.from,
+                to: e.to,
+                active: e.event_type == FollowEventType::FollowCreated,
+                followed_at: Utc
                     .timestamp_millis_opt(e.followed_at_ms)
                     .single()
-                    .unwrap_or_default();
-                if let Applied::Changed { was_active, active } =
-                    follower::apply(conn, e.from, e.to, active, followed_at, e.version).await?
-                {
-                    deltas.entry(e.to).or_default().followers +=
-                        i64::from(active) - i64::from(was_active);
-                }
-            }
-            Event::Content(e) => {
-                if content::claim(conn, e.event_id, e.author_id).await? {
-                    let d = e.delta();
-                    let entry = deltas.entry(e.author_id).or_default();
-                    entry.posts += d.posts;
-                    entry.likes_received += d.likes_received;
-                    entry.favs_received += d.favs_received;
-                }
-            }
+                    .unwrap_or_default(),
+                version: e.version,
+            }),
+            Event::Content(_) => None,
+        })
+        .collect();
+    let contents: Vec<&ContentEvent> = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Content(e) => Some(e),
+            Event::Follow(_) => None,
+        })
+        .collect();
+
+    let mut deltas: BTreeMap<UserId, StatsDelta> = BTreeMap::new();
+    for (event, applied) in follows
+        .iter()
+        .zip(follower::apply_many(conn, &follows).await?)
+    {
+        if let Applied::Changed { was_active, active } = applied {
+            deltas.entry(event.to).or_default().followers +=
+                i64::from(active) - i64::from(was_active);
         }
     }
-    // One update per user per batch, in id order (no deadlocks between batches).
-    for (user, delta) in deltas {
-        if !delta.is_zero() {
-            stats::apply_delta(conn, user, delta).await?;
+    let claims: Vec<_> = contents.iter().map(|e| (e.event_id, e.author_id)).collect();
+    let mut claimed = content::claim_many(conn, &claims).await?;
+    for event in contents {
+        // `remove`: an id repeated within the batch counts once.
+        if claimed.remove(&event.event_id) {
+            let d = event.delta();
+            let entry = deltas.entry(event.author_id).or_default();
+            entry.posts += d.posts;
+            entry.likes_received += d.likes_received;
+            entry.favs_received += d.favs_received;
         }
     }
+    // BTreeMap order: user id ascending, so batches never deadlock each other.
+    let deltas: Vec<(UserId, StatsDelta)> =
+        deltas.into_iter().filter(|(_, d)| !d.is_zero()).collect();
+    stats::apply_deltas(conn, &deltas).await?;
     Ok(())
 }
 

@@ -61,6 +61,62 @@ pub async fn apply(
     })
 }
 
+/// One follow event as the projection applies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeEvent {
+    /// The follower.
+    pub from: UserId,
+    /// The followed user.
+    pub to: UserId,
+    /// The state the event carries.
+    pub active: bool,
+    /// Follow time.
+    pub followed_at: DateTime<Utc>,
+    /// Edge version after the event.
+    pub version: i64,
+}
+
+/// Applies `events` in order, each like [`apply`], in one round trip.
+pub async fn apply_many(conn: &mut PgConn, events: &[EdgeEvent]) -> QueryResult<Vec<Applied>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        ord: i32,
+        #[diesel(sql_type = Bool)]
+        was_active: bool,
+        #[diesel(sql_type = Bool)]
+        applied: bool,
+    }
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rows: Vec<Row> = diesel::sql_query(
+        "SELECT ord, was_active, applied FROM kith_apply_followers($1, $2, $3, $4, $5)",
+    )
+    .bind::<Array<BigInt>, _>(events.iter().map(|e| e.to.get()).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(events.iter().map(|e| e.from.get()).collect::<Vec<_>>())
+    .bind::<Array<Bool>, _>(events.iter().map(|e| e.active).collect::<Vec<_>>())
+    .bind::<Array<Timestamptz>, _>(events.iter().map(|e| e.followed_at).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(events.iter().map(|e| e.version).collect::<Vec<_>>())
+    .load(conn)
+    .await?;
+    rows.sort_by_key(|r| r.ord);
+    Ok(rows
+        .iter()
+        .zip(events)
+        .map(|(row, event)| {
+            if row.applied {
+                Applied::Changed {
+                    was_active: row.was_active,
+                    active: event.active,
+                }
+            } else {
+                Applied::Stale
+            }
+        })
+        .collect())
+}
+
 /// The current state of one edge in a table, for re-syncing caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
 pub struct EdgeRow {

@@ -8,7 +8,7 @@ use super::schema::user_stats;
 use crate::model::UserId;
 
 /// One user's counters, as a snapshot with its version.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Queryable, Selectable)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = user_stats)]
 pub struct UserStats {
     /// Users this user follows.
@@ -80,26 +80,6 @@ impl StatsDelta {
     }
 }
 
-/// Applies the projector's `delta` to `user` and bumps the version.
-pub async fn apply_delta(
-    conn: &mut PgConn,
-    user: UserId,
-    delta: StatsDelta,
-) -> QueryResult<UserStats> {
-    ensure_row(conn, user).await?;
-    diesel::update(user_stats::table.find(user.get()))
-        .set((
-            user_stats::followers.eq(user_stats::followers + delta.followers),
-            user_stats::posts.eq(user_stats::posts + delta.posts),
-            user_stats::likes_received.eq(user_stats::likes_received + delta.likes_received),
-            user_stats::favs_received.eq(user_stats::favs_received + delta.favs_received),
-            user_stats::version.eq(user_stats::version + 1),
-        ))
-        .returning(UserStats::as_returning())
-        .get_result(conn)
-        .await
-}
-
 /// The counters of each of `users` that has a row.
 pub async fn find_many(
     conn: &mut PgConn,
@@ -115,4 +95,28 @@ pub async fn find_many(
         .into_iter()
         .filter_map(|(id, stats)| Some((UserId::new(id)?, stats)))
         .collect())
+}
+
+/// Applies per-user deltas in the order given (sort by user id: concurrent
+/// batches then lock rows in one order), one round trip; returns the new rows.
+pub async fn apply_deltas(
+    conn: &mut PgConn,
+    deltas: &[(UserId, StatsDelta)],
+) -> QueryResult<Vec<UserStats>> {
+    use diesel::sql_types::{Array, BigInt};
+    if deltas.is_empty() {
+        return Ok(Vec::new());
+    }
+    let column = |f: fn(&StatsDelta) -> i64| deltas.iter().map(|(_, d)| f(d)).collect::<Vec<i64>>();
+    diesel::sql_query(
+        "SELECT followings, followers, posts, likes_received, favs_received, version
+           FROM kith_add_stats($1, $2, $3, $4, $5)",
+    )
+    .bind::<Array<BigInt>, _>(deltas.iter().map(|(u, _)| u.get()).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(column(|d| d.followers))
+    .bind::<Array<BigInt>, _>(column(|d| d.posts))
+    .bind::<Array<BigInt>, _>(column(|d| d.likes_received))
+    .bind::<Array<BigInt>, _>(column(|d| d.favs_received))
+    .load(conn)
+    .await
 }
