@@ -737,3 +737,52 @@ async fn the_following_list_reads_the_truth() {
         .collect();
     assert_eq!(handles, ["c", "a"], "newest first, without the unfollowed");
 }
+
+#[tokio::test]
+async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
+    let t = spawn_app().await;
+    let (viewer, target) = (t.user("viewer").await, t.user("target").await);
+    let expected = seed_followers(&t, target, "f", 30, 2).await;
+    let unreachable = bb8::Pool::builder()
+        .connection_timeout(std::time::Duration::from_millis(200))
+        .build_unchecked(bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap());
+    let app = kith::app::App::new(
+        t.app.config.clone(),
+        t.app.pg.clone(),
+        unreachable,
+        Default::default(),
+    );
+    let schema = kith::graph::schema(app.clone());
+    let run = |query: &'static str| {
+        let (app, schema) = (app.clone(), schema.clone());
+        let variables = json!({ "id": kith::graph::ids::user_id(target).to_string() });
+        async move {
+            let request = async_graphql::Request::new(query)
+                .variables(async_graphql::Variables::from_json(variables));
+            serde_json::to_value(
+                kith::graph::execute(&schema, &app, request, Viewer::User(viewer)).await,
+            )
+            .unwrap()
+        }
+    };
+    let r = run("query($id: ID!) { user(id: $id) { counters { followers } followers(first: 10) { edges { node { id } } } } }").await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["user"]["counters"]["followers"], 30);
+    let first = r["data"]["user"]["followers"]["edges"][0]["node"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        first,
+        kith::graph::ids::user_id(expected[0].user).to_string()
+    );
+
+    let before = t.snapshot().await;
+    let r = run("mutation($id: ID!) { follow(input: {userId: $id}) { changed } }").await;
+    assert_eq!(error_code(&r), Some("UNAVAILABLE"), "{r}");
+    assert_eq!(
+        t.snapshot().await,
+        before,
+        "nothing written without the rate limiter"
+    );
+}
