@@ -161,6 +161,22 @@ impl TestApp {
             .unwrap()
     }
 
+    /// The same application with its Redis pool pointed at a closed port
+    /// (built by hand: `App::start` refuses to start without Redis).
+    pub fn without_redis(&self) -> Arc<App> {
+        let closed = bb8::Pool::builder()
+            .connection_timeout(std::time::Duration::from_millis(200))
+            .build_unchecked(
+                bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap(),
+            );
+        App::new(
+            self.app.config.clone(),
+            self.app.pg.clone(),
+            closed,
+            Default::default(),
+        )
+    }
+
     /// A valid bearer token for `user`.
     pub fn token(&self, user: UserId) -> String {
         self.app

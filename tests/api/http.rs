@@ -128,17 +128,7 @@ async fn graphiql_health_and_readiness() {
 #[tokio::test]
 async fn readiness_fails_when_redis_is_unreachable() {
     let t = crate::helpers::spawn_app().await;
-    // An app whose Redis pool points at a closed port: built by hand, since
-    // App::start would refuse to start.
-    let closed = bb8::Pool::builder()
-        .connection_timeout(std::time::Duration::from_millis(300))
-        .build_unchecked(bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap());
-    let app = kith::app::App::new(
-        t.app.config.clone(),
-        t.app.pg.clone(),
-        closed,
-        Default::default(),
-    );
+    let app = t.without_redis();
     let response = kith::http::router(app)
         .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
         .await

@@ -743,15 +743,7 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
     let t = spawn_app().await;
     let (viewer, target) = (t.user("viewer").await, t.user("target").await);
     let expected = seed_followers(&t, target, "f", 30, 2).await;
-    let unreachable = bb8::Pool::builder()
-        .connection_timeout(std::time::Duration::from_millis(200))
-        .build_unchecked(bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap());
-    let app = kith::app::App::new(
-        t.app.config.clone(),
-        t.app.pg.clone(),
-        unreachable,
-        Default::default(),
-    );
+    let app = t.without_redis();
     let schema = kith::graph::schema(app.clone());
     let run = |query: &'static str| {
         let (app, schema) = (app.clone(), schema.clone());
