@@ -27,15 +27,21 @@ pub struct UserStats {
 
 /// Adds `delta` to `followings` of `user` and bumps the version; returns the new snapshot.
 pub async fn add_followings(conn: &mut PgConn, user: UserId, delta: i64) -> QueryResult<UserStats> {
+    let update = || {
+        diesel::update(user_stats::table.find(user.get()))
+            .set((
+                user_stats::followings.eq(user_stats::followings + delta),
+                user_stats::version.eq(user_stats::version + 1),
+            ))
+            .returning(UserStats::as_returning())
+    };
+    // One statement on the write path; the row is missing only for users
+    // created outside Kith, and then it is created once.
+    if let Some(stats) = update().get_result(conn).await.optional()? {
+        return Ok(stats);
+    }
     ensure_row(conn, user).await?;
-    diesel::update(user_stats::table.find(user.get()))
-        .set((
-            user_stats::followings.eq(user_stats::followings + delta),
-            user_stats::version.eq(user_stats::version + 1),
-        ))
-        .returning(UserStats::as_returning())
-        .get_result(conn)
-        .await
+    update().get_result(conn).await
 }
 
 /// Creates the zero row of `user` if it is missing (users created elsewhere).

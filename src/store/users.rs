@@ -61,20 +61,6 @@ pub async fn find_many(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<Use
         .map(|rows| rows.into_iter().map(User::from).collect())
 }
 
-/// The statuses of up to a few users, locking none of them.
-pub async fn statuses(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<(UserId, UserStatus)>> {
-    let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();
-    let rows: Vec<(i64, String)> = users::table
-        .filter(users::id.eq_any(raw))
-        .select((users::id, users::status))
-        .load(conn)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(id, status)| Some((UserId::new(id)?, UserStatus::from_db(&status))))
-        .collect())
-}
-
 /// Creates one user with an empty `user_stats` row; returns its id.
 pub async fn create(
     conn: &mut PgConn,

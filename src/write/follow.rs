@@ -133,8 +133,10 @@ async fn check_parties(
     target: UserId,
     change: EdgeChange,
 ) -> Result<User, ApiError> {
-    let statuses = users::statuses(conn, &[actor]).await?;
-    match statuses.first().map(|(_, status)| *status) {
+    // Both parties in one statement: this runs inside every follow.
+    let parties = users::find_many(conn, &[actor, target]).await?;
+    let status_of = |id: UserId| parties.iter().find(|u| u.id == id).map(|u| u.status);
+    match status_of(actor) {
         Some(UserStatus::Active) => {}
         Some(UserStatus::Suspended) => {
             return Err(ApiError::Forbidden("this account is suspended"));
@@ -143,8 +145,9 @@ async fn check_parties(
             return Err(ApiError::Unauthenticated("the token's user does not exist"));
         }
     }
-    let target = users::find(conn, target)
-        .await?
+    let target = parties
+        .into_iter()
+        .find(|u| u.id == target)
         .ok_or(ApiError::NotFound("user"))?;
     if change == EdgeChange::Follow && target.status != UserStatus::Active {
         return Err(ApiError::invalid("this user cannot be followed"));

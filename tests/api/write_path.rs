@@ -153,3 +153,29 @@ async fn concurrent_toggles_of_one_pair_agree_with_the_outbox() {
     }
     assert_eq!(t.stats(alice).await, (i64::from(active), version));
 }
+
+#[tokio::test]
+async fn a_follow_is_one_short_transaction() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let before = t.app.round_trips.snapshot().0;
+    assert_ok(&t.follow(alice, bob).await);
+    let statements = t.app.round_trips.snapshot().0 - before;
+    // BEGIN, both parties, the transition, the counters, the outbox event,
+    // the relation for the payload, COMMIT.
+    assert_eq!(statements, 7, "PostgreSQL statements for one follow");
+}
+
+#[tokio::test]
+async fn a_user_created_elsewhere_gets_counters_on_first_follow() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(format!("DELETE FROM user_stats WHERE user_id = {alice}")),
+        &mut t.conn().await,
+    )
+    .await
+    .unwrap();
+    assert_ok(&t.follow(alice, bob).await);
+    assert_eq!(t.stats(alice).await, (1, 1));
+}
