@@ -9,7 +9,7 @@ use crate::cache::{self, ListKey, RedisKeys, RedisPool};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::read::RoundTrips;
-use crate::read::pages::HotList;
+use crate::store::lists::Page;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
 
@@ -31,8 +31,8 @@ pub struct App {
     pub metrics: Metrics,
     /// Round trips made by reads (PostgreSQL statements, Redis calls).
     pub round_trips: RoundTrips,
-    /// First pages of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
-    pub hot_lists: moka::future::Cache<ListKey, Arc<HotList>>,
+    /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
+    pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
 }

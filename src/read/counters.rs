@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use crate::app::App;
+use crate::cache;
 use crate::cache::counters::{self, CounterRecord};
 use crate::error::ApiError;
 use crate::model::UserId;
@@ -40,19 +41,10 @@ pub async fn load(app: &App, users: &[UserId]) -> Result<HashMap<UserId, Counter
         .map(|(user, s)| (*user, CounterRecord::from(s)))
         .collect();
     drop(conn);
-    if !rebuilt.is_empty() {
-        let mut pipe = redis::pipe();
-        counters::queue_store(&mut pipe, &app.keys, &rebuilt);
-        let written = async {
-            let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-            app.round_trips.redis();
-            pipe.query_async::<()>(&mut *redis)
-                .await
-                .map_err(|e| e.to_string())
-        };
-        if let Err(error) = written.await {
-            tracing::warn!(%error, "counter records not written back");
-        }
+    if !rebuilt.is_empty()
+        && let Err(error) = write_back(app, &rebuilt).await
+    {
+        tracing::warn!(%error, "counter records not written back");
     }
     for user in missing {
         found.insert(user, CounterRecord::default());
@@ -65,6 +57,14 @@ async fn cached(app: &App, users: &[UserId]) -> Result<Vec<Option<CounterRecord>
     let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
     app.round_trips.redis();
     counters::load_many(&mut *redis, &app.keys, users)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<(), String> {
+    let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+    app.round_trips.redis();
+    cache::write_through(&mut *redis, &app.keys, records, &[])
         .await
         .map_err(|e| e.to_string())
 }

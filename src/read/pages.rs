@@ -23,13 +23,6 @@ pub enum Source {
     Postgres,
 }
 
-/// The newest edges of a hot list, held in process for a short time.
-#[derive(Clone, Debug)]
-pub struct HotList {
-    /// The newest edges (up to [`HOT_EDGES`]).
-    pub page: Page,
-}
-
 /// How many of a hot list's newest edges are held in process.
 pub const HOT_EDGES: usize = 100;
 
@@ -80,19 +73,19 @@ async fn from_hot(
                 store_lists::page(&mut conn, list, request).await?
             }
         };
-        Ok::<_, ApiError>(Arc::new(HotList { page }))
+        Ok::<_, ApiError>(Arc::new(page))
     };
     let hot = app
         .hot_lists
         .try_get_with(list, loader)
         .await
         .map_err(|e| ApiError::internal(anyhow::anyhow!("hot list: {e}")))?;
-    let items = &hot.page.items;
+    let items = &hot.items;
     let end = (offset + n).min(items.len());
     let start = offset.min(end);
     Ok(Some(Page {
         items: items[start..end].to_vec(),
-        more: end < items.len() || hot.page.more,
+        more: end < items.len() || hot.more,
         other: offset > 0 && !items.is_empty(),
     }))
 }
