@@ -238,50 +238,70 @@ async fn an_expired_cache_is_never_read_as_the_whole_list() {
 
 #[tokio::test]
 async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
-    let t = Arc::new(spawn_app_with(|c| c.rate_limit_capacity = 1000).await);
+    use kith::cache::lists::EdgeState;
+    use kith::store::follower::{self, EdgeEvent};
+
+    let t = spawn_app_with(|c| c.list_cache_size = 100).await;
     let target = t.user("target").await;
     let expected = seed_followers(&t, target, "f", 300, 3).await;
     let list = ListKey::Followers(target);
-    let relay = t.start_relay();
-    let projector = t.start_projector(Arc::new(Default::default()));
-    let mut newcomers = Vec::new();
-    for i in 0..40 {
-        newcomers.push(t.user(&format!("new{i}")).await);
-    }
-    let writer = {
-        let t = t.clone();
-        tokio::spawn(async move {
-            for newcomer in newcomers {
-                t.follow(newcomer, target).await;
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-        })
-    };
+    fill(&t, list).await;
+
+    // Between every two pages a new follower arrives, applied exactly as the
+    // projector applies it: the projection row, then the cached list.
     let mut seen = Vec::new();
+    let mut sources = HashSet::new();
     let mut cursor = None;
-    loop {
-        let (page, _) = pages::page(&t.app, list, PageRequest::After(cursor, 10), None)
+    for step in 0.. {
+        let (page, source) = pages::page(&t.app, list, PageRequest::After(cursor, 10), None)
             .await
             .unwrap();
+        sources.insert(source);
         seen.extend(page.items.iter().copied());
         cursor = page.items.last().copied();
         if !page.more {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let newcomer = t.user(&format!("new{step}")).await;
+        let at = chrono::Utc::now().timestamp_millis();
+        let event = EdgeEvent {
+            from: newcomer,
+            to: target,
+            active: true,
+            followed_at: chrono::DateTime::from_timestamp_millis(at).unwrap(),
+            version: 1,
+        };
+        follower::apply_many(&mut *t.conn().await, &[event])
+            .await
+            .unwrap();
+        let edge = EdgeState {
+            list,
+            other: newcomer,
+            active: true,
+            followed_at_ms: at,
+            version: 1,
+        };
+        let mut redis = t.app.redis.get().await.unwrap();
+        kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[edge])
+            .await
+            .unwrap();
     }
-    writer.await.unwrap();
-    let original: HashSet<UserId> = expected.iter().map(|p| p.user).collect();
-    let walked: Vec<Position> = seen
-        .into_iter()
-        .filter(|p| original.contains(&p.user))
-        .collect();
     assert_eq!(
-        walked, expected,
+        seen, expected,
         "every edge present for the whole walk, once, in order"
     );
-    relay.stop().await.unwrap();
-    projector.stop().await.unwrap();
+    assert_eq!(
+        sources,
+        HashSet::from([Source::Cache, Source::Postgres]),
+        "the walk crossed the cached window"
+    );
+    let (page, _) = pages::page(&t.app, list, PageRequest::After(None, 5), None)
+        .await
+        .unwrap();
+    assert!(
+        page.items[0].user != expected[0].user,
+        "the newcomers are at the top"
+    );
 }
 
 const PROFILE: &str = "query($id: ID!, $n: Int!) {
