@@ -20,6 +20,10 @@
 //! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
+//! | `KITH_PROJECTOR_LEASE_MS` | `5000` | how long a projector's hold on a partition outlives its last heartbeat |
+//! | `KITH_CONTENT_LEDGER_RETENTION_HOURS` | `720` | how long content event ids are remembered (keep above the topic's retention) |
+//! | `KITH_RECONCILE_INTERVAL_SECS` | `0` | `kith run`/`project`: repair the projection and counters from the truth this often (0 = never) |
+//! | `KITH_COUNTER_CHECK_INTERVAL_SECS` | `300` | sampled check of a read user's counters against the truth, at most once per user per interval (0 = off) |
 //! | `KITH_LIST_CACHE_SIZE` | `1000` | newest edges a list cache holds after a fill |
 //! | `KITH_LIST_CACHE_TTL_SECS` | `3600` | life of a list cache |
 //! | `KITH_HOT_FOLLOWERS` | `100000` | list size from which first pages are also held in process |
@@ -84,6 +88,14 @@ pub struct Config {
     pub projector_batch: usize,
     /// Longest wait of one consumer fetch (`fetch.wait.max.ms`).
     pub fetch_wait_ms: u32,
+    /// How long a projector's partition lease lasts without a heartbeat, ms.
+    pub projector_lease_ms: u64,
+    /// How long content event ids are kept in the ledger, hours.
+    pub content_ledger_retention_hours: u64,
+    /// Scheduled reconciliation interval, seconds (0 = never).
+    pub reconcile_interval_secs: u64,
+    /// Sampled counter check interval per user, seconds (0 = off).
+    pub counter_check_interval_secs: u64,
     /// Newest edges a list cache holds after a fill.
     pub list_cache_size: usize,
     /// Life of a list cache, seconds.
@@ -139,6 +151,14 @@ impl Config {
             relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
             projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
             fetch_wait_ms: parse(&lookup, "KITH_FETCH_WAIT_MS", "10")?,
+            projector_lease_ms: parse(&lookup, "KITH_PROJECTOR_LEASE_MS", "5000")?,
+            content_ledger_retention_hours: parse(
+                &lookup,
+                "KITH_CONTENT_LEDGER_RETENTION_HOURS",
+                "720",
+            )?,
+            reconcile_interval_secs: parse(&lookup, "KITH_RECONCILE_INTERVAL_SECS", "0")?,
+            counter_check_interval_secs: parse(&lookup, "KITH_COUNTER_CHECK_INTERVAL_SECS", "300")?,
             list_cache_size: parse(&lookup, "KITH_LIST_CACHE_SIZE", "1000")?,
             list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS", "3600")?,
             hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS", "100000")?,
@@ -200,6 +220,20 @@ impl Config {
         if self.list_cache_size < 1 || self.list_cache_ttl_secs < 1 || self.hot_page_ttl_ms < 1 {
             return Err(invalid(
                 "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if self.projector_lease_ms < 500 {
+            return Err(invalid(
+                "KITH_PROJECTOR_LEASE_MS",
+                &self.projector_lease_ms.to_string(),
+                "must be at least 500",
+            ));
+        }
+        if self.content_ledger_retention_hours < 1 {
+            return Err(invalid(
+                "KITH_CONTENT_LEDGER_RETENTION_HOURS",
                 "0",
                 "must be at least 1",
             ));

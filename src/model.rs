@@ -7,8 +7,23 @@ use std::str::FromStr;
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
-#[serde(transparent)]
+#[serde(into = "i64", try_from = "i64")]
 pub struct UserId(i64);
+
+impl From<UserId> for i64 {
+    fn from(id: UserId) -> Self {
+        id.0
+    }
+}
+
+impl TryFrom<i64> for UserId {
+    type Error = String;
+
+    /// Positive ids only: events from other services are checked on decode.
+    fn try_from(raw: i64) -> Result<Self, String> {
+        Self::new(raw).ok_or_else(|| format!("user id {raw} is not positive"))
+    }
+}
 
 impl UserId {
     /// Wraps a raw id; `None` unless it is positive.
@@ -102,6 +117,17 @@ mod tests {
             "9223372036854775808",
         ] {
             assert!(bad.parse::<UserId>().is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(serde_json::from_str::<UserId>("7").unwrap().get(), 7);
+        assert_eq!(
+            serde_json::to_string(&UserId::new(7).unwrap()).unwrap(),
+            "7"
+        );
+        for bad in ["0", "-5"] {
+            assert!(
+                serde_json::from_str::<UserId>(bad).is_err(),
+                "{bad} accepted"
+            );
         }
     }
 }

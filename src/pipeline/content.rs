@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::model::UserId;
-use crate::store::stats::StatsDelta;
+use crate::store::stats::ContentChange;
 
 /// What happened to a piece of content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,17 +52,23 @@ pub struct ContentEvent {
 
 impl ContentEvent {
     /// The change this event makes to its author's counters.
-    pub fn delta(&self) -> StatsDelta {
-        let mut delta = StatsDelta::default();
+    pub fn change(&self) -> ContentChange {
+        let mut change = ContentChange {
+            event_id: self.event_id,
+            author: self.author_id,
+            posts: 0,
+            likes_received: 0,
+            favs_received: 0,
+        };
         match self.event_type {
-            ContentEventType::PostPublished => delta.posts = 1,
-            ContentEventType::PostDeleted => delta.posts = -1,
-            ContentEventType::PostLiked => delta.likes_received = 1,
-            ContentEventType::PostUnliked => delta.likes_received = -1,
-            ContentEventType::PostFavorited => delta.favs_received = 1,
-            ContentEventType::PostUnfavorited => delta.favs_received = -1,
+            ContentEventType::PostPublished => change.posts = 1,
+            ContentEventType::PostDeleted => change.posts = -1,
+            ContentEventType::PostLiked => change.likes_received = 1,
+            ContentEventType::PostUnliked => change.likes_received = -1,
+            ContentEventType::PostFavorited => change.favs_received = 1,
+            ContentEventType::PostUnfavorited => change.favs_received = -1,
         }
-        delta
+        change
     }
 }
 
@@ -77,7 +83,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(event.author_id.get(), 42);
-        assert_eq!(event.delta().likes_received, 1);
+        assert_eq!(event.change().likes_received, 1);
         assert!(
             serde_json::from_str::<ContentEvent>(
                 r#"{"eventId":"00000000-0000-0000-0000-000000000001","type":"PostShared","authorId":42}"#

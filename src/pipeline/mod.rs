@@ -4,6 +4,7 @@
 //! counter records in Redis.
 
 pub mod content;
+pub mod dead_letters;
 pub mod events;
 pub mod kafka;
 pub mod projector;

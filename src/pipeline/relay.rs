@@ -7,7 +7,8 @@
 //! and publishes in batches of up to `KITH_RELAY_BATCH` rows in id order,
 //! keyed by the follower's id so one follower's edges stay in commit order.
 //! When the broker is unreachable it backs off and keeps the rows; the API
-//! keeps accepting writes meanwhile.
+//! keeps accepting writes meanwhile. It also mirrors the projector's dead
+//! letters (recorded in PostgreSQL) to the dead-letter topic, once each.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::metrics::Metrics;
+use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};
 
 /// How often a standby relay retries the leadership lock.
@@ -110,12 +112,23 @@ async fn lead(
         if shutdown.requested() {
             return Ok(());
         }
-        let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
-        if batch.is_empty() {
+        // Wake-ups so far are answered by the reads below; one that arrives
+        // after them is still there when we wait, so no commit is left for
+        // the fallback poll.
+        {
             let notifications = conn.notifications_stream();
             futures_util::pin_mut!(notifications);
-            // Wake-ups that arrived while we were busy are already handled.
             while let Some(Some(_)) = notifications.next().now_or_never() {}
+        }
+        let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
+        let letters = if (batch.len() as i64) < app.config.relay_batch {
+            dead_letters::unpublished(&mut conn, app.config.relay_batch).await?
+        } else {
+            Vec::new()
+        };
+        if batch.is_empty() && letters.is_empty() {
+            let notifications = conn.notifications_stream();
+            futures_util::pin_mut!(notifications);
             tokio::select! {
                 _ = tokio::time::timeout(poll, notifications.next()) => {}
                 () = shutdown.wait() => return Ok(()),
@@ -123,12 +136,28 @@ async fn lead(
             continue;
         }
         let started = std::time::Instant::now();
-        match publish(producer, &app.config.follow_topic, &batch).await {
-            Ok(()) => {
+        let published = async {
+            if !batch.is_empty() {
+                publish(producer, &app.config.follow_topic, &batch).await?;
                 let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
                 outbox::delete(&mut conn, &ids).await?;
-                tracing::debug!(rows = ids.len(), elapsed = ?started.elapsed(), "outbox batch published");
                 Metrics::add(&app.metrics.events_relayed, ids.len() as u64);
+            }
+            if !letters.is_empty() {
+                crate::pipeline::dead_letters::publish(
+                    producer,
+                    &app.config.dead_letter_topic,
+                    &letters,
+                )
+                .await?;
+                let ids: Vec<i64> = letters.iter().map(|l| l.id).collect();
+                dead_letters::mark_published(&mut conn, &ids).await?;
+            }
+            Ok::<_, PipelineError>(())
+        };
+        match published.await {
+            Ok(()) => {
+                tracing::debug!(rows = batch.len(), dead_letters = letters.len(), elapsed = ?started.elapsed(), "outbox batch published");
                 backoff.reset();
             }
             Err(e) => {

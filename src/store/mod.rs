@@ -3,11 +3,13 @@
 //! runs against PostgreSQL lives below here.
 
 pub mod content;
+pub mod dead_letters;
 pub mod follower;
 pub mod following;
 pub mod lists;
 pub mod migrate;
 pub mod outbox;
+pub mod partitions;
 pub mod pool;
 pub mod schema;
 pub mod stats;

@@ -25,35 +25,50 @@ pub struct UserStats {
     pub version: i64,
 }
 
-/// Adds `delta` to `followings` of `user` and bumps the version; returns the new snapshot.
+/// Adds `delta` to `followings` of `user` and bumps the version; returns the
+/// new snapshot. Runs inside the transaction that changed the edge.
 pub async fn add_followings(conn: &mut PgConn, user: UserId, delta: i64) -> QueryResult<UserStats> {
     let update = || {
         diesel::update(user_stats::table.find(user.get()))
             .set((
                 user_stats::followings.eq(user_stats::followings + delta),
-                user_stats::version.eq(user_stats::version + 1),
+                user_stats::version.eq(next_version()),
             ))
             .returning(UserStats::as_returning())
     };
     // One statement on the write path; the row is missing only for users
-    // created outside Kith, and then it is created once.
+    // created outside Kith or whose row was lost.
     if let Some(stats) = update().get_result(conn).await.optional()? {
         return Ok(stats);
     }
-    ensure_row(conn, user).await?;
+    if ensure_row(conn, user).await? {
+        // Counted from the truth, which already holds this transaction's change.
+        return find(conn, user)
+            .await?
+            .ok_or(diesel::result::Error::NotFound);
+    }
     update().get_result(conn).await
 }
 
-/// Creates the zero row of `user` if it is missing (users created elsewhere).
-/// A separate statement, because an upsert checks `CHECK (>= 0)` against the
-/// row it would insert, before it finds the conflict.
-async fn ensure_row(conn: &mut PgConn, user: UserId) -> QueryResult<()> {
-    diesel::insert_into(user_stats::table)
-        .values(user_stats::user_id.eq(user.get()))
-        .on_conflict_do_nothing()
-        .execute(conn)
-        .await
-        .map(drop)
+/// `kith_next_version(version)`: above the row's version and above every
+/// version a deleted predecessor of the row can have had.
+fn next_version() -> diesel::expression::SqlLiteral<diesel::sql_types::BigInt> {
+    diesel::dsl::sql("kith_next_version(version)")
+}
+
+/// Creates the row of `user` from the truth and the projection if it is
+/// missing (`kith_ensure_stats`); true when it did.
+async fn ensure_row(conn: &mut PgConn, user: UserId) -> QueryResult<bool> {
+    #[derive(QueryableByName)]
+    struct Created {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        created: bool,
+    }
+    let row: Created = diesel::sql_query("SELECT kith_ensure_stats($1) AS created")
+        .bind::<diesel::sql_types::BigInt, _>(user.get())
+        .get_result(conn)
+        .await?;
+    Ok(row.created)
 }
 
 /// The counters of `user`, if the row exists.
@@ -64,26 +79,6 @@ pub async fn find(conn: &mut PgConn, user: UserId) -> QueryResult<Option<UserSta
         .first(conn)
         .await
         .optional()
-}
-
-/// Changes to one user's counters accumulated over a projector batch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatsDelta {
-    /// Change of `followers`.
-    pub followers: i64,
-    /// Change of `posts`.
-    pub posts: i64,
-    /// Change of `likes_received`.
-    pub likes_received: i64,
-    /// Change of `favs_received`.
-    pub favs_received: i64,
-}
-
-impl StatsDelta {
-    /// True when applying it would change nothing.
-    pub fn is_zero(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 /// The counters of each of `users` that has a row.
@@ -103,26 +98,75 @@ pub async fn find_many(
         .collect())
 }
 
-/// Applies per-user deltas in the order given (sort by user id: concurrent
-/// batches then lock rows in one order), one round trip; returns the new rows.
-pub async fn apply_deltas(
+/// One content event as the counters see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentChange {
+    /// The event id, counted once.
+    pub event_id: uuid::Uuid,
+    /// Whose counters change.
+    pub author: UserId,
+    /// Change of `posts`.
+    pub posts: i64,
+    /// Change of `likes_received`.
+    pub likes_received: i64,
+    /// Change of `favs_received`.
+    pub favs_received: i64,
+}
+
+/// What became of one content event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentOutcome {
+    /// Counted.
+    Applied,
+    /// Counted before (same event id).
+    Duplicate,
+    /// It would take a counter below zero: not counted, not claimed.
+    BelowZero,
+    /// No such user: not counted, not claimed.
+    UnknownAuthor,
+}
+
+/// A batch's counter changes in one round trip (`kith_apply_counters`): the
+/// `followers` deltas per user, then each content event on its own, in order,
+/// checked against zero. Rows are locked in user-id order first, so
+/// concurrent batches never deadlock. Returns one outcome per content event.
+pub async fn apply_counters(
     conn: &mut PgConn,
-    deltas: &[(UserId, StatsDelta)],
-) -> QueryResult<Vec<UserStats>> {
-    use diesel::sql_types::{Array, BigInt};
-    if deltas.is_empty() {
+    followers: &[(UserId, i64)],
+    contents: &[ContentChange],
+) -> QueryResult<Vec<ContentOutcome>> {
+    use diesel::sql_types::{Array, BigInt, Integer, Text, Uuid as SqlUuid};
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Integer)]
+        ord: i32,
+        #[diesel(sql_type = Text)]
+        outcome: String,
+    }
+    if followers.is_empty() && contents.is_empty() {
         return Ok(Vec::new());
     }
-    let column = |f: fn(&StatsDelta) -> i64| deltas.iter().map(|(_, d)| f(d)).collect::<Vec<i64>>();
-    diesel::sql_query(
-        "SELECT followings, followers, posts, likes_received, favs_received, version
-           FROM kith_add_stats($1, $2, $3, $4, $5)",
+    let column = |f: fn(&ContentChange) -> i64| contents.iter().map(f).collect::<Vec<i64>>();
+    let mut rows: Vec<Row> = diesel::sql_query(
+        "SELECT ord, outcome FROM kith_apply_counters($1, $2, $3, $4, $5, $6, $7)",
     )
-    .bind::<Array<BigInt>, _>(deltas.iter().map(|(u, _)| u.get()).collect::<Vec<_>>())
-    .bind::<Array<BigInt>, _>(column(|d| d.followers))
-    .bind::<Array<BigInt>, _>(column(|d| d.posts))
-    .bind::<Array<BigInt>, _>(column(|d| d.likes_received))
-    .bind::<Array<BigInt>, _>(column(|d| d.favs_received))
+    .bind::<Array<BigInt>, _>(followers.iter().map(|(u, _)| u.get()).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(followers.iter().map(|(_, d)| *d).collect::<Vec<_>>())
+    .bind::<Array<SqlUuid>, _>(contents.iter().map(|c| c.event_id).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(column(|c| c.author.get()))
+    .bind::<Array<BigInt>, _>(column(|c| c.posts))
+    .bind::<Array<BigInt>, _>(column(|c| c.likes_received))
+    .bind::<Array<BigInt>, _>(column(|c| c.favs_received))
     .load(conn)
-    .await
+    .await?;
+    rows.sort_by_key(|r| r.ord);
+    Ok(rows
+        .iter()
+        .map(|r| match r.outcome.as_str() {
+            "applied" => ContentOutcome::Applied,
+            "duplicate" => ContentOutcome::Duplicate,
+            "below_zero" => ContentOutcome::BelowZero,
+            _ => ContentOutcome::UnknownAuthor,
+        })
+        .collect())
 }

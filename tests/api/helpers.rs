@@ -505,3 +505,115 @@ pub struct DerivedState {
     pub records: Vec<Option<kith::cache::counters::CounterRecord>>,
     pub lists: Vec<Option<Vec<UserId>>>,
 }
+
+/// A real `kith` process (the binary this package builds) on a test's
+/// schema, Redis prefix, topics and consumer group. Killed with SIGKILL when
+/// dropped; its log goes to `target/test-logs/`.
+pub struct KithProcess {
+    child: std::process::Child,
+    pub log: std::path::PathBuf,
+}
+
+impl KithProcess {
+    /// Starts `kith <command>` (`run`, `project`, `relay`, `serve`) with the
+    /// test app's configuration plus `extra` variables.
+    pub fn start(t: &TestApp, command: &str, extra: &[(&str, String)]) -> Self {
+        let c = &t.app.config;
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .join("test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        static STARTS: AtomicU32 = AtomicU32::new(0);
+        let log = dir.join(format!(
+            "{}-{command}-{}.log",
+            c.consumer_group,
+            STARTS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
+        cmd.arg(command)
+            .env("DATABASE_URL", &c.database_url)
+            .env("DATABASE_POOL_SIZE", "4")
+            .env("REDIS_URL", &c.redis_url)
+            .env("REDIS_POOL_SIZE", "4")
+            .env("KITH_REDIS_PREFIX", &c.redis_prefix)
+            .env("KAFKA_BROKERS", &c.kafka_brokers)
+            .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
+            .env("KITH_CONTENT_TOPIC", &c.content_topic)
+            .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
+            .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
+            .env("KITH_CONSUMER_GROUP", &c.consumer_group)
+            .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
+            .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
+            .env("KITH_HTTP_ADDR", "127.0.0.1:0")
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out);
+        for (name, value) in extra {
+            cmd.env(name, value);
+        }
+        let child = cmd.spawn().expect("kith binary starts");
+        Self { child, log }
+    }
+
+    /// `kill -9`: no clean-up of any kind.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for KithProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// True when the projection holds exactly the truth (every edge, same state and version).
+pub async fn projection_matches_truth(t: &TestApp) -> bool {
+    use diesel_async::RunQueryDsl;
+    #[derive(diesel::QueryableByName, PartialEq, Debug)]
+    struct Diff {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let diff: Diff = diesel::sql_query(
+        "SELECT count(*) AS n FROM (
+             (SELECT from_user_id, to_user_id, active, version FROM following
+              EXCEPT SELECT from_user_id, to_user_id, active, version FROM follower)
+             UNION ALL
+             (SELECT from_user_id, to_user_id, active, version FROM follower
+              EXCEPT SELECT from_user_id, to_user_id, active, version FROM following)
+         ) d",
+    )
+    .get_result(&mut t.conn().await)
+    .await
+    .unwrap();
+    diff.n == 0
+}
+
+pub async fn backlog(t: &TestApp) -> i64 {
+    kith::store::outbox::backlog(&mut *t.conn().await)
+        .await
+        .unwrap()
+}
+
+/// Waits until every committed change has gone through relay and projector.
+pub async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
+    eventually("the pipeline to settle", secs, || async {
+        if backlog(t).await != 0 || !projection_matches_truth(t).await {
+            return None;
+        }
+        for user in users {
+            let stats = t.full_stats(*user).await;
+            let record = t.counter_record(*user).await?;
+            if record.version != stats.version as u64 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}

@@ -12,5 +12,6 @@ mod projection;
 mod queries;
 mod rate_limit;
 mod read_model;
+mod recovery;
 mod schema_snapshot;
 mod write_path;

@@ -15,57 +15,10 @@ use rdkafka::message::Headers;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, eventually, spawn_app, spawn_app_with};
+use crate::helpers::{eventually, settled, spawn_app, spawn_app_with};
 
 fn hooks() -> Arc<ProjectorHooks> {
     Arc::new(ProjectorHooks::default())
-}
-
-/// True when the projection holds exactly the truth (every edge, same state and version).
-async fn projection_matches_truth(t: &TestApp) -> bool {
-    use diesel_async::RunQueryDsl;
-    #[derive(diesel::QueryableByName, PartialEq, Debug)]
-    struct Diff {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let diff: Diff = diesel::sql_query(
-        "SELECT count(*) AS n FROM (
-             (SELECT from_user_id, to_user_id, active, version FROM following
-              EXCEPT SELECT from_user_id, to_user_id, active, version FROM follower)
-             UNION ALL
-             (SELECT from_user_id, to_user_id, active, version FROM follower
-              EXCEPT SELECT from_user_id, to_user_id, active, version FROM following)
-         ) d",
-    )
-    .get_result(&mut t.conn().await)
-    .await
-    .unwrap();
-    diff.n == 0
-}
-
-async fn backlog(t: &TestApp) -> i64 {
-    kith::store::outbox::backlog(&mut *t.conn().await)
-        .await
-        .unwrap()
-}
-
-/// Waits until every committed change has gone through relay and projector.
-async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
-    eventually("the pipeline to settle", secs, || async {
-        if backlog(t).await != 0 || !projection_matches_truth(t).await {
-            return None;
-        }
-        for user in users {
-            let stats = t.full_stats(*user).await;
-            let record = t.counter_record(*user).await?;
-            if record.version != stats.version as u64 {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -160,7 +113,11 @@ async fn the_actor_reads_its_own_writes_before_the_pipeline_runs() {
         true
     );
     let record = t.counter_record(alice).await.unwrap();
-    assert_eq!((record.followings, record.version), (0, 2));
+    let stats = t.full_stats(alice).await;
+    assert_eq!(
+        (record.followings, record.version),
+        (0, stats.version as u64)
+    );
     assert_eq!(t.cached_list(ListKey::Following(alice)).await, Some(vec![]));
 }
 
@@ -357,17 +314,35 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     );
     projector.stop().await.unwrap();
 
+    let recorded = kith::store::dead_letters::list(&mut *t.conn().await, 0, 100, false)
+        .await
+        .unwrap();
+    assert_eq!(recorded.len(), 4, "{recorded:#?}");
+    assert!(
+        recorded.iter().any(|l| l.error.contains("below zero")
+            && l.payload.as_deref() == Some(messages[10].as_bytes()))
+    );
+
+    // The relay mirrors them to the dead-letter topic.
+    let relay = t.start_relay();
     let consumer: StreamConsumer = kith::pipeline::kafka::client_config(&t.app.config)
         .set(
             "group.id",
             format!("{}-dlq-reader", t.app.config.consumer_group),
         )
-        .set("auto.offset.reset", "earliest")
         .create()
         .unwrap();
-    consumer
-        .subscribe(&[&t.app.config.dead_letter_topic])
-        .unwrap();
+    let mut partitions = rdkafka::TopicPartitionList::new();
+    for partition in 0..t.app.config.topic_partitions {
+        partitions
+            .add_partition_offset(
+                &t.app.config.dead_letter_topic,
+                partition,
+                rdkafka::Offset::Beginning,
+            )
+            .unwrap();
+    }
+    consumer.assign(&partitions).unwrap();
     let mut dead = Vec::new();
     while dead.len() < 4 {
         let message = tokio::time::timeout(std::time::Duration::from_secs(30), consumer.recv())
@@ -400,6 +375,7 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
         dead.iter()
             .any(|(_, payload)| payload == messages[7].as_bytes())
     );
+    relay.stop().await.unwrap();
 }
 
 #[tokio::test]

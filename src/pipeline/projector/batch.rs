@@ -1,0 +1,137 @@
+//! A batch as the projector sees it: each message with its partition and
+//! offset, decoded and checked, and what is left to do with it — apply it,
+//! only re-sync Redis (PostgreSQL already has it), or dead-letter it.
+
+use rdkafka::message::{Message as _, OwnedMessage};
+
+use crate::config::Config;
+use crate::pipeline::content::ContentEvent;
+use crate::pipeline::events::{FollowEvent, SCHEMA_VERSION};
+use crate::store::partitions::TopicPartition;
+
+/// One decoded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A follow-graph transition from Kith's outbox.
+    Follow(FollowEvent),
+    /// A content counter change from another service.
+    Content(ContentEvent),
+}
+
+/// What is left to do with one message.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Its PostgreSQL effects are committed (by this or an earlier owner);
+    /// only its Redis effects may be missing. `None` if it never decoded.
+    Resync(Option<Event>),
+    /// Apply it.
+    Apply(Event),
+    /// Record it as a dead letter, with the reason.
+    DeadLetter(String),
+}
+
+/// One message of a batch.
+#[derive(Clone, Debug)]
+pub struct Item {
+    /// Where it was read.
+    pub partition: TopicPartition,
+    /// Its offset there.
+    pub offset: i64,
+    /// The message as received, for dead letters.
+    pub message: OwnedMessage,
+    /// What to do with it.
+    pub action: Action,
+}
+
+impl Item {
+    /// The event it carries, if it decoded.
+    pub fn event(&self) -> Option<&Event> {
+        match &self.action {
+            Action::Apply(event) | Action::Resync(Some(event)) => Some(event),
+            Action::Resync(None) | Action::DeadLetter(_) => None,
+        }
+    }
+}
+
+/// Earliest follow time accepted (2000-01-01): older is a corrupt event.
+const EARLIEST_FOLLOW_MS: i64 = 946_684_800_000;
+/// How far ahead of this clock a follow time may be (producers' clock skew).
+const FUTURE_SLACK_MS: i64 = 24 * 3600 * 1000;
+
+/// Decodes and checks one message. `Err` says why it can never be applied.
+pub fn decode(config: &Config, message: &OwnedMessage, now_ms: i64) -> Result<Event, String> {
+    let payload = message.payload().ok_or("empty payload")?;
+    if message.topic() == config.follow_topic {
+        let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        if event.schema_version > SCHEMA_VERSION {
+            return Err(format!(
+                "unsupported schemaVersion {}",
+                event.schema_version
+            ));
+        }
+        if event.from == event.to {
+            return Err("a user cannot follow themselves".into());
+        }
+        if event.version < 1 {
+            return Err(format!("version {} is not positive", event.version));
+        }
+        if !(EARLIEST_FOLLOW_MS..=now_ms + FUTURE_SLACK_MS).contains(&event.followed_at_ms) {
+            return Err(format!(
+                "followedAtMs {} is out of range",
+                event.followed_at_ms
+            ));
+        }
+        Ok(Event::Follow(event))
+    } else if message.topic() == config.content_topic {
+        serde_json::from_slice(payload)
+            .map(Event::Content)
+            .map_err(|e| e.to_string())
+    } else {
+        Err(format!("unexpected topic {}", message.topic()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::Timestamp;
+
+    fn message(topic: &str, payload: &str) -> OwnedMessage {
+        OwnedMessage::new(
+            Some(payload.as_bytes().to_vec()),
+            None,
+            topic.to_owned(),
+            Timestamp::NotAvailable,
+            0,
+            0,
+            None,
+        )
+    }
+
+    #[test]
+    fn follow_events_out_of_range_never_decode() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        let now = 1_764_460_800_000;
+        let event = |from: i64, to: i64, version: i64, at: i64| {
+            format!(
+                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000001","type":"FollowCreated","from":{from},"to":{to},"version":{version},"followedAtMs":{at},"occurredAtMs":{at}}}"#
+            )
+        };
+        let topic = config.follow_topic.clone();
+        assert!(decode(&config, &message(&topic, &event(1, 2, 1, now)), now).is_ok());
+        for (bad, why) in [
+            (event(1, 1, 1, now), "themselves"),
+            (event(1, 2, 0, now), "version"),
+            (event(1, 2, 1, 0), "out of range"),
+            (event(1, 2, 1, now + 2 * FUTURE_SLACK_MS), "out of range"),
+            (event(0, 2, 1, now), "not positive"),
+            (event(1, -5, 1, now), "not positive"),
+        ] {
+            let err = decode(&config, &message(&topic, &bad), now).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let content =
+            r#"{"eventId":"00000000-0000-0000-0000-000000000001","type":"PostLiked","authorId":0}"#;
+        assert!(decode(&config, &message(&config.content_topic, content), now).is_err());
+    }
+}
