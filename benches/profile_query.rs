@@ -96,7 +96,7 @@ async fn main() {
         .unwrap();
         (star, viewer)
     };
-    kith::read::pages::fill(&app, ListKey::Followers(star))
+    kith::read::pages::fill(&app, ListKey::Followers(star), false)
         .await
         .unwrap();
 

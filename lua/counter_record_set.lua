@@ -6,6 +6,8 @@
 -- ARGV[1]  the new 28-byte record
 -- ARGV[2]  its version (the same number as in bytes 21..28)
 -- ARGV[3]  TTL in ms
+-- ARGV[4]  optional: '1' also replaces a record of the same version (a
+--          repair of a record that was corrupted in place)
 -- Returns  1 stored, 0 the stored record is as new or newer (left alone)
 --
 -- Records are whole snapshots tagged with the version of the row they were
@@ -14,7 +16,9 @@
 local current = redis.call('GET', KEYS[1])
 if current and #current == 28 then
   local hi, lo = struct.unpack('>I4I4', string.sub(current, 21, 28))
-  if hi * 4294967296 + lo >= tonumber(ARGV[2]) then
+  local stored = hi * 4294967296 + lo
+  local mine = tonumber(ARGV[2])
+  if stored > mine or (stored == mine and ARGV[4] ~= '1') then
     return 0
   end
 end

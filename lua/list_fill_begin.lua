@@ -9,6 +9,7 @@
 -- KEYS[3]  the coverage marker
 -- ARGV[1]  a token naming this filler
 -- ARGV[2]  lease in ms: a filler that dies frees the claim when it ends
+-- ARGV[3]  optional: '1' rebuilds a list that is cached (a repair)
 -- Returns  1 this caller fills, 0 the list is already cached, -1 another fill is running
 
 local marker = redis.call('GET', KEYS[3])
@@ -16,9 +17,11 @@ if marker then
   if string.sub(marker, 1, 8) == 'filling:' then
     return -1
   end
-  return 0
+  if ARGV[3] ~= '1' then
+    return 0
+  end
 end
--- Leftovers of an expired cache might hold members removed since: start clean.
+-- Leftovers (an expired or rebuilt cache) might hold members removed since: start clean.
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[3], 'filling:' .. ARGV[1], 'PX', ARGV[2])
 return 1

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::auth::TokenKeys;
 use crate::cache::{self, ListKey, RedisKeys, RedisPool};
 use crate::config::Config;
+use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
 use crate::read::RoundTrips;
 use crate::store::lists::Page;
@@ -35,6 +36,8 @@ pub struct App {
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
+    /// The sampled check of counters as they are read.
+    pub sampled_check: SampledCheck,
 }
 
 /// Why the application could not start.
@@ -49,6 +52,13 @@ pub enum StartError {
     /// Pending migrations could not be applied.
     #[error(transparent)]
     Migrate(#[from] store::migrate::MigrateError),
+    /// Redis may evict keys: one key of a cached list could go without the
+    /// others, and a list would read as emptier than it is.
+    #[error(
+        "Redis maxmemory-policy is {0:?}; Kith needs noeviction (its cached lists span three keys \
+         that must expire together; size Redis so the caches fit, see the README)"
+    )]
+    RedisEviction(String),
 }
 
 impl App {
@@ -68,6 +78,16 @@ impl App {
         )
         .await?;
         let redis = cache::connect(&config.redis_url, config.redis_pool_size).await?;
+        let policy = cache::eviction_policy(&mut *redis.get().await.map_err(|e| match e {
+            bb8::RunError::User(e) => e,
+            bb8::RunError::TimedOut => {
+                redis::RedisError::from((redis::ErrorKind::Io, "timed out connecting to Redis"))
+            }
+        })?)
+        .await?;
+        if let Some(policy) = policy.filter(|p| p != "noeviction") {
+            return Err(StartError::RedisEviction(policy));
+        }
         Ok(Self::new(config, pg, redis, round_trips))
     }
 
@@ -85,6 +105,9 @@ impl App {
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
                 .build(),
             fills_in_flight: Mutex::new(HashSet::new()),
+            sampled_check: SampledCheck::new(Duration::from_secs(
+                config.counter_check_interval_secs,
+            )),
             pg,
             redis,
             config,

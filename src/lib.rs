@@ -13,6 +13,8 @@
 //!   the key layout.
 //! - [`read`]: the read model — list pages (hot memory → Redis → PostgreSQL),
 //!   counters and relationships, batched per request.
+//! - [`consistency`]: verify, reconcile and rebuild the derived views from
+//!   the truth; the sampled online counter check.
 //! - [`metrics`]: what `GET /metrics` reports.
 //! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
 //!   environment, bearer tokens, client-visible errors, domain types.
@@ -21,6 +23,7 @@ pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod config;
+pub mod consistency;
 pub mod error;
 pub mod graph;
 pub mod http;

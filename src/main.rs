@@ -52,6 +52,72 @@ enum Command {
     },
     /// Print the GraphQL schema (SDL), as committed in `schema.graphql`.
     PrintSchema,
+    /// Compare every derived view with the truth (read-only); exits 1 on any disagreement.
+    Verify {
+        /// Only this user's edges, counters and lists.
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// Rows per page.
+        #[arg(long, default_value_t = 1000)]
+        batch: i64,
+        /// Look again after this long at what disagreed (lag is normal on a live system); 0: report at once.
+        #[arg(long, default_value_t = 3000)]
+        settle_ms: u64,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Rebuild counter records and list caches from PostgreSQL (safe while everything runs).
+    RebuildCache {
+        /// Only this user (its record and both its lists).
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// Fill every user's lists, not only the ones cached now.
+        #[arg(long)]
+        all_lists: bool,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Repair the follower projection and the counters from the truth (safe while everything runs).
+    Reconcile {
+        /// Only edges changed since this time (RFC 3339), and their users.
+        #[arg(long, conflicts_with_all = ["full", "user"])]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// Everything (default: incremental from the previous run's watermark).
+        #[arg(long, conflicts_with = "user")]
+        full: bool,
+        /// Only this user's edges and counters.
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Inspect and re-apply messages the projector could not apply.
+    DeadLetters {
+        #[command(subcommand)]
+        action: DeadLetterAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeadLetterAction {
+    /// List dead letters, oldest first.
+    List {
+        /// Include the ones a replay already applied.
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// Apply dead letters again (after whatever rejected them is fixed).
+    Replay {
+        /// Only these ids (default: every one not replayed yet).
+        #[arg(long = "id")]
+        ids: Vec<i64>,
+    },
 }
 
 #[tokio::main]
@@ -144,8 +210,110 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Verify {
+            user,
+            batch,
+            settle_ms,
+            quiet,
+        } => {
+            let app = App::start(config).await?;
+            let options = kith::consistency::verify::Options {
+                user,
+                batch: batch.max(1),
+                settle: std::time::Duration::from_millis(settle_ms),
+                progress: !quiet,
+                ..Default::default()
+            };
+            let report = kith::consistency::verify::verify(&app, &options).await?;
+            print!("{report}");
+            if report.total() > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::RebuildCache {
+            user,
+            all_lists,
+            quiet,
+        } => {
+            let app = App::start(config).await?;
+            let options = kith::consistency::rebuild::Options {
+                user,
+                all_lists,
+                batch: 500,
+                progress: !quiet,
+            };
+            let summary = kith::consistency::rebuild::rebuild(&app, options).await?;
+            println!("{summary}");
+            Ok(())
+        }
+        Command::Reconcile {
+            since,
+            full,
+            user,
+            quiet,
+        } => {
+            use kith::consistency::reconcile::{Scope, reconcile};
+            let app = App::start(config).await?;
+            let scope = match (since, full, user) {
+                (Some(t), _, _) => Scope::Since(t),
+                (_, _, Some(u)) => Scope::User(u),
+                (_, true, _) => Scope::Full,
+                _ => Scope::Incremental,
+            };
+            let summary = reconcile(&app, scope, 1000, !quiet).await?;
+            print!("{summary}");
+            Ok(())
+        }
+        Command::DeadLetters { action } => {
+            let app = App::start(config).await?;
+            match action {
+                DeadLetterAction::List { all, limit } => {
+                    let mut conn = app.pg.get().await?;
+                    let letters =
+                        store::dead_letters::list(&mut conn, 0, limit.max(1), !all).await?;
+                    for l in &letters {
+                        println!(
+                            "#{} {}/{}@{} at {}{}: {}\n    payload: {}",
+                            l.id,
+                            l.source_topic,
+                            l.source_partition,
+                            l.source_offset,
+                            l.created_at.to_rfc3339(),
+                            l.replayed_at
+                                .map(|t| format!(" (replayed {})", t.to_rfc3339()))
+                                .unwrap_or_default(),
+                            l.error,
+                            l.payload
+                                .as_deref()
+                                .map(String::from_utf8_lossy)
+                                .unwrap_or_default()
+                        );
+                    }
+                    println!("{} dead letters", letters.len());
+                }
+                DeadLetterAction::Replay { ids } => {
+                    let ids = (!ids.is_empty()).then_some(ids);
+                    let report = kith::pipeline::dead_letters::replay(&app, ids.as_deref()).await?;
+                    for (id, reason) in &report.still_dead {
+                        println!("#{id} still dead: {reason}");
+                    }
+                    println!(
+                        "replayed {}, still dead {}",
+                        report.replayed.len(),
+                        report.still_dead.len()
+                    );
+                }
+            }
+            Ok(())
+        }
         Command::PrintSchema => unreachable!("handled above"),
     }
+}
+
+fn parse_user_id(s: &str) -> Result<UserId, String> {
+    s.parse()
+        .map_err(|()| format!("{s:?} is not a user id (a positive integer)"))
 }
 
 struct Jobs {
@@ -171,6 +339,16 @@ async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
             kith::pipeline::projector::run(app.clone(), shutdown.clone(), hooks)
                 .map(|r| r.map_err(anyhow::Error::from)),
         );
+        tasks.spawn(
+            kith::pipeline::content::prune_ledger(app.clone(), shutdown.clone()).map(|()| Ok(())),
+        );
+        if app.config.reconcile_interval_secs > 0 {
+            let every = std::time::Duration::from_secs(app.config.reconcile_interval_secs);
+            tasks.spawn(
+                kith::consistency::reconcile::schedule(app.clone(), every, shutdown.clone())
+                    .map(|()| Ok(())),
+            );
+        }
     }
     if jobs.http {
         let mut stop = shutdown.clone();

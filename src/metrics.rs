@@ -68,8 +68,10 @@ pub struct Metrics {
     pub events_relayed: AtomicU64,
     /// Events the projector applied (duplicates and stale events included: they were processed).
     pub events_applied: AtomicU64,
-    /// Events sent to the dead-letter topic.
+    /// Messages recorded as dead letters.
     pub events_dead_lettered: AtomicU64,
+    /// Derived rows and counters repaired by reconciliation or the sampled check.
+    pub consistency_repairs: AtomicU64,
     /// Commit of the change to its effects being visible in every derived view.
     pub pipeline_lag: Histogram,
 }
@@ -96,8 +98,13 @@ impl Metrics {
             ),
             (
                 "kith_events_dead_lettered_total",
-                "Events sent to the dead-letter topic.",
+                "Messages recorded as dead letters.",
                 &self.events_dead_lettered,
+            ),
+            (
+                "kith_consistency_repairs_total",
+                "Derived rows and counters repaired by reconciliation or the sampled counter check.",
+                &self.consistency_repairs,
             ),
         ];
         for (name, help, value) in counters {

@@ -54,6 +54,22 @@ CREATE TRIGGER dead_letter_notify
     AFTER INSERT ON dead_letter
     FOR EACH STATEMENT EXECUTE FUNCTION kith_outbox_notify();
 
+-- Who follows a user, read from the truth: what `kith verify`, reconciliation
+-- and the sampled counter check compare the `follower` projection and the
+-- `followers` counters with, and how an account's incoming edges are found
+-- when it is deleted.
+CREATE INDEX following_incoming_idx ON following (to_user_id, from_user_id) WHERE active;
+
+-- Edges changed since a time: incremental reconciliation.
+CREATE INDEX following_updated_idx ON following (updated_at);
+
+-- Where incremental reconciliation got to.
+CREATE TABLE reconcile_watermark (
+    name       TEXT PRIMARY KEY,
+    watermark  TIMESTAMPTZ NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
 -- Retention of the content-event ledger deletes by age.
 CREATE INDEX content_event_ledger_applied_idx ON content_event_ledger (applied_at);
 

@@ -96,6 +96,25 @@ pub fn queue_store(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
 ) {
+    queue(pipe, keys, records, false);
+}
+
+/// Queues "store each record unless a newer one is cached, replacing one of
+/// the same version" on `pipe`: a repair of records corrupted in place.
+pub fn queue_repair(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+) {
+    queue(pipe, keys, records, true);
+}
+
+fn queue(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    replace_equal: bool,
+) {
     if records.is_empty() {
         return;
     }
@@ -106,7 +125,8 @@ pub fn queue_store(
                 .key(keys.counter_record(*user))
                 .arg(&record.encode()[..])
                 .arg(record.version)
-                .arg(RECORD_TTL.as_millis() as u64),
+                .arg(RECORD_TTL.as_millis() as u64)
+                .arg(if replace_equal { "1" } else { "0" }),
         )
         .ignore();
     }

@@ -42,6 +42,11 @@ impl RedisKeys {
         [base.clone(), format!("{base}:v"), format!("{base}:cov")]
     }
 
+    /// Marks `user`'s counters as checked recently (the sampled check).
+    pub fn counter_check_mark(&self, user: UserId) -> String {
+        format!("{}chk:cnt:{{{user}}}", self.prefix)
+    }
+
     /// The follow/unfollow token bucket of `user`.
     pub fn follow_rate_limit(&self, user: UserId) -> String {
         format!("{}rl:follow:{{{user}}}", self.prefix)

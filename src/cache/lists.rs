@@ -99,17 +99,19 @@ pub enum FillClaim {
     Busy,
 }
 
-/// Claims the fill of `list` under `token`.
+/// Claims the fill of `list` under `token`; `rebuild` claims a cached list too.
 pub async fn begin_fill(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     list: ListKey,
     token: &str,
+    rebuild: bool,
 ) -> redis::RedisResult<FillClaim> {
     let answer: i64 = FILL_BEGIN
         .key(&keys.list(list)[..])
         .arg(token)
         .arg(FILL_LEASE.as_millis() as u64)
+        .arg(if rebuild { "1" } else { "0" })
         .invoke_async(conn)
         .await?;
     Ok(match answer {
@@ -235,6 +237,107 @@ pub async fn cached_members(
     }
 }
 
+/// What a list's coverage marker says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Coverage {
+    /// Not cached.
+    Absent,
+    /// A fill is running.
+    Filling,
+    /// The whole list is cached.
+    All,
+    /// Every edge from the newest down to this position is cached.
+    Down(Position),
+    /// Not a marker Kith writes.
+    Malformed(String),
+}
+
+impl Coverage {
+    /// Parses a marker as `lua/list_page.lua` reads it.
+    pub fn parse(marker: Option<&str>) -> Self {
+        let Some(marker) = marker else {
+            return Self::Absent;
+        };
+        if marker.starts_with("filling:") {
+            return Self::Filling;
+        }
+        if marker == "all" {
+            return Self::All;
+        }
+        let parsed = marker.split_once(':').and_then(|(score, m)| {
+            Some(Position {
+                followed_at_ms: score.parse().ok()?,
+                user: parse_member(m)?,
+            })
+        });
+        parsed.map_or_else(|| Self::Malformed(marker.to_owned()), Self::Down)
+    }
+
+    /// True when reads treat the list as cached.
+    pub fn is_cached(&self) -> bool {
+        matches!(self, Self::All | Self::Down(_))
+    }
+}
+
+/// The coverage markers of many lists, in one round trip.
+pub async fn coverages(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    lists: &[ListKey],
+) -> redis::RedisResult<Vec<Coverage>> {
+    if lists.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut cmd = redis::cmd("MGET");
+    for list in lists {
+        let [_, _, coverage] = keys.list(*list);
+        cmd.arg(coverage);
+    }
+    let markers: Vec<Option<String>> = cmd.query_async(conn).await?;
+    Ok(markers
+        .iter()
+        .map(|m| Coverage::parse(m.as_deref()))
+        .collect())
+}
+
+/// Everything one cached list holds, for checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListSnapshot {
+    /// The coverage marker.
+    pub coverage: Coverage,
+    /// Members newest first, with their scores (raw member strings kept, so
+    /// a malformed member is visible).
+    pub members: Vec<(String, i64)>,
+    /// Member → edge version last applied.
+    pub versions: std::collections::HashMap<String, i64>,
+}
+
+/// Reads a whole list cache (ZSet, versions, coverage) atomically.
+pub async fn snapshot(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    list: ListKey,
+) -> redis::RedisResult<ListSnapshot> {
+    let [zset, versions, coverage] = keys.list(list);
+    type Raw = (
+        Option<String>,
+        Vec<(String, i64)>,
+        std::collections::HashMap<String, i64>,
+    );
+    let (marker, members, versions): Raw = redis::pipe()
+        .atomic()
+        .get(&coverage)
+        .zrevrange_withscores(&zset, 0, -1)
+        .hgetall(&versions)
+        .query_async(conn)
+        .await?;
+    Ok(ListSnapshot {
+        coverage: Coverage::parse(marker.as_deref()),
+        members,
+        versions,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +350,23 @@ mod tests {
         assert_eq!(parse_member("10"), None);
         let max = UserId::new(i64::MAX).unwrap();
         assert_eq!(parse_member(&member(max)), Some(max));
+    }
+
+    #[test]
+    fn coverage_markers_parse_as_the_page_script_reads_them() {
+        assert_eq!(Coverage::parse(None), Coverage::Absent);
+        assert_eq!(Coverage::parse(Some("filling:abc")), Coverage::Filling);
+        assert_eq!(Coverage::parse(Some("all")), Coverage::All);
+        assert_eq!(
+            Coverage::parse(Some("1700000000000:0000000000000000042")),
+            Coverage::Down(Position {
+                followed_at_ms: 1_700_000_000_000,
+                user: UserId::new(42).unwrap()
+            })
+        );
+        assert!(matches!(
+            Coverage::parse(Some("x:y")),
+            Coverage::Malformed(_)
+        ));
     }
 }

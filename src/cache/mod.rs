@@ -46,3 +46,25 @@ pub async fn connect(url: &str, max_size: u32) -> Result<RedisPool, redis::Redis
         .build(manager)
         .await
 }
+
+/// Redis's `maxmemory-policy`, read with `CONFIG GET` or, where a managed
+/// Redis disables `CONFIG`, from `INFO memory`; `None` when neither tells.
+pub async fn eviction_policy(
+    conn: &mut impl ConnectionLike,
+) -> Result<Option<String>, redis::RedisError> {
+    let config: Result<Vec<String>, _> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
+    if let Ok(pair) = config
+        && let Some(policy) = pair.get(1)
+    {
+        return Ok(Some(policy.clone()));
+    }
+    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+        .map(|p| p.trim().to_owned()))
+}

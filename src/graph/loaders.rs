@@ -42,7 +42,11 @@ impl Loader<UserId> for CounterLoader {
     type Error = Arc<ApiError>;
 
     async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, CounterRecord>, Self::Error> {
-        read::counters::load(&self.0, keys).await.map_err(Arc::new)
+        let loaded = read::counters::load(&self.0, keys)
+            .await
+            .map_err(Arc::new)?;
+        self.0.sampled_check.counters_read(&self.0, keys);
+        Ok(loaded)
     }
 }
 

@@ -103,6 +103,9 @@ pub enum PipelineError {
     /// The broker refused or timed out.
     #[error("kafka: {0}")]
     Kafka(#[from] rdkafka::error::KafkaError),
+    /// A list cache could not be filled.
+    #[error("list cache fill: {0}")]
+    CacheFill(String),
     /// The test hook stopped the projector between its PostgreSQL commit and
     /// its Redis writes, as a crash there would.
     #[error("simulated crash after the PostgreSQL commit")]

@@ -120,7 +120,7 @@ fn start_fill(app: &Arc<App>, list: ListKey) {
     }
     let app = app.clone();
     tokio::spawn(async move {
-        if let Err(error) = fill(&app, list).await {
+        if let Err(error) = fill(&app, list, false).await {
             tracing::warn!(%error, ?list, "list cache fill failed");
         }
         app.fills_in_flight
@@ -130,11 +130,16 @@ fn start_fill(app: &Arc<App>, list: ListKey) {
     });
 }
 
-/// Fills `list` with its newest edges, unless another filler holds the claim.
-pub async fn fill(app: &App, list: ListKey) -> Result<bool, ApiError> {
+/// Fills `list` with its newest edges, unless another filler holds the
+/// claim (or, unless `rebuild`, the list is cached already).
+pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiError> {
     let token = uuid::Uuid::new_v4().to_string();
-    let mut redis = app.redis.get().await?;
-    if lists::begin_fill(&mut *redis, &app.keys, list, &token).await? != FillClaim::Granted {
+    // Never hold a connection of one pool while waiting for the other's.
+    let claim = {
+        let mut redis = app.redis.get().await?;
+        lists::begin_fill(&mut *redis, &app.keys, list, &token, rebuild).await?
+    };
+    if claim != FillClaim::Granted {
         return Ok(false);
     }
     let size = app.config.list_cache_size;
@@ -154,6 +159,7 @@ pub async fn fill(app: &App, list: ListKey) -> Result<bool, ApiError> {
         })
         .collect();
     let ttl = std::time::Duration::from_secs(app.config.list_cache_ttl_secs);
+    let mut redis = app.redis.get().await?;
     Ok(lists::commit_fill(
         &mut *redis,
         &app.keys,

@@ -161,3 +161,61 @@ pub(crate) async fn edge_rows(
     .load(conn)
     .await
 }
+
+/// Repair: sets a projection row to `truth` even when the versions are equal
+/// (a row that holds another state under the truth's version). Returns the
+/// `active` it replaced, or `None` if the row is gone or already newer.
+pub async fn overwrite(conn: &mut PgConn, truth: &EdgeRow) -> QueryResult<Option<bool>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Bool)]
+        was_active: bool,
+    }
+    let row: Option<Row> = diesel::sql_query(
+        "WITH old AS (
+             SELECT active FROM follower
+              WHERE to_user_id = $1 AND from_user_id = $2 AND version <= $5
+                FOR UPDATE)
+         UPDATE follower f
+            SET active = $3, followed_at = $4, version = $5, updated_at = now()
+           FROM old
+          WHERE f.to_user_id = $1 AND f.from_user_id = $2
+         RETURNING old.active AS was_active",
+    )
+    .bind::<BigInt, _>(truth.to_user_id)
+    .bind::<BigInt, _>(truth.from_user_id)
+    .bind::<Bool, _>(truth.active)
+    .bind::<Timestamptz, _>(truth.followed_at)
+    .bind::<BigInt, _>(truth.version)
+    .get_result(conn)
+    .await
+    .optional()?;
+    Ok(row.map(|r| r.was_active))
+}
+
+/// Repair: deletes a projection row that has no truth row. Returns whether
+/// it was active, or `None` if it was gone.
+pub async fn delete_orphan(
+    conn: &mut PgConn,
+    from: UserId,
+    to: UserId,
+) -> QueryResult<Option<bool>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Bool)]
+        active: bool,
+    }
+    let row: Option<Row> = diesel::sql_query(
+        "DELETE FROM follower p
+          WHERE p.to_user_id = $1 AND p.from_user_id = $2
+            AND NOT EXISTS (SELECT 1 FROM following f
+                             WHERE f.from_user_id = $2 AND f.to_user_id = $1)
+         RETURNING p.active",
+    )
+    .bind::<BigInt, _>(to.get())
+    .bind::<BigInt, _>(from.get())
+    .get_result(conn)
+    .await
+    .optional()?;
+    Ok(row.map(|r| r.active))
+}

@@ -174,3 +174,41 @@ pub async fn newest(conn: &mut PgConn, list: ListKey, limit: usize) -> QueryResu
     .load(conn)
     .await
 }
+
+/// One page of a list's active edges, newest first, strictly older than
+/// `after` and no older than `down_to` (both optional), with versions: what
+/// a list cache covering down to `down_to` must hold.
+pub async fn window_page(
+    conn: &mut PgConn,
+    list: ListKey,
+    down_to: Option<Position>,
+    after: Option<Position>,
+    limit: usize,
+) -> QueryResult<Vec<NewestRow>> {
+    let (table, owner_col, member_col, owner) = shape(list);
+    let far_past = Position {
+        followed_at_ms: i64::MIN / 2,
+        user: UserId::new(1).expect("positive"),
+    };
+    let far_future = Position {
+        followed_at_ms: i64::MAX / 2,
+        user: UserId::new(i64::MAX).expect("positive"),
+    };
+    let (low, high) = (down_to.unwrap_or(far_past), after.unwrap_or(far_future));
+    let clamp = |ms: i64| time(ms.clamp(-8_000_000_000_000, 8_000_000_000_000));
+    diesel::sql_query(format!(
+        "SELECT {member_col} AS member, followed_at, version FROM {table}
+          WHERE {owner_col} = $1 AND active
+            AND (followed_at, {member_col}) >= ($2, $3)
+            AND (followed_at, {member_col}) < ($4, $5)
+          ORDER BY followed_at DESC, {member_col} DESC LIMIT $6"
+    ))
+    .bind::<BigInt, _>(owner.get())
+    .bind::<Timestamptz, _>(clamp(low.followed_at_ms))
+    .bind::<BigInt, _>(if down_to.is_some() { low.user.get() } else { 0 })
+    .bind::<Timestamptz, _>(clamp(high.followed_at_ms))
+    .bind::<BigInt, _>(high.user.get())
+    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+    .load(conn)
+    .await
+}

@@ -2,6 +2,7 @@
 //! tables the projector maintains. One module per table; every query Kith
 //! runs against PostgreSQL lives below here.
 
+pub mod checks;
 pub mod content;
 pub mod dead_letters;
 pub mod follower;

@@ -170,3 +170,65 @@ pub async fn apply_counters(
         })
         .collect())
 }
+
+/// One user's counters set from the tables that maintain them, as a repair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
+pub struct CounterFix {
+    /// The user.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub user_id: i64,
+    /// `followings` before.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub old_followings: i64,
+    /// `followers` before.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub old_followers: i64,
+    /// `followings` now: active truth edges from the user.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub followings: i64,
+    /// `followers` now: active projection edges to the user.
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    pub followers: i64,
+}
+
+/// Sets `followings` from the truth and `followers` from the projection for
+/// `users` whose counters differ, without racing the writers that maintain
+/// them: the rows are locked first (in user-id order), and only then counted,
+/// in a later statement. A write whose edge change is not committed yet waits
+/// for the lock and adds its delta afterwards; one committed before is
+/// counted and its delta is already in the row. Run inside a transaction.
+/// Missing rows are created from the same counts. Returns the rows changed.
+pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<CounterFix>> {
+    use diesel::sql_types::{Array, BigInt};
+    let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
+    diesel::sql_query(
+        "SELECT kith_ensure_stats(u) FROM unnest($1::bigint[]) AS u
+          WHERE EXISTS (SELECT 1 FROM users WHERE id = u) ORDER BY u",
+    )
+    .bind::<Array<BigInt>, _>(&ids)
+    .execute(conn)
+    .await?;
+    diesel::sql_query(
+        "SELECT user_id FROM user_stats WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE",
+    )
+    .bind::<Array<BigInt>, _>(&ids)
+    .execute(conn)
+    .await?;
+    diesel::sql_query(
+        "WITH counted AS (
+             SELECT s.user_id, s.followings AS old_followings, s.followers AS old_followers,
+                    (SELECT count(*) FROM following f WHERE f.from_user_id = s.user_id AND f.active) AS followings,
+                    (SELECT count(*) FROM follower p WHERE p.to_user_id = s.user_id AND p.active) AS followers
+               FROM user_stats s WHERE s.user_id = ANY($1))
+         UPDATE user_stats s
+            SET followings = c.followings, followers = c.followers,
+                version = kith_next_version(s.version)
+           FROM counted c
+          WHERE s.user_id = c.user_id
+            AND (c.followings <> c.old_followings OR c.followers <> c.old_followers)
+         RETURNING c.user_id, c.old_followings, c.old_followers, c.followings, c.followers",
+    )
+    .bind::<Array<BigInt>, _>(&ids)
+    .load(conn)
+    .await
+}

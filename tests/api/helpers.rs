@@ -66,6 +66,9 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     config.consumer_group = format!("{name}.projector");
     config.topic_partitions = 2;
     config.auto_migrate = true;
+    // Background checks would add statements to the round-trip counts;
+    // the tests of the sampled check turn it on.
+    config.counter_check_interval_secs = 0;
     tweak(&mut config);
 
     let app = App::start(config).await.expect("app starts");
@@ -389,7 +392,7 @@ impl TestApp {
     ) {
         use kith::cache::lists::{FillClaim, begin_fill, commit_fill};
         let mut redis = self.app.redis.get().await.unwrap();
-        let claim = begin_fill(&mut *redis, &self.app.keys, list, "test")
+        let claim = begin_fill(&mut *redis, &self.app.keys, list, "test", false)
             .await
             .unwrap();
         assert_eq!(claim, FillClaim::Granted);
@@ -616,4 +619,51 @@ pub async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
         Some(())
     })
     .await;
+}
+
+impl TestApp {
+    /// Runs a statement on the test's schema (for injecting faults).
+    pub async fn sql(&self, statement: &str) {
+        diesel::sql_query(statement)
+            .execute(&mut *self.conn().await)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+
+    /// `kith verify` over everything; `settle` zero reports at once.
+    pub async fn verify(&self, settle_ms: u64) -> kith::consistency::verify::Report {
+        let options = kith::consistency::verify::Options {
+            settle: std::time::Duration::from_millis(settle_ms),
+            batch: 7,
+            ..Default::default()
+        };
+        kith::consistency::verify::verify(&self.app, &options)
+            .await
+            .unwrap()
+    }
+
+    /// Deletes every Redis key of this test, as a FLUSHALL would (other
+    /// tests share the server, so only this prefix goes).
+    pub async fn flush_redis(&self) {
+        let mut redis = self.app.redis.get().await.unwrap();
+        let pattern = format!("{}*", self.app.config.redis_prefix);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut *redis)
+            .await
+            .unwrap();
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut *redis)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Asserts a report has no disagreement.
+#[track_caller]
+pub fn assert_consistent(report: &kith::consistency::verify::Report) {
+    assert_eq!(report.total(), 0, "verify found disagreements:\n{report}");
 }

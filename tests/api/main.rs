@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod consistency;
 mod errors;
 mod http;
 mod outage;

@@ -99,7 +99,10 @@ async fn walk(
 }
 
 async fn fill(t: &TestApp, list: ListKey) {
-    assert!(pages::fill(&t.app, list).await.unwrap(), "fill granted");
+    assert!(
+        pages::fill(&t.app, list, false).await.unwrap(),
+        "fill granted"
+    );
 }
 
 async fn flush(t: &TestApp, list: ListKey) {
@@ -716,7 +719,7 @@ async fn concurrent_misses_fill_a_list_once() {
     let mut fills = tokio::task::JoinSet::new();
     for _ in 0..16 {
         let t = t.clone();
-        fills.spawn(async move { pages::fill(&t.app, list).await.unwrap() });
+        fills.spawn(async move { pages::fill(&t.app, list, false).await.unwrap() });
     }
     let mut granted = 0;
     while let Some(done) = fills.join_next().await {

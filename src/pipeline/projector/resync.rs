@@ -19,6 +19,14 @@ pub async fn resync<'a>(
     app: &App,
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<(), PipelineError> {
+    let (users, pairs) = touched(events);
+    resync_state(app, users, pairs).await
+}
+
+/// The users and edges `events` touch.
+fn touched<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+) -> (BTreeSet<UserId>, BTreeSet<(UserId, UserId)>) {
     let mut users = BTreeSet::new();
     let mut pairs = BTreeSet::new();
     for event in events {
@@ -32,7 +40,17 @@ pub async fn resync<'a>(
             }
         }
     }
-    if users.is_empty() {
+    (users, pairs)
+}
+
+/// Writes the current state of `users` (counter records) and `pairs` (both
+/// lists of each edge) from PostgreSQL to Redis, only where newer.
+pub async fn resync_state(
+    app: &App,
+    users: BTreeSet<UserId>,
+    pairs: BTreeSet<(UserId, UserId)>,
+) -> Result<(), PipelineError> {
+    if users.is_empty() && pairs.is_empty() {
         return Ok(());
     }
     let users: Vec<UserId> = users.into_iter().collect();
@@ -56,7 +74,25 @@ pub async fn resync<'a>(
         (records, edges)
     };
     let mut redis = app.redis.get().await?;
-    cache::write_through(&mut *redis, &app.keys, &records, &edges).await?;
+    match cache::write_through(&mut *redis, &app.keys, &records, &edges).await {
+        Ok(()) => {}
+        // Redis is full (`maxmemory` with `noeviction`): a cache that cannot
+        // take the change must not keep the old state either. Dropping the
+        // keys frees memory and leaves these users and lists uncached, which
+        // reads serve from PostgreSQL — right, only slower.
+        Err(e) if e.code() == Some("OOM") => {
+            tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
+            let mut del = redis::cmd("DEL");
+            for (user, _) in &records {
+                del.arg(app.keys.counter_record(*user));
+            }
+            for edge in &edges {
+                del.arg(&app.keys.list(edge.list)[..]);
+            }
+            del.query_async::<()>(&mut *redis).await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
     drop(redis);
     // This process's hot lists see the change now; other processes' within
     // their short TTL.

@@ -1,0 +1,169 @@
+//! The sampled online check: when a user's counters are read, at most once
+//! per user per `KITH_COUNTER_CHECK_INTERVAL_SECS` (the mark lives in Redis,
+//! so the bound holds across processes), compare `user_stats` and the
+//! counter record with counts of the truth, in the background.
+//!
+//! A difference may be the pipeline's normal lag, so it is looked at again
+//! after a short pause; only one that stays is repaired — through the same
+//! reconciliation as `kith reconcile --user`, which cannot race the projector
+//! — then counted in `kith_consistency_repairs_total` and logged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::reconcile::{self, Scope};
+use crate::app::App;
+use crate::cache::counters::{self, CounterRecord};
+use crate::metrics::Metrics;
+use crate::model::UserId;
+use crate::pipeline::PipelineError;
+use crate::store::{checks, stats};
+
+/// How long a difference may last before it counts as drift.
+const SETTLE: Duration = Duration::from_secs(3);
+/// Checks running at once in one process; more are skipped (and done later).
+const CONCURRENT: usize = 2;
+
+/// Per-process state of the sampled check.
+pub struct SampledCheck {
+    /// Users this process marked recently: no Redis round trip for them.
+    recent: moka::sync::Cache<UserId, ()>,
+    running: Arc<Semaphore>,
+    interval: Duration,
+}
+
+impl SampledCheck {
+    /// A check of each user at most once per `interval` (zero: never).
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            recent: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(interval.max(Duration::from_secs(1)))
+                .build(),
+            running: Arc::new(Semaphore::new(CONCURRENT)),
+            interval,
+        }
+    }
+
+    /// Called with the users whose counters a request read. Costs a cache
+    /// lookup per user on the request path; the rest runs in the background.
+    pub fn counters_read(&self, app: &Arc<App>, users: &[UserId]) {
+        if self.interval.is_zero() {
+            return;
+        }
+        let due: Vec<UserId> = users
+            .iter()
+            .copied()
+            .filter(|u| !self.recent.contains_key(u))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let Ok(permit) = self.running.clone().try_acquire_owned() else {
+            return;
+        };
+        for user in &due {
+            self.recent.insert(*user, ());
+        }
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = check(&app, &due).await {
+                tracing::warn!(error = %e, "sampled counter check failed");
+            }
+        });
+    }
+}
+
+/// Marks `users` in Redis (once per interval across processes), then checks
+/// the ones this call marked.
+async fn check(app: &App, users: &[UserId]) -> Result<(), PipelineError> {
+    let interval = app.sampled_check.interval;
+    let marked: Vec<UserId> = {
+        let mut pipe = redis::pipe();
+        for user in users {
+            pipe.cmd("SET")
+                .arg(app.keys.counter_check_mark(*user))
+                .arg(1)
+                .arg("NX")
+                .arg("PX")
+                .arg(interval.as_millis() as u64);
+        }
+        let mut redis = app.redis.get().await?;
+        let answers: Vec<Option<String>> = pipe.query_async(&mut *redis).await?;
+        users
+            .iter()
+            .zip(answers)
+            .filter(|(_, ok)| ok.is_some())
+            .map(|(u, _)| *u)
+            .collect()
+    };
+    let drifted = differing(app, &marked).await?;
+    if drifted.is_empty() {
+        return Ok(());
+    }
+    tokio::time::sleep(SETTLE).await;
+    for user in differing(app, &drifted).await? {
+        let summary = reconcile::reconcile(app, Scope::User(user), 1000, false).await?;
+        // A counter record corrupted under its own version is replaced too.
+        let records: Vec<(UserId, CounterRecord)> = {
+            let mut conn = app.pg.get().await?;
+            stats::find_many(&mut conn, &[user])
+                .await?
+                .iter()
+                .map(|(u, s)| (*u, CounterRecord::from(s)))
+                .collect()
+        };
+        let mut pipe = redis::pipe();
+        counters::queue_repair(&mut pipe, &app.keys, &records);
+        let mut redis = app.redis.get().await?;
+        pipe.query_async::<()>(&mut *redis).await?;
+        drop(redis);
+        Metrics::add(&app.metrics.consistency_repairs, summary.repairs().max(1));
+        tracing::warn!(%user, %summary, "sampled counter check: drift repaired");
+    }
+    Ok(())
+}
+
+/// The users among `users` whose `user_stats` or counter record differ from
+/// the truth.
+async fn differing(app: &App, users: &[UserId]) -> Result<Vec<UserId>, PipelineError> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (counts, rows) = {
+        let mut conn = app.pg.get().await?;
+        let counts = checks::user_counts(&mut conn, users).await?;
+        let rows = stats::find_many(&mut conn, users).await?;
+        (counts, rows)
+    };
+    let records = {
+        let mut redis = app.redis.get().await?;
+        counters::load_many(&mut *redis, &app.keys, users).await?
+    };
+    let mut out = Vec::new();
+    for ((c, record), user) in counts.iter().zip(&records).zip(users) {
+        let stats_ok = match (c.followings, c.followers) {
+            (Some(followings), Some(followers)) => {
+                followings == c.true_followings && followers == c.true_followers
+            }
+            _ => c.true_followings == 0 && c.true_followers == 0,
+        };
+        let record_ok = match (record, rows.iter().find(|(u, _)| u == user)) {
+            (Some(record), Some((_, row))) => {
+                let expected = CounterRecord::from(row);
+                CounterRecord {
+                    version: record.version,
+                    ..expected
+                } == *record
+            }
+            _ => true,
+        };
+        if !(stats_ok && record_ok) {
+            out.push(*user);
+        }
+    }
+    Ok(out)
+}
