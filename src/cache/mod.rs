@@ -68,3 +68,12 @@ pub async fn eviction_policy(
         .find_map(|line| line.strip_prefix("maxmemory_policy:"))
         .map(|p| p.trim().to_owned()))
 }
+
+/// True when Redis refused a write for lack of memory (`OOM`), alone or
+/// anywhere in a pipeline.
+pub fn out_of_memory(e: &redis::RedisError) -> bool {
+    e.code() == Some("OOM")
+        || e.clone()
+            .into_server_errors()
+            .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == "OOM"))
+}

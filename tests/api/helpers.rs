@@ -667,3 +667,59 @@ impl TestApp {
 pub fn assert_consistent(report: &kith::consistency::verify::Report) {
     assert_eq!(report.total(), 0, "verify found disagreements:\n{report}");
 }
+
+/// Gives `target` `n` followers, `per_ms` of them in each millisecond, directly
+/// in the truth and the projection (as a settled pipeline would leave them).
+/// Returns them in list order: newest first, ties by id descending.
+pub async fn seed_followers(
+    t: &TestApp,
+    target: UserId,
+    prefix: &str,
+    n: i64,
+    per_ms: i64,
+) -> Vec<kith::store::lists::Position> {
+    use diesel_async::RunQueryDsl as _;
+    let mut conn = t.conn().await;
+    kith::store::users::seed(&mut conn, prefix, n)
+        .await
+        .unwrap();
+    let base_ms: i64 = 1_700_000_000_000;
+    for table in ["following", "follower"] {
+        diesel::sql_query(format!(
+            "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
+             SELECT id, $1, TRUE,
+                    'epoch'::timestamptz
+                      + ($2 + (row_number() OVER (ORDER BY id) - 1) / $3) * interval '1 millisecond', 1
+               FROM users WHERE handle LIKE $4 || '%'"
+        ))
+        .bind::<BigInt, _>(target.get())
+        .bind::<BigInt, _>(base_ms)
+        .bind::<BigInt, _>(per_ms)
+        .bind::<Text, _>(prefix)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    diesel::sql_query(
+        "UPDATE user_stats SET followers = followers + $2, version = version + 1 WHERE user_id = $1",
+    )
+    .bind::<BigInt, _>(target.get())
+    .bind::<BigInt, _>(n)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let rows = kith::store::lists::newest(
+        &mut conn,
+        kith::cache::ListKey::Followers(target),
+        n as usize + 1,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len() as i64, n);
+    rows.iter()
+        .map(|r| kith::store::lists::Position {
+            followed_at_ms: r.followed_at.timestamp_millis(),
+            user: UserId::new(r.member).unwrap(),
+        })
+        .collect()
+}

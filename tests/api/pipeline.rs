@@ -15,7 +15,7 @@ use rdkafka::message::Headers;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::helpers::{eventually, settled, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, eventually, settled, spawn_app, spawn_app_with};
 
 fn hooks() -> Arc<ProjectorHooks> {
     Arc::new(ProjectorHooks::default())
@@ -423,4 +423,139 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
     standby_trigger.trigger();
     standby.await.unwrap();
     projector.stop().await.unwrap();
+}
+
+/// Content events of `author`, as items of one batch.
+fn content_items(
+    t: &TestApp,
+    author: UserId,
+    kinds: &[&str],
+    first_offset: i64,
+) -> Vec<kith::pipeline::projector::batch::Item> {
+    use kith::pipeline::projector::batch::{Action, Event, Item};
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let payload =
+                json!({"eventId": Uuid::new_v4(), "type": kind, "authorId": author}).to_string();
+            let message = rdkafka::message::OwnedMessage::new(
+                Some(payload.clone().into_bytes()),
+                None,
+                t.app.config.content_topic.clone(),
+                rdkafka::Timestamp::NotAvailable,
+                0,
+                first_offset + i as i64,
+                None,
+            );
+            Item {
+                partition: kith::store::partitions::TopicPartition {
+                    topic: t.app.config.content_topic.clone(),
+                    partition: 0,
+                },
+                offset: first_offset + i as i64,
+                message,
+                action: Action::Apply(Event::Content(serde_json::from_str(&payload).unwrap())),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn content_outcomes_do_not_depend_on_batching() {
+    use diesel_async::AsyncConnection as _;
+    use kith::pipeline::projector::apply::apply_items;
+    let t = spawn_app().await;
+    let (together, apart) = (t.user("together").await, t.user("apart").await);
+    let kinds = [
+        "PostDeleted",
+        "PostPublished",
+        "PostUnliked",
+        "PostLiked",
+        "PostLiked",
+    ];
+
+    let batch = content_items(&t, together, &kinds, 0);
+    let mut conn = t.conn().await;
+    let one = conn
+        .transaction::<_, PipelineError, _>(async |conn| {
+            apply_items(conn, &batch.iter().collect::<Vec<_>>()).await
+        })
+        .await
+        .unwrap();
+    let mut dead_apart = 0;
+    for item in content_items(&t, apart, &kinds, 100) {
+        let one_by_one = conn
+            .transaction::<_, PipelineError, _>(async |conn| apply_items(conn, &[&item]).await)
+            .await
+            .unwrap();
+        dead_apart += one_by_one.dead_lettered;
+    }
+    drop(conn);
+    let (a, b) = (t.full_stats(together).await, t.full_stats(apart).await);
+    assert_eq!((a.posts, a.likes_received), (1, 2));
+    assert_eq!((a.posts, a.likes_received), (b.posts, b.likes_received));
+    assert_eq!(one.dead_lettered, 2, "the delete and the unlike below zero");
+    assert_eq!(one.dead_lettered, dead_apart);
+}
+
+#[tokio::test]
+async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() {
+    let t = spawn_app().await;
+    let alice = t.user("alice").await;
+    let projector = t.start_projector(hooks());
+    let topic = t.app.config.content_topic.clone();
+    let key = alice.to_string();
+    let unfavorite =
+        json!({"eventId": Uuid::new_v4(), "type": "PostUnfavorited", "authorId": alice})
+            .to_string();
+    t.produce(&topic, &key, unfavorite.as_bytes()).await;
+    eventually("the dead letter", 60, || async {
+        (t.app.metrics.events_dead_lettered.load(Ordering::Relaxed) == 1).then_some(())
+    })
+    .await;
+    // Nothing to take back yet: the replay leaves it dead.
+    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+        .await
+        .unwrap();
+    assert_eq!((report.replayed.len(), report.still_dead.len()), (0, 1));
+
+    // The favourite it withdrew arrives late; now the withdrawal applies, once.
+    let favorite =
+        json!({"eventId": Uuid::new_v4(), "type": "PostFavorited", "authorId": alice}).to_string();
+    t.produce(&topic, &key, favorite.as_bytes()).await;
+    eventually("the favourite", 60, || async {
+        (t.full_stats(alice).await.favs_received == 1).then_some(())
+    })
+    .await;
+    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+        .await
+        .unwrap();
+    assert_eq!((report.replayed.len(), report.still_dead.len()), (1, 0));
+    assert_eq!(t.full_stats(alice).await.favs_received, 0);
+    assert_eq!(
+        t.counter_record(alice).await.unwrap().favs_received,
+        0,
+        "the replay re-syncs Redis"
+    );
+    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.replayed.len(), report.still_dead.len()),
+        (0, 0),
+        "replayed once"
+    );
+    projector.stop().await.unwrap();
+
+    // Retention: entries older than the cut are forgotten, newer ones kept.
+    t.sql("UPDATE content_event_ledger SET applied_at = now() - interval '40 days' WHERE author_id IN (SELECT author_id FROM content_event_ledger LIMIT 1)").await;
+    let pruned = kith::store::content::prune(
+        &mut *t.conn().await,
+        chrono::Utc::now() - chrono::Duration::days(30),
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(pruned, 2, "both of alice's counted events were old");
 }

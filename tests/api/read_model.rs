@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use diesel::sql_types::{BigInt, Text};
 use kith::auth::Viewer;
 use kith::cache::ListKey;
 use kith::model::UserId;
@@ -12,59 +11,9 @@ use kith::read::pages::{self, Source};
 use kith::store::lists::{PageRequest, Position};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app, spawn_app_with};
-
-/// Gives `target` `n` followers, `per_ms` of them in each millisecond, directly
-/// in the truth and the projection (as a settled pipeline would leave them).
-/// Returns them in list order: newest first, ties by id descending.
-async fn seed_followers(
-    t: &TestApp,
-    target: UserId,
-    prefix: &str,
-    n: i64,
-    per_ms: i64,
-) -> Vec<Position> {
-    use diesel_async::RunQueryDsl as _;
-    let mut conn = t.conn().await;
-    kith::store::users::seed(&mut conn, prefix, n)
-        .await
-        .unwrap();
-    let base_ms: i64 = 1_700_000_000_000;
-    for table in ["following", "follower"] {
-        diesel::sql_query(format!(
-            "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
-             SELECT id, $1, TRUE,
-                    'epoch'::timestamptz
-                      + ($2 + (row_number() OVER (ORDER BY id) - 1) / $3) * interval '1 millisecond', 1
-               FROM users WHERE handle LIKE $4 || '%'"
-        ))
-        .bind::<BigInt, _>(target.get())
-        .bind::<BigInt, _>(base_ms)
-        .bind::<BigInt, _>(per_ms)
-        .bind::<Text, _>(prefix)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
-    diesel::sql_query(
-        "UPDATE user_stats SET followers = followers + $2, version = version + 1 WHERE user_id = $1",
-    )
-    .bind::<BigInt, _>(target.get())
-    .bind::<BigInt, _>(n)
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    let rows = kith::store::lists::newest(&mut conn, ListKey::Followers(target), n as usize + 1)
-        .await
-        .unwrap();
-    assert_eq!(rows.len() as i64, n);
-    rows.iter()
-        .map(|r| Position {
-            followed_at_ms: r.followed_at.timestamp_millis(),
-            user: UserId::new(r.member).unwrap(),
-        })
-        .collect()
-}
+use crate::helpers::{
+    TestApp, assert_ok, error_code, eventually, seed_followers, spawn_app, spawn_app_with,
+};
 
 /// Walks a whole list through the read API; returns the items and where each page came from.
 async fn walk(
@@ -799,5 +748,98 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
         t.snapshot().await,
         before,
         "nothing written without the rate limiter"
+    );
+}
+
+#[tokio::test]
+async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
+    use kith::cache::lists::{EdgeState, FillClaim, ListEntry, begin_fill, commit_fill};
+    let t = spawn_app().await;
+    let target = t.user("target").await;
+    let list = ListKey::Followers(target);
+    let seeded = seed_followers(&t, target, "w", 3, 1).await;
+    let ttl = std::time::Duration::from_secs(60);
+    let mut redis = t.app.redis.get().await.unwrap();
+
+    // The filler claims the list and reads PostgreSQL…
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "a", false)
+        .await
+        .unwrap();
+    assert_eq!(claim, FillClaim::Granted);
+    let read: Vec<ListEntry> = seeded
+        .iter()
+        .map(|p| ListEntry {
+            user: p.user,
+            followed_at_ms: p.followed_at_ms,
+            version: 1,
+        })
+        .collect();
+    // …then the newest follower unfollows (version 2) before the fill commits.
+    let gone = seeded[0];
+    kith::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &[EdgeState {
+            list,
+            other: gone.user,
+            active: false,
+            followed_at_ms: gone.followed_at_ms,
+            version: 2,
+        }],
+    )
+    .await
+    .unwrap();
+    assert!(
+        commit_fill(&mut *redis, &t.app.keys, list, "a", ttl, &read, true)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        t.cached_list(list).await.unwrap(),
+        vec![seeded[1].user, seeded[2].user],
+        "the unfollow that landed during the fill survives it"
+    );
+
+    // A filler whose claim lapsed (and was taken over) writes nothing.
+    let rebuild = begin_fill(&mut *redis, &t.app.keys, list, "b", true)
+        .await
+        .unwrap();
+    assert_eq!(rebuild, FillClaim::Granted);
+    let [_, _, coverage] = t.app.keys.list(list);
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&coverage)
+        .arg(1)
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    eventually("the claim to lapse", 5, || async {
+        let mut redis = t.app.redis.get().await.unwrap();
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(&coverage)
+            .query_async(&mut *redis)
+            .await
+            .unwrap();
+        (!exists).then_some(())
+    })
+    .await;
+    let taken = begin_fill(&mut *redis, &t.app.keys, list, "c", false)
+        .await
+        .unwrap();
+    assert_eq!(taken, FillClaim::Granted);
+    assert!(
+        !commit_fill(&mut *redis, &t.app.keys, list, "b", ttl, &read, true)
+            .await
+            .unwrap(),
+        "a lapsed claim cannot commit"
+    );
+    assert!(
+        commit_fill(&mut *redis, &t.app.keys, list, "c", ttl, &read[1..], true)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        t.cached_list(list).await.unwrap(),
+        vec![seeded[1].user, seeded[2].user]
     );
 }

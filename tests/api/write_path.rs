@@ -184,3 +184,34 @@ async fn a_user_created_elsewhere_gets_counters_on_first_follow() {
     assert_ok(&t.follow(alice, bob).await);
     assert_eq!(t.stats(alice).await.0, 1);
 }
+
+#[tokio::test]
+async fn a_lost_stats_row_comes_back_from_the_truth_with_a_newer_version() {
+    let t = spawn_app().await;
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
+    assert_ok(&t.follow(alice, bob).await);
+    assert_ok(&t.follow(alice, carol).await);
+    let cached = t.counter_record(alice).await.unwrap();
+    assert_eq!(cached.followings, 2);
+    t.sql(&format!("DELETE FROM user_stats WHERE user_id = {alice}"))
+        .await;
+
+    // Once counted from zero, this unfollow failed the CHECK (INTERNAL);
+    // once versioned from zero, the record above it froze.
+    let r = t.unfollow(alice, bob).await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["unfollow"]["changed"], true);
+    let (followings, version) = t.stats(alice).await;
+    assert_eq!(followings, 1, "counted from the truth");
+    assert!(
+        version as u64 > cached.version,
+        "{version} <= {}",
+        cached.version
+    );
+    let record = t.counter_record(alice).await.unwrap();
+    assert_eq!((record.followings, record.version), (1, version as u64));
+}

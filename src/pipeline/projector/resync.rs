@@ -80,7 +80,7 @@ pub async fn resync_state(
         // take the change must not keep the old state either. Dropping the
         // keys frees memory and leaves these users and lists uncached, which
         // reads serve from PostgreSQL — right, only slower.
-        Err(e) if e.code() == Some("OOM") => {
+        Err(e) if cache::out_of_memory(&e) => {
             tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
             let mut del = redis::cmd("DEL");
             for (user, _) in &records {
