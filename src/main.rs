@@ -99,6 +99,33 @@ enum Command {
         #[command(subcommand)]
         action: DeadLetterAction,
     },
+    /// Suspend, delete or restore an account (its edges follow, batch by batch).
+    User {
+        #[command(subcommand)]
+        action: UserAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserAction {
+    /// Bar the account: it cannot act or be followed, and leaves every list and count.
+    Suspend {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
+    /// Delete the account: as suspended, and invisible.
+    Delete {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
+    /// Make the account active again; its edges come back in their old place.
+    Restore {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
 }
 
 #[derive(Subcommand)]
@@ -307,6 +334,21 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::User { action } => {
+            use kith::model::UserStatus;
+            let app = App::start(config).await?;
+            let (id, status) = match action {
+                UserAction::Suspend { id } => (id, UserStatus::Suspended),
+                UserAction::Delete { id } => (id, UserStatus::Deleted),
+                UserAction::Restore { id } => (id, UserStatus::Active),
+            };
+            let summary = kith::write::lifecycle::set_status(&app, id, status).await?;
+            println!("user {id}: {} now; {summary}", status.as_str());
+            if summary.previous.is_none() {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::PrintSchema => unreachable!("handled above"),
     }
 }
@@ -341,6 +383,14 @@ async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
         );
         tasks.spawn(
             kith::pipeline::content::prune_ledger(app.clone(), shutdown.clone()).map(|()| Ok(())),
+        );
+        tasks.spawn(
+            kith::write::lifecycle::sweep_every(
+                app.clone(),
+                std::time::Duration::from_secs(30),
+                shutdown.clone(),
+            )
+            .map(|()| Ok(())),
         );
         if app.config.reconcile_interval_secs > 0 {
             let every = std::time::Duration::from_secs(app.config.reconcile_interval_secs);

@@ -22,6 +22,8 @@ ALTER TABLE user_stats ALTER COLUMN version SET DEFAULT 0;
 DROP FUNCTION kith_next_version(BIGINT);
 DROP INDEX content_event_ledger_applied_idx;
 DROP TABLE reconcile_watermark;
+DROP INDEX users_inactive_idx;
+DROP TABLE hidden_edge;
 DROP INDEX following_updated_idx;
 DROP INDEX following_incoming_idx;
 DROP TABLE dead_letter;

@@ -70,6 +70,22 @@ CREATE TABLE reconcile_watermark (
     updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- Edges deactivated because an account at one end was suspended or deleted,
+-- with their follow time, so that restoring the account brings them back in
+-- their old place. An unfollow of such an edge while it is hidden drops it.
+CREATE TABLE hidden_edge (
+    account_id   BIGINT      NOT NULL,
+    from_user_id BIGINT      NOT NULL,
+    to_user_id   BIGINT      NOT NULL,
+    followed_at  TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (account_id, from_user_id, to_user_id)
+);
+
+CREATE INDEX hidden_edge_pair_idx ON hidden_edge (from_user_id, to_user_id);
+
+-- Accounts that are not active: what the lifecycle sweeper looks at.
+CREATE INDEX users_inactive_idx ON users (id) WHERE status <> 'active';
+
 -- Retention of the content-event ledger deletes by age.
 CREATE INDEX content_event_ledger_applied_idx ON content_event_ledger (applied_at);
 

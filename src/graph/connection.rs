@@ -7,7 +7,7 @@
 //! (follow time, user id), so paging by cursor never skips or repeats an edge
 //! that exists for the whole walk.
 
-use async_graphql::{Context, Object, SimpleObject};
+use async_graphql::{Context, ErrorExtensions as _, Object, SimpleObject};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::cursor::CursorKeys;
@@ -16,7 +16,7 @@ use super::user::UserNode;
 use super::{app, viewer};
 use crate::cache::ListKey;
 use crate::error::{ApiError, GraphqlResultExt};
-use crate::model::UserId;
+use crate::model::{UserId, UserStatus};
 use crate::read::pages;
 use crate::store::lists::{PageRequest, Position};
 
@@ -134,15 +134,20 @@ impl FollowEdge {
         &self.cursor
     }
 
-    /// The other user; null if the account was deleted since.
-    async fn node(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
+    /// The other user. Lists leave out accounts that are suspended or
+    /// deleted, so this is never null.
+    async fn node(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
         let loaders = ctx.data_unchecked::<Loaders>();
         let user = loaders
             .users
             .load_one(self.position.user)
             .await
             .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
-        Ok(user.map(UserNode))
+        // The connection kept only edges whose user this request loaded.
+        user.map(UserNode).ok_or_else(|| {
+            ApiError::internal(anyhow::anyhow!("edge user {} vanished", self.position.user))
+                .extend()
+        })
     }
 
     /// When the follow happened.
@@ -228,9 +233,21 @@ pub async fn resolve(
         .await
         .gql()?;
     prime(ctx, loaders, &page.items).await;
+    // Suspended and deleted accounts are left out (their edges are being
+    // taken out of the list); the page's cursors still mark where it ends.
+    let shown = loaders
+        .users
+        .load_many(page.items.iter().map(|p| p.user))
+        .await
+        .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
     let edges: Vec<FollowEdge> = page
         .items
         .iter()
+        .filter(|p| {
+            shown
+                .get(&p.user)
+                .is_some_and(|u| u.status == UserStatus::Active)
+        })
         .map(|position| FollowEdge {
             cursor: keys.encode(list, *position),
             position: *position,
@@ -244,8 +261,8 @@ pub async fn resolve(
     let page_info = PageInfo {
         has_next_page,
         has_previous_page,
-        start_cursor: edges.first().map(|e| e.cursor.clone()),
-        end_cursor: edges.last().map(|e| e.cursor.clone()),
+        start_cursor: page.items.first().map(|p| keys.encode(list, *p)),
+        end_cursor: page.items.last().map(|p| keys.encode(list, *p)),
     };
     Ok(FollowConnection {
         edges,

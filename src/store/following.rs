@@ -112,3 +112,97 @@ pub async fn pair_state(conn: &mut PgConn, a: UserId, b: UserId) -> QueryResult<
 pub async fn rows(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgeRow>> {
     super::follower::edge_rows(conn, "following", pairs).await
 }
+
+/// An edge right after a bulk transition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
+pub struct Changed {
+    /// The follower.
+    #[diesel(sql_type = BigInt)]
+    pub from_user_id: i64,
+    /// The followed user.
+    #[diesel(sql_type = BigInt)]
+    pub to_user_id: i64,
+    /// The edge's new version.
+    #[diesel(sql_type = BigInt)]
+    pub version: i64,
+    /// Follow time after the transition.
+    #[diesel(sql_type = Timestamptz)]
+    pub followed_at: DateTime<Utc>,
+    /// When the transition happened, in whole milliseconds.
+    #[diesel(sql_type = Timestamptz)]
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// Up to `limit` active edges from or to `user`, locked for this transaction.
+pub async fn lock_active_edges_of(
+    conn: &mut PgConn,
+    user: UserId,
+    limit: i64,
+) -> QueryResult<Vec<(UserId, UserId)>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = BigInt)]
+        from_user_id: i64,
+        #[diesel(sql_type = BigInt)]
+        to_user_id: i64,
+    }
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT from_user_id, to_user_id FROM following
+          WHERE active AND (from_user_id = $1 OR to_user_id = $1)
+          ORDER BY from_user_id, to_user_id
+          LIMIT $2
+            FOR UPDATE",
+    )
+    .bind::<BigInt, _>(user.get())
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| Some((UserId::new(r.from_user_id)?, UserId::new(r.to_user_id)?)))
+        .collect())
+}
+
+/// Makes the given edges inactive where they are active; returns the ones it changed.
+pub async fn deactivate_many(
+    conn: &mut PgConn,
+    pairs: &[(UserId, UserId)],
+) -> QueryResult<Vec<Changed>> {
+    let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip();
+    diesel::sql_query(
+        "UPDATE following f
+            SET active = FALSE, version = f.version + 1, updated_at = now()
+           FROM unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
+          WHERE f.from_user_id = p.from_id AND f.to_user_id = p.to_id AND f.active
+         RETURNING f.from_user_id, f.to_user_id, f.version, f.followed_at,
+                   date_trunc('milliseconds', now()) AS occurred_at",
+    )
+    .bind::<diesel::sql_types::Array<BigInt>, _>(from)
+    .bind::<diesel::sql_types::Array<BigInt>, _>(to)
+    .load(conn)
+    .await
+}
+
+/// Makes the given edges active again with their old follow times, where
+/// they are inactive; returns the ones it changed.
+pub async fn reactivate_many(
+    conn: &mut PgConn,
+    edges: &[(UserId, UserId, DateTime<Utc>)],
+) -> QueryResult<Vec<Changed>> {
+    let from: Vec<i64> = edges.iter().map(|e| e.0.get()).collect();
+    let to: Vec<i64> = edges.iter().map(|e| e.1.get()).collect();
+    let at: Vec<DateTime<Utc>> = edges.iter().map(|e| e.2).collect();
+    diesel::sql_query(
+        "UPDATE following f
+            SET active = TRUE, followed_at = p.followed_at, version = f.version + 1, updated_at = now()
+           FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS p(from_id, to_id, followed_at)
+          WHERE f.from_user_id = p.from_id AND f.to_user_id = p.to_id AND NOT f.active
+         RETURNING f.from_user_id, f.to_user_id, f.version, f.followed_at,
+                   date_trunc('milliseconds', now()) AS occurred_at",
+    )
+    .bind::<diesel::sql_types::Array<BigInt>, _>(from)
+    .bind::<diesel::sql_types::Array<BigInt>, _>(to)
+    .bind::<diesel::sql_types::Array<Timestamptz>, _>(at)
+    .load(conn)
+    .await
+}

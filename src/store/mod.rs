@@ -7,6 +7,7 @@ pub mod content;
 pub mod dead_letters;
 pub mod follower;
 pub mod following;
+pub mod hidden_edges;
 pub mod lists;
 pub mod migrate;
 pub mod outbox;

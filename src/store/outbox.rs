@@ -11,14 +11,27 @@ use crate::pipeline::events::FollowEvent;
 /// Appends `event` to the outbox. Must run inside the transaction that made the
 /// change; its error must abort that transaction (never swallowed).
 pub async fn append(conn: &mut PgConn, event: &FollowEvent) -> QueryResult<()> {
-    let payload = serde_json::to_value(event).expect("events serialize");
+    append_many(conn, std::slice::from_ref(event)).await
+}
+
+/// Appends `events`, in order, in one statement (same rules as [`append`]).
+pub async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<_> = events
+        .iter()
+        .map(|event| {
+            (
+                outbox::event_id.eq(event.event_id),
+                outbox::event_type.eq(event.event_type.as_str()),
+                outbox::partition_key.eq(event.partition_key()),
+                outbox::payload.eq(serde_json::to_value(event).expect("events serialize")),
+            )
+        })
+        .collect();
     diesel::insert_into(outbox::table)
-        .values((
-            outbox::event_id.eq(event.event_id),
-            outbox::event_type.eq(event.event_type.as_str()),
-            outbox::partition_key.eq(event.partition_key()),
-            outbox::payload.eq(payload),
-        ))
+        .values(rows)
         .execute(conn)
         .await
         .map(drop)

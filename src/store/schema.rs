@@ -59,3 +59,12 @@ diesel::table! {
 diesel::joinable!(user_stats -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(users, following, follower, outbox, user_stats);
+
+diesel::table! {
+    hidden_edge (account_id, from_user_id, to_user_id) {
+        account_id -> Int8,
+        from_user_id -> Int8,
+        to_user_id -> Int8,
+        followed_at -> Timestamptz,
+    }
+}

@@ -232,3 +232,62 @@ pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<V
     .load(conn)
     .await
 }
+
+/// Adds `followings` deltas to many users (rows created from the truth first
+/// where missing, then locked in user-id order). Create missing rows *before*
+/// the edges change in the same transaction, or they count the change twice.
+pub async fn ensure_rows(conn: &mut PgConn, users: &[UserId]) -> QueryResult<()> {
+    use diesel::sql_types::{Array, BigInt};
+    let mut ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    diesel::sql_query(
+        "SELECT kith_ensure_stats(u) FROM unnest($1::bigint[]) AS u
+          WHERE EXISTS (SELECT 1 FROM users WHERE id = u)",
+    )
+    .bind::<Array<BigInt>, _>(&ids)
+    .execute(conn)
+    .await?;
+    diesel::sql_query(
+        "SELECT user_id FROM user_stats WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE",
+    )
+    .bind::<Array<BigInt>, _>(&ids)
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// Adds `followings` deltas (rows must exist and be locked: [`ensure_rows`]);
+/// returns the new rows.
+pub async fn add_followings_many(
+    conn: &mut PgConn,
+    deltas: &[(UserId, i64)],
+) -> QueryResult<Vec<(UserId, UserStats)>> {
+    use diesel::sql_types::{Array, BigInt};
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = BigInt)]
+        user_id: i64,
+        #[diesel(embed)]
+        stats: UserStats,
+    }
+    if deltas.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<Row> = diesel::sql_query(
+        "UPDATE user_stats s
+            SET followings = s.followings + d.delta, version = kith_next_version(s.version)
+           FROM unnest($1::bigint[], $2::bigint[]) AS d(user_id, delta)
+          WHERE s.user_id = d.user_id
+         RETURNING s.user_id, s.followings, s.followers, s.posts, s.likes_received,
+                   s.favs_received, s.version",
+    )
+    .bind::<Array<BigInt>, _>(deltas.iter().map(|(u, _)| u.get()).collect::<Vec<_>>())
+    .bind::<Array<BigInt>, _>(deltas.iter().map(|(_, d)| *d).collect::<Vec<_>>())
+    .load(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| Some((UserId::new(r.user_id)?, r.stats)))
+        .collect())
+}

@@ -106,3 +106,46 @@ pub async fn seed(conn: &mut PgConn, prefix: &str, count: i64) -> QueryResult<us
     .execute(conn)
     .await
 }
+
+/// Sets the status of `id`; returns the status it had, `None` if no such user.
+pub async fn set_status(
+    conn: &mut PgConn,
+    id: UserId,
+    status: UserStatus,
+) -> QueryResult<Option<UserStatus>> {
+    #[derive(QueryableByName)]
+    struct Old {
+        #[diesel(sql_type = Text)]
+        status: String,
+    }
+    let old: Option<Old> = diesel::sql_query(
+        "WITH old AS (SELECT status FROM users WHERE id = $1 FOR UPDATE)
+         UPDATE users u SET status = $2, updated_at = now() FROM old
+          WHERE u.id = $1 RETURNING old.status",
+    )
+    .bind::<BigInt, _>(id.get())
+    .bind::<Text, _>(status.as_str())
+    .get_result(conn)
+    .await
+    .optional()?;
+    Ok(old.map(|o| UserStatus::from_db(&o.status)))
+}
+
+/// Accounts that are not active but still have active edges.
+pub async fn inactive_with_edges(conn: &mut PgConn) -> QueryResult<Vec<UserId>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+    }
+    let rows: Vec<Row> = diesel::sql_query(
+        "SELECT u.id FROM users u
+          WHERE u.status <> 'active'
+            AND (EXISTS (SELECT 1 FROM following f WHERE f.from_user_id = u.id AND f.active)
+              OR EXISTS (SELECT 1 FROM following f WHERE f.to_user_id = u.id AND f.active))
+          ORDER BY u.id",
+    )
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().filter_map(|r| UserId::new(r.id)).collect())
+}

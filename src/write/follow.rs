@@ -12,7 +12,7 @@ use crate::model::{User, UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
 use crate::store::following::{self, PairState};
 use crate::store::stats::{self, UserStats};
-use crate::store::{outbox, users};
+use crate::store::{hidden_edges, outbox, users};
 
 /// The transition a mutation asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,12 @@ pub async fn change_edge(
                 EdgeChange::Unfollow => following::deactivate(conn, actor, target.id).await?,
             };
             let (actor_stats, event) = match transition {
+                // An unfollow of an edge hidden with a suspended account:
+                // its restore must not bring it back.
+                None if change == EdgeChange::Unfollow => {
+                    hidden_edges::forget(conn, actor, target.id).await?;
+                    (None, None)
+                }
                 None => (None, None),
                 Some(t) => {
                     let (delta, event_type) = match change {

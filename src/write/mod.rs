@@ -2,6 +2,7 @@
 //! the edge, the actor's counters and appends the outbox event together.
 
 pub mod follow;
+pub mod lifecycle;
 pub mod rate_limit;
 
 pub use follow::{EdgeChange, FollowOutcome, change_edge};

@@ -708,6 +708,14 @@ pub async fn seed_followers(
     .execute(&mut conn)
     .await
     .unwrap();
+    diesel::sql_query(
+        "UPDATE user_stats SET followings = followings + 1, version = kith_next_version(version)
+          WHERE user_id IN (SELECT id FROM users WHERE handle LIKE $1 || '%')",
+    )
+    .bind::<Text, _>(prefix)
+    .execute(&mut conn)
+    .await
+    .unwrap();
     let rows = kith::store::lists::newest(
         &mut conn,
         kith::cache::ListKey::Followers(target),

@@ -7,6 +7,7 @@ mod helpers;
 mod consistency;
 mod errors;
 mod http;
+mod lifecycle;
 mod outage;
 mod paging_property;
 mod pipeline;

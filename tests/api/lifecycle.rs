@@ -1,0 +1,193 @@
+//! Account lifecycle: a suspended or deleted account leaves every list and
+//! count (through the pipeline, like unfollows), comes back in its old place
+//! on restore, and never shows as a hole in a list meanwhile.
+
+use std::sync::Arc;
+
+use kith::cache::ListKey;
+use kith::model::{UserId, UserStatus};
+use kith::pipeline::projector::ProjectorHooks;
+use kith::write::lifecycle;
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    TestApp, assert_consistent, error_code, eventually, seed_followers, settled, spawn_app_with,
+};
+
+fn hooks() -> Arc<ProjectorHooks> {
+    Arc::new(ProjectorHooks::default())
+}
+
+async fn followers_page(t: &TestApp, user: UserId, first: i64) -> Value {
+    let id = kith::graph::ids::user_id(user).to_string();
+    let r = t
+        .execute(
+            kith::auth::Viewer::Anonymous,
+            "query($id: ID!, $n: Int!) { user(id: $id) { followers(first: $n) {
+                totalCount edges { followedAt node { handle } } pageInfo { endCursor hasNextPage } } } }",
+            json!({ "id": id, "n": first }),
+        )
+        .await;
+    assert!(r["errors"].is_null(), "{r}");
+    r["data"]["user"]["followers"].clone()
+}
+
+fn handles(page: &Value) -> Vec<String> {
+    page["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["handle"].as_str().expect("no hole").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn suspend_takes_an_account_out_and_restore_brings_it_back_in_place() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let (alice, sus, bob, carol) = (
+        t.user("alice").await,
+        t.user("sus").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
+    for user in [alice, sus, bob, carol] {
+        t.cache_list(ListKey::Followers(user), &[]).await;
+        t.cache_list(ListKey::Following(user), &[]).await;
+    }
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+    t.follow(alice, sus).await;
+    t.follow(carol, sus).await;
+    t.follow(sus, bob).await;
+    t.follow(alice, bob).await;
+    settled(&t, &[alice, sus, bob, carol], 60).await;
+    let before = handles(&followers_page(&t, bob, 10).await);
+    assert_eq!(before, vec!["alice", "sus"]);
+    let followed_at = followers_page(&t, bob, 10).await["edges"][1]["followedAt"].clone();
+
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Suspended)
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.previous, summary.hidden),
+        (Some(UserStatus::Active), 3)
+    );
+    settled(&t, &[alice, sus, bob, carol], 60).await;
+    assert_consistent(&t.verify(0).await);
+    assert_eq!(handles(&followers_page(&t, bob, 10).await), vec!["alice"]);
+    assert_eq!(followers_page(&t, bob, 10).await["totalCount"], 1);
+    assert_eq!(t.full_stats(alice).await.followings, 1);
+    assert_eq!(t.full_stats(sus).await.followers, 0);
+    assert_eq!(
+        t.cached_list(ListKey::Following(alice)).await,
+        Some(vec![bob])
+    );
+    let refused = t.follow(bob, sus).await;
+    assert_eq!(error_code(&refused), Some("INVALID_INPUT"), "{refused}");
+    // Carol lets go while sus is away: her edge stays gone.
+    assert_eq!(
+        t.unfollow(carol, sus).await["data"]["unfollow"]["changed"],
+        false
+    );
+
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(
+        (summary.previous, summary.restored),
+        (Some(UserStatus::Suspended), 2)
+    );
+    settled(&t, &[alice, sus, bob, carol], 60).await;
+    assert_consistent(&t.verify(0).await);
+    let page = followers_page(&t, bob, 10).await;
+    assert_eq!(handles(&page), before, "back in the old place");
+    assert_eq!(page["edges"][1]["followedAt"], followed_at);
+    assert_eq!(
+        t.full_stats(sus).await.followers,
+        1,
+        "alice again, not carol"
+    );
+    assert_eq!(t.full_stats(carol).await.followings, 0);
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_edge_between_two_suspended_accounts_waits_for_both() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let (a, b) = (t.user("a").await, t.user("b").await);
+    t.follow(a, b).await;
+    lifecycle::set_status(&t.app, a, UserStatus::Suspended)
+        .await
+        .unwrap();
+    lifecycle::set_status(&t.app, b, UserStatus::Deleted)
+        .await
+        .unwrap();
+    let summary = lifecycle::set_status(&t.app, a, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 0, "b is still deleted");
+    assert_eq!(t.edge(a, b).await.map(|e| e.0), Some(false));
+    let summary = lifecycle::set_status(&t.app, b, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 1);
+    assert_eq!(t.edge(a, b).await, Some((true, 3)));
+    assert_eq!(t.full_stats(a).await.followings, 1);
+}
+
+#[tokio::test]
+async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let star = t.user("star").await;
+    seed_followers(&t, star, "fan", 1200, 7).await;
+    let fan = t.user("lastfan").await;
+    let watcher = t.user("watcher").await;
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+    t.follow(fan, watcher).await;
+    t.follow(star, watcher).await;
+    settled(&t, &[star, watcher], 60).await;
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+
+    // Before the edges are taken out, a list holding the account leaves it
+    // out instead of showing a hole.
+    let mut conn = t.conn().await;
+    kith::store::users::set_status(&mut conn, star, UserStatus::Deleted)
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(
+        handles(&followers_page(&t, watcher, 10).await),
+        vec!["lastfan"]
+    );
+    let page = followers_page(&t, watcher, 1).await;
+    assert!(page["edges"].as_array().unwrap().is_empty(), "{page}");
+    assert!(
+        page["pageInfo"]["endCursor"].is_string(),
+        "paging goes on past it: {page}"
+    );
+
+    // The sweeper finishes what the status change started, in batches.
+    let moved = lifecycle::sweep(&t.app).await.unwrap();
+    assert_eq!(moved, 1201);
+    assert_eq!(
+        kith::store::outbox::backlog(&mut *t.conn().await)
+            .await
+            .unwrap(),
+        1201,
+        "one event per edge"
+    );
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+    eventually("the pipeline to take the star out", 120, || async {
+        let stats = t.full_stats(star).await;
+        (stats.followers == 0 && stats.followings == 0).then_some(())
+    })
+    .await;
+    settled(&t, &[star, watcher], 120).await;
+    assert_consistent(&t.verify(0).await);
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
