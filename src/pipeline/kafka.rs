@@ -21,14 +21,22 @@ pub fn client_config(config: &Config) -> ClientConfig {
     client
 }
 
-/// An idempotent producer that waits for every in-sync replica (`acks=all`),
-/// so an acknowledged message is durable and retries never duplicate or
-/// reorder within a partition. A message the broker cannot take within
-/// `message.timeout.ms` fails its delivery instead of hanging forever.
+/// A producer that waits for every in-sync replica (`acks=all`), so an
+/// acknowledged message is durable, with one request in flight per broker,
+/// so a retry never reorders a partition. A message the broker cannot take
+/// within `message.timeout.ms` fails its delivery instead of hanging forever
+/// (the relay then sends the batch again).
+///
+/// Not idempotent: a retry after a lost acknowledgement may duplicate a
+/// message, which the projector's positions and per-edge versions make
+/// harmless — and an idempotent producer recovering from an outage asks the
+/// broker to bump its epoch, which some Kafka-compatible brokers (tansu
+/// 0.6.0) cannot do. The same settings behave the same on Kafka.
 pub fn producer(config: &Config) -> Result<FutureProducer, KafkaError> {
     client_config(config)
-        .set("enable.idempotence", "true")
+        .set("enable.idempotence", "false")
         .set("acks", "all")
+        .set("max.in.flight.requests.per.connection", "1")
         .set("linger.ms", "2")
         .set("message.timeout.ms", "10000")
         .create()

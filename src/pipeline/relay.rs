@@ -46,7 +46,7 @@ pub async fn run(app: Arc<App>, mut shutdown: Shutdown) {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "outbox relay: restarting");
-                // A producer in a fatal state (idempotence broken) must be replaced.
+                // A producer in a fatal state must be replaced.
                 if producer
                     .as_ref()
                     .is_some_and(|p| p.client().fatal_error().is_some())

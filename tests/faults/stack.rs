@@ -1,0 +1,158 @@
+//! A private stack for the fault suite — its own PostgreSQL, Redis and tansu
+//! on free ports, brought up by `scripts/stack` — and the `kith run` process
+//! under test, so that every fault hits only this suite.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The private stack and the kith process running on it.
+pub struct Stack {
+    pub dir: PathBuf,
+    pub database_url: String,
+    pub redis_url: String,
+    pub brokers: String,
+    pub http_port: u16,
+    pub logs: PathBuf,
+    kith: Option<Child>,
+    starts: u32,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Stack {
+    /// Brings up a fresh private stack (data under `target/fault-stack`).
+    pub fn up() -> Self {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .to_path_buf();
+        let dir = target.join("fault-stack");
+        let logs = target.join("fault-reports");
+        std::fs::create_dir_all(&logs).unwrap();
+        let stack = Self {
+            database_url: format!("postgres://kith:kith@127.0.0.1:{}/kith", free_port()),
+            redis_url: format!("redis://127.0.0.1:{}/0", free_port()),
+            brokers: format!("127.0.0.1:{}", free_port()),
+            http_port: free_port(),
+            dir,
+            logs,
+            kith: None,
+            starts: 0,
+        };
+        // Whatever an earlier run left behind goes first.
+        let _ = stack.script(&["down"]);
+        let _ = std::fs::remove_dir_all(&stack.dir);
+        stack.script(&["up"]).expect("the private stack starts");
+        stack
+    }
+
+    /// Runs `scripts/stack` against this stack.
+    pub fn script(&self, args: &[&str]) -> Result<(), String> {
+        let output = Command::new(repo().join("scripts/stack"))
+            .args(args)
+            .env("KITH_STACK_DIR", &self.dir)
+            .env("DATABASE_URL", &self.database_url)
+            .env("REDIS_URL", &self.redis_url)
+            .env("KAFKA_BROKERS", &self.brokers)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| e.to_string())?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "scripts/stack {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
+    /// The environment a kith process on this stack gets.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("DATABASE_URL", self.database_url.clone()),
+            ("DATABASE_POOL_SIZE", "8".into()),
+            ("REDIS_URL", self.redis_url.clone()),
+            ("KAFKA_BROKERS", self.brokers.clone()),
+            ("KITH_TOPIC_PARTITIONS", "4".into()),
+            ("KITH_HTTP_ADDR", format!("127.0.0.1:{}", self.http_port)),
+            ("KITH_RATE_LIMIT_CAPACITY", "1000000".into()),
+            ("KITH_RATE_LIMIT_PER_SEC", "100000".into()),
+            ("KITH_RELAY_POLL_MS", "500".into()),
+            ("KITH_COUNTER_CHECK_INTERVAL_SECS", "0".into()),
+            ("RUST_LOG", "info".into()),
+        ]
+    }
+
+    /// Runs a `kith` command to completion; returns its stdout.
+    pub fn kith(&self, args: &[&str]) -> (bool, String) {
+        let output = Command::new(env!("CARGO_BIN_EXE_kith"))
+            .args(args)
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .output()
+            .expect("kith runs");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    }
+
+    /// Starts `kith run` (API, relay and projector in one process).
+    pub fn start_kith(&mut self) {
+        assert!(self.kith.is_none(), "kith is running already");
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.logs.join(format!("kith-run-{}.log", self.starts))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kith"))
+            .arg("run")
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("kith starts");
+        self.kith = Some(child);
+    }
+
+    /// `kill -9` of the kith process.
+    pub fn kill_kith(&mut self) {
+        if let Some(mut child) = self.kith.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits until the API answers.
+    pub async fn wait_for_api(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if super::http::get(self.http_port, "/healthz").await.is_ok() {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the API did not come up"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.kill_kith();
+        let _ = self.script(&["down"]);
+    }
+}
