@@ -18,11 +18,15 @@ END
 $$;
 DROP FUNCTION kith_apply_counters(BIGINT[], BIGINT[], UUID[], BIGINT[], BIGINT[], BIGINT[], BIGINT[]);
 DROP FUNCTION kith_ensure_stats(BIGINT);
+DROP TRIGGER user_stats_deleted ON user_stats;
+DROP FUNCTION kith_stats_tombstone();
+DROP TABLE user_stats_tombstone;
 ALTER TABLE user_stats ALTER COLUMN version SET DEFAULT 0;
 DROP FUNCTION kith_next_version(BIGINT);
 DROP INDEX content_event_ledger_applied_idx;
 DROP TABLE reconcile_watermark;
 DROP INDEX users_inactive_idx;
+DROP TABLE account_transition;
 DROP TABLE hidden_edge;
 DROP INDEX following_updated_idx;
 DROP INDEX following_incoming_idx;

@@ -58,10 +58,12 @@ CREATE TRIGGER dead_letter_notify
 -- and the sampled counter check compare the `follower` projection and the
 -- `followers` counters with, and how an account's incoming edges are found
 -- when it is deleted.
-CREATE INDEX following_incoming_idx ON following (to_user_id, from_user_id) WHERE active;
+-- Inactive edges are in it too: a projection row still active for an edge the
+-- truth holds inactive is exactly what a check must find.
+CREATE INDEX following_incoming_idx ON following (to_user_id, from_user_id) INCLUDE (active);
 
--- Edges changed since a time: incremental reconciliation.
-CREATE INDEX following_updated_idx ON following (updated_at);
+-- Edges changed since a time, in a stable order for keyset pages.
+CREATE INDEX following_updated_idx ON following (updated_at, from_user_id, to_user_id);
 
 -- Where incremental reconciliation got to.
 CREATE TABLE reconcile_watermark (
@@ -83,6 +85,14 @@ CREATE TABLE hidden_edge (
 
 CREATE INDEX hidden_edge_pair_idx ON hidden_edge (from_user_id, to_user_id);
 
+-- Status changes whose edges are not all carried along yet (the sweeper
+-- finishes them if the process doing it dies).
+CREATE TABLE account_transition (
+    account_id BIGINT      PRIMARY KEY,
+    status     TEXT        NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
 -- Accounts that are not active: what the lifecycle sweeper looks at.
 CREATE INDEX users_inactive_idx ON users (id) WHERE status <> 'active';
 
@@ -98,6 +108,26 @@ $$;
 
 ALTER TABLE user_stats ALTER COLUMN version SET DEFAULT kith_next_version(0);
 
+-- The last version of every deleted user_stats row: a row created again
+-- starts above it even if the clock stepped back meanwhile.
+CREATE TABLE user_stats_tombstone (
+    user_id BIGINT PRIMARY KEY,
+    version BIGINT NOT NULL
+);
+
+CREATE FUNCTION kith_stats_tombstone() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO user_stats_tombstone (user_id, version) VALUES (OLD.user_id, OLD.version)
+    ON CONFLICT (user_id) DO UPDATE
+        SET version = greatest(user_stats_tombstone.version, EXCLUDED.version);
+    RETURN OLD;
+END
+$$;
+
+CREATE TRIGGER user_stats_deleted
+    AFTER DELETE ON user_stats
+    FOR EACH ROW EXECUTE FUNCTION kith_stats_tombstone();
+
 -- The user_stats row of `p_user`, created from the truth (`following`) and the
 -- projection (`follower`) as they stand when it is missing. Returns true when
 -- it created the row. Content counters of a lost row cannot be recovered.
@@ -107,10 +137,12 @@ BEGIN
     IF FOUND THEN
         RETURN FALSE;
     END IF;
-    INSERT INTO user_stats (user_id, followings, followers)
+    INSERT INTO user_stats (user_id, followings, followers, version)
     VALUES (p_user,
             (SELECT count(*) FROM following WHERE from_user_id = p_user AND active),
-            (SELECT count(*) FROM follower WHERE to_user_id = p_user AND active))
+            (SELECT count(*) FROM follower WHERE to_user_id = p_user AND active),
+            kith_next_version(coalesce(
+                (SELECT version FROM user_stats_tombstone WHERE user_id = p_user), 0)))
     ON CONFLICT (user_id) DO NOTHING;
     RETURN FOUND;
 END

@@ -6,6 +6,9 @@
 //!   with their follower deltas), so a repair and an in-flight event never
 //!   both count one transition. Rows that hold another state under the
 //!   truth's own version are overwritten; rows with no truth edge are deleted.
+//!   The `followers` of every user whose rows changed are then counted anew
+//!   in the same transaction (not adjusted by deltas: a count that drifted
+//!   low must be set right, not driven below zero).
 //! - Counters are then set from the tables that maintain them — `followings`
 //!   from the truth, `followers` from the projection — with the rows locked
 //!   before they are counted ([`stats::repair_counts`]), so no concurrent
@@ -16,10 +19,11 @@
 //! `reconcile_watermark`, a little before the start of the previous run) and
 //! the users at their ends; a full run looks at everything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use diesel::OptionalExtension as _;
 use diesel_async::AsyncConnection as _;
 use diesel_async::RunQueryDsl as _;
 
@@ -28,7 +32,7 @@ use crate::app::App;
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 use crate::pipeline::projector::resync;
-use crate::store::checks::{self, EdgePair, EdgeScope};
+use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
 use crate::store::follower::{self, Applied, EdgeEvent};
 use crate::store::{PgConn, stats};
 
@@ -119,33 +123,30 @@ pub async fn reconcile(
     let mut users: BTreeSet<UserId> = BTreeSet::new();
     let mut bar = Progress::new("edges", 0, progress);
 
-    let mut after = (0, 0);
-    loop {
-        let page = {
-            let mut conn = app.pg.get().await?;
-            checks::truth_page(&mut conn, edge_scope, after, batch).await?
-        };
-        let Some(last) = page.last() else { break };
-        after = last.key();
-        summary.edges_checked += page.len() as u64;
-        bar.advance(page.len() as u64);
-        if edge_scope != EdgeScope::All {
-            for pair in &page {
-                users.extend(ends(pair));
+    for pass in edge_scope.passes() {
+        for orphans in [false, true] {
+            let mut after = EdgeKey::default();
+            loop {
+                let page = {
+                    let mut conn = app.pg.get().await?;
+                    if orphans {
+                        checks::orphan_page(&mut conn, pass, after, batch).await?
+                    } else {
+                        checks::truth_page(&mut conn, pass, after, batch).await?
+                    }
+                };
+                let Some(last) = page.last() else { break };
+                after = last.key();
+                summary.edges_checked += page.len() as u64;
+                bar.advance(page.len() as u64);
+                if edge_scope != EdgeScope::All || orphans {
+                    for pair in &page {
+                        users.extend(ends(pair));
+                    }
+                }
+                repair_edges(app, &page, &mut summary).await?;
             }
         }
-        repair_edges(app, &page, &mut summary).await?;
-    }
-    let mut after = (0, 0);
-    loop {
-        let page = {
-            let mut conn = app.pg.get().await?;
-            checks::orphan_page(&mut conn, edge_scope, after, batch).await?
-        };
-        let Some(last) = page.last() else { break };
-        after = (last.to_user_id, last.from_user_id);
-        users.extend(page.iter().flat_map(ends));
-        repair_edges(app, &page, &mut summary).await?;
     }
     bar.finish();
 
@@ -197,13 +198,15 @@ fn ends(pair: &EdgePair) -> [UserId; 2] {
 }
 
 /// Brings the projection rows of `page` to the truth in one transaction,
-/// adjusting `followers` by the transitions that really happened.
+/// then sets `followers` of the users whose rows changed from the projection
+/// as it now stands, with their rows locked ([`stats::repair_counts`]): a
+/// count that had drifted low is set right, never driven below zero.
 async fn repair_edges(
     app: &App,
     page: &[EdgePair],
     summary: &mut Summary,
 ) -> Result<(), PipelineError> {
-    let behind: Vec<EdgeEvent> = page
+    let mut behind: Vec<EdgeEvent> = page
         .iter()
         .filter_map(|pair| {
             let truth = pair.truth()?;
@@ -240,18 +243,19 @@ async fn repair_edges(
     if behind.is_empty() && same_version.is_empty() && orphans.is_empty() {
         return Ok(());
     }
+    // The projector's lock order: projection rows by their key.
+    behind.sort_by_key(|e| (e.to, e.from));
     let mut conn = app.pg.get().await?;
     let fixed = conn
         .transaction::<_, PipelineError, _>(async |conn| {
-            let mut deltas: BTreeMap<UserId, i64> = BTreeMap::new();
-            let mut fixed = (0u64, 0u64, 0u64, Vec::new());
+            let mut touched: BTreeSet<UserId> = BTreeSet::new();
+            let mut fixed = (0u64, 0u64, 0u64, Vec::new(), 0u64);
             for (event, applied) in behind
                 .iter()
                 .zip(follower::apply_many(conn, &behind).await?)
             {
-                if let Applied::Changed { was_active, active } = applied {
-                    *deltas.entry(event.to).or_default() +=
-                        i64::from(active) - i64::from(was_active);
+                if let Applied::Changed { .. } = applied {
+                    touched.insert(event.to);
                     fixed.0 += 1;
                     fixed.3.push(format!(
                         "projection {} -> {} brought to version {}",
@@ -260,10 +264,8 @@ async fn repair_edges(
                 }
             }
             for truth in &same_version {
-                if let Some(was_active) = follower::overwrite(conn, truth).await? {
-                    let to = UserId::new(truth.to_user_id).expect("positive");
-                    *deltas.entry(to).or_default() +=
-                        i64::from(truth.active) - i64::from(was_active);
+                if follower::overwrite(conn, truth).await?.is_some() {
+                    touched.extend(UserId::new(truth.to_user_id));
                     fixed.1 += 1;
                     fixed.3.push(format!(
                         "projection {} -> {} overwritten at version {}",
@@ -272,16 +274,18 @@ async fn repair_edges(
                 }
             }
             for (from, to) in &orphans {
-                if let Some(was_active) = follower::delete_orphan(conn, *from, *to).await? {
-                    *deltas.entry(*to).or_default() -= i64::from(was_active);
+                if follower::delete_orphan(conn, *from, *to).await?.is_some() {
+                    touched.insert(*to);
                     fixed.2 += 1;
                     fixed
                         .3
                         .push(format!("projection {from} -> {to} deleted (no truth edge)"));
                 }
             }
-            let deltas: Vec<(UserId, i64)> = deltas.into_iter().filter(|(_, d)| *d != 0).collect();
-            stats::apply_counters(conn, &deltas, &[]).await?;
+            let touched: Vec<UserId> = touched.into_iter().collect();
+            let counters = stats::repair_counts(conn, &touched).await?;
+            fixed.4 = counters.len() as u64;
+            fixed.3.extend(counters.iter().map(describe_fix));
             Ok(fixed)
         })
         .await?;
@@ -289,6 +293,7 @@ async fn repair_edges(
     summary.projection_updated += fixed.0;
     summary.projection_overwritten += fixed.1;
     summary.orphans_deleted += fixed.2;
+    summary.counters_fixed += fixed.4;
     keep_examples(summary, fixed.3);
     let pairs: BTreeSet<(UserId, UserId)> = behind
         .iter()
@@ -322,23 +327,19 @@ pub async fn repair_counters(
         return Ok(());
     }
     summary.counters_fixed += fixes.len() as u64;
-    keep_examples(
-        summary,
-        fixes
-            .iter()
-            .map(|f| {
-                format!(
-                    "user {}: followings {} -> {}, followers {} -> {}",
-                    f.user_id, f.old_followings, f.followings, f.old_followers, f.followers
-                )
-            })
-            .collect(),
-    );
+    keep_examples(summary, fixes.iter().map(describe_fix).collect());
     let fixed: BTreeSet<UserId> = fixes
         .iter()
         .filter_map(|f| UserId::new(f.user_id))
         .collect();
     resync::resync_state(app, fixed, BTreeSet::new()).await
+}
+
+fn describe_fix(f: &stats::CounterFix) -> String {
+    format!(
+        "user {}: followings {} -> {}, followers {} -> {}",
+        f.user_id, f.old_followings, f.followings, f.old_followers, f.followers
+    )
 }
 
 fn keep_examples(summary: &mut Summary, examples: Vec<String>) {
@@ -363,11 +364,7 @@ async fn read_watermark(app: &App) -> Result<Option<DateTime<Utc>>, PipelineErro
             .bind::<diesel::sql_types::Text, _>(WATERMARK)
             .get_result(&mut conn)
             .await
-            .map(Some)
-            .or_else(|e| match e {
-                diesel::result::Error::NotFound => Ok(None),
-                e => Err(e),
-            })?;
+            .optional()?;
     Ok(row.map(|r| r.watermark))
 }
 

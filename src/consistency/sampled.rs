@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use super::rebuild;
 use super::reconcile::{self, Scope};
+use super::verify::{self, Subject};
 use crate::app::App;
-use crate::cache::counters::{self, CounterRecord};
 use crate::metrics::Metrics;
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
-use crate::store::{checks, stats};
 
 /// How long a difference may last before it counts as drift.
 const SETTLE: Duration = Duration::from_secs(3);
@@ -108,62 +108,31 @@ async fn check(app: &App, users: &[UserId]) -> Result<(), PipelineError> {
     for user in differing(app, &drifted).await? {
         let summary = reconcile::reconcile(app, Scope::User(user), 1000, false).await?;
         // A counter record corrupted under its own version is replaced too.
-        let records: Vec<(UserId, CounterRecord)> = {
-            let mut conn = app.pg.get().await?;
-            stats::find_many(&mut conn, &[user])
-                .await?
-                .iter()
-                .map(|(u, s)| (*u, CounterRecord::from(s)))
-                .collect()
-        };
-        let mut pipe = redis::pipe();
-        counters::queue_repair(&mut pipe, &app.keys, &records);
-        let mut redis = app.redis.get().await?;
-        pipe.query_async::<()>(&mut *redis).await?;
-        drop(redis);
-        Metrics::add(&app.metrics.consistency_repairs, summary.repairs().max(1));
-        tracing::warn!(%user, %summary, "sampled counter check: drift repaired");
+        let record_fixed = !differing(app, &[user]).await?.is_empty();
+        if record_fixed {
+            rebuild::rebuild_records(app, &[user]).await?;
+        }
+        let repairs = summary.repairs() + u64::from(record_fixed);
+        Metrics::add(&app.metrics.consistency_repairs, repairs);
+        tracing::warn!(%user, repairs, %summary, "sampled counter check: drift repaired");
     }
     Ok(())
 }
 
 /// The users among `users` whose `user_stats` or counter record differ from
-/// the truth.
+/// the truth (the same comparison as `kith verify`).
 async fn differing(app: &App, users: &[UserId]) -> Result<Vec<UserId>, PipelineError> {
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let (counts, rows) = {
-        let mut conn = app.pg.get().await?;
-        let counts = checks::user_counts(&mut conn, users).await?;
-        let rows = stats::find_many(&mut conn, users).await?;
-        (counts, rows)
-    };
-    let records = {
-        let mut redis = app.redis.get().await?;
-        counters::load_many(&mut *redis, &app.keys, users).await?
-    };
-    let mut out = Vec::new();
-    for ((c, record), user) in counts.iter().zip(&records).zip(users) {
-        let stats_ok = match (c.followings, c.followers) {
-            (Some(followings), Some(followers)) => {
-                followings == c.true_followings && followers == c.true_followers
-            }
-            _ => c.true_followings == 0 && c.true_followers == 0,
-        };
-        let record_ok = match (record, rows.iter().find(|(u, _)| u == user)) {
-            (Some(record), Some((_, row))) => {
-                let expected = CounterRecord::from(row);
-                CounterRecord {
-                    version: record.version,
-                    ..expected
-                } == *record
-            }
-            _ => true,
-        };
-        if !(stats_ok && record_ok) {
-            out.push(*user);
-        }
-    }
+    let mut out: Vec<UserId> = verify::check_counters(app, users)
+        .await?
+        .iter()
+        .filter_map(|d| match d.subject {
+            Subject::User(u) => Some(u),
+            Subject::Edge(..) => None,
+        })
+        .collect();
+    out.dedup();
     Ok(out)
 }

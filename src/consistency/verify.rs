@@ -23,7 +23,7 @@ use crate::cache::counters::{self, CounterRecord};
 use crate::cache::lists::{self, Coverage, ListSnapshot};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
-use crate::store::checks::{self, EdgePair, EdgeScope};
+use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
 use crate::store::lists::{self as store_lists, Position};
 use crate::store::stats;
 
@@ -188,33 +188,31 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
 
     // Edges, both ways.
     let scope = options.user.map_or(EdgeScope::All, EdgeScope::User);
-    let estimate = estimate_rows(app, "following").await?;
+    let estimate = match options.user {
+        Some(_) => 0,
+        None => estimate_rows(app, "following").await?,
+    };
     let mut progress = Progress::new("edges", estimate, options.progress);
-    let mut after = (0, 0);
-    loop {
-        let page = {
-            let mut conn = app.pg.get().await?;
-            checks::truth_page(&mut conn, scope, after, options.batch).await?
-        };
-        let Some(last) = page.last() else { break };
-        after = last.key();
-        report.edges += page.len() as u64;
-        progress.advance(page.len() as u64);
-        for d in check_edges(&page) {
-            found(d, &mut report);
-        }
-    }
-    let mut after = (0, 0);
-    loop {
-        let page = {
-            let mut conn = app.pg.get().await?;
-            checks::orphan_page(&mut conn, scope, after, options.batch).await?
-        };
-        let Some(last) = page.last() else { break };
-        after = (last.to_user_id, last.from_user_id);
-        report.edges += page.len() as u64;
-        for d in check_edges(&page) {
-            found(d, &mut report);
+    for pass in scope.passes() {
+        for orphans in [false, true] {
+            let mut after = EdgeKey::default();
+            loop {
+                let page = {
+                    let mut conn = app.pg.get().await?;
+                    if orphans {
+                        checks::orphan_page(&mut conn, pass, after, options.batch).await?
+                    } else {
+                        checks::truth_page(&mut conn, pass, after, options.batch).await?
+                    }
+                };
+                let Some(last) = page.last() else { break };
+                after = last.key();
+                report.edges += page.len() as u64;
+                progress.advance(page.len() as u64);
+                for d in check_edges(&page) {
+                    found(d, &mut report);
+                }
+            }
         }
     }
     progress.finish();
@@ -355,6 +353,39 @@ pub async fn check_users(
     app: &App,
     users: &[UserId],
 ) -> Result<(Vec<Disagreement>, u64), PipelineError> {
+    let mut out = check_counters(app, users).await?;
+    let lists: Vec<ListKey> = users
+        .iter()
+        .flat_map(|u| [ListKey::Following(*u), ListKey::Followers(*u)])
+        .collect();
+    let coverages = {
+        let mut redis = app.redis.get().await?;
+        lists::coverages(&mut *redis, &app.keys, &lists).await?
+    };
+    let mut compared = 0;
+    for (list, coverage) in lists.iter().zip(coverages) {
+        match coverage {
+            Coverage::Absent | Coverage::Filling => {}
+            Coverage::Malformed(marker) => out.push(Disagreement {
+                kind: Kind::ListMalformed,
+                subject: Subject::User(list_owner(*list)),
+                detail: format!("{list:?}: coverage marker {marker:?}"),
+            }),
+            Coverage::All | Coverage::Down(_) => {
+                compared += 1;
+                out.extend(check_list(app, *list).await?);
+            }
+        }
+    }
+    Ok((out, compared))
+}
+
+/// `user_stats` of `users` against counts of the truth, and their counter
+/// records against `user_stats`.
+pub async fn check_counters(
+    app: &App,
+    users: &[UserId],
+) -> Result<Vec<Disagreement>, PipelineError> {
     let mut out = Vec::new();
     let (counts, rows) = {
         let mut conn = app.pg.get().await?;
@@ -365,15 +396,9 @@ pub async fn check_users(
             .collect();
         (counts, rows)
     };
-    let lists: Vec<ListKey> = users
-        .iter()
-        .flat_map(|u| [ListKey::Following(*u), ListKey::Followers(*u)])
-        .collect();
-    let (records, coverages) = {
+    let records = {
         let mut redis = app.redis.get().await?;
-        let records = counters::load_many(&mut *redis, &app.keys, users).await?;
-        let coverages = lists::coverages(&mut *redis, &app.keys, &lists).await?;
-        (records, coverages)
+        counters::load_many(&mut *redis, &app.keys, users).await?
     };
 
     for (c, record) in counts.iter().zip(&records) {
@@ -428,22 +453,7 @@ pub async fn check_users(
         }
     }
 
-    let mut compared = 0;
-    for (list, coverage) in lists.iter().zip(coverages) {
-        match coverage {
-            Coverage::Absent | Coverage::Filling => {}
-            Coverage::Malformed(marker) => out.push(Disagreement {
-                kind: Kind::ListMalformed,
-                subject: Subject::User(list_owner(*list)),
-                detail: format!("{list:?}: coverage marker {marker:?}"),
-            }),
-            Coverage::All | Coverage::Down(_) => {
-                compared += 1;
-                out.extend(check_list(app, *list).await?);
-            }
-        }
-    }
-    Ok((out, compared))
+    Ok(out)
 }
 
 fn list_owner(list: ListKey) -> UserId {

@@ -25,6 +25,9 @@ use crate::metrics::Metrics;
 use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};
 
+/// Dead letters mirrored per round at most.
+const DEAD_LETTERS_PER_ROUND: i64 = 100;
+
 /// How often a standby relay retries the leadership lock.
 const STANDBY_POLL: Duration = Duration::from_secs(1);
 
@@ -121,11 +124,8 @@ async fn lead(
             while let Some(Some(_)) = notifications.next().now_or_never() {}
         }
         let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
-        let letters = if (batch.len() as i64) < app.config.relay_batch {
-            dead_letters::unpublished(&mut conn, app.config.relay_batch).await?
-        } else {
-            Vec::new()
-        };
+        // Every round, so a busy outbox never starves them.
+        let letters = dead_letters::unpublished(&mut conn, DEAD_LETTERS_PER_ROUND).await?;
         if batch.is_empty() && letters.is_empty() {
             let notifications = conn.notifications_stream();
             futures_util::pin_mut!(notifications);

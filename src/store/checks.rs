@@ -12,15 +12,50 @@ use super::PgConn;
 use super::follower::EdgeRow;
 use crate::model::UserId;
 
-/// Which edges a pass covers.
+/// Which edges a check or repair covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EdgeScope {
-    /// Every edge, in `(from, to)` order.
+    /// Every edge.
     All,
     /// The edges of one user, both directions.
     User(UserId),
     /// Edges whose truth row changed at or after this time (reconciliation).
     ChangedSince(DateTime<Utc>),
+}
+
+/// One keyset walk over edges, each on an index of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgePass {
+    /// Every edge, in `(from, to)` order (the truth's key).
+    All,
+    /// Edges from one user, in `to` order.
+    Outgoing(UserId),
+    /// Edges to one user, in `from` order (`following_incoming_idx`).
+    Incoming(UserId),
+    /// Edges changed since a time, in `(updated_at, from, to)` order.
+    ChangedSince(DateTime<Utc>),
+}
+
+impl EdgeScope {
+    /// The walks that cover this scope.
+    pub fn passes(self) -> Vec<EdgePass> {
+        match self {
+            Self::All => vec![EdgePass::All],
+            Self::User(u) => vec![EdgePass::Outgoing(u), EdgePass::Incoming(u)],
+            Self::ChangedSince(t) => vec![EdgePass::ChangedSince(t)],
+        }
+    }
+}
+
+/// Where a walk stands: the last row's key (all zero: the start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EdgeKey {
+    /// Change time of the last row (walks by change time only).
+    pub updated_at: Option<DateTime<Utc>>,
+    /// Its follower.
+    pub from: i64,
+    /// Its followed user.
+    pub to: i64,
 }
 
 /// One edge as the truth and the projection hold it.
@@ -41,6 +76,9 @@ pub struct EdgePair {
     /// Truth: follow time.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub truth_followed_at: Option<DateTime<Utc>>,
+    /// Truth: when the row last changed.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub truth_updated_at: Option<DateTime<Utc>>,
     /// Projection: active.
     #[diesel(sql_type = Nullable<Bool>)]
     pub projected_active: Option<bool>,
@@ -75,91 +113,115 @@ impl EdgePair {
         })
     }
 
-    /// The key this page ends at, for the next page.
-    pub fn key(&self) -> (i64, i64) {
-        (self.from_user_id, self.to_user_id)
+    /// The key the next page of a walk starts after.
+    pub fn key(&self) -> EdgeKey {
+        EdgeKey {
+            updated_at: self.truth_updated_at,
+            from: self.from_user_id,
+            to: self.to_user_id,
+        }
     }
 }
 
 const PAIR_COLUMNS: &str = "f.from_user_id, f.to_user_id,
     f.active AS truth_active, f.version AS truth_version, f.followed_at AS truth_followed_at,
+    f.updated_at AS truth_updated_at,
     p.active AS projected_active, p.version AS projected_version,
     p.followed_at AS projected_followed_at";
 
-/// A page of truth rows (with their projection rows, if any) after `after`
-/// in `(from, to)` order.
+/// A page of truth rows (with their projection rows, if any) after `after`.
 pub async fn truth_page(
     conn: &mut PgConn,
-    scope: EdgeScope,
-    after: (i64, i64),
+    pass: EdgePass,
+    after: EdgeKey,
     limit: i64,
 ) -> QueryResult<Vec<EdgePair>> {
-    // The filter differs per scope; the statement is otherwise the same.
-    let filter = match scope {
-        EdgeScope::All => "TRUE",
-        EdgeScope::User(_) => "(f.from_user_id = $4 OR f.to_user_id = $4)",
-        EdgeScope::ChangedSince(_) => "f.updated_at >= $5",
+    // $1 from, $2 to, $3 limit, $4 user, $5 since, $6 the last change time.
+    let (filter, order) = match (pass, after.updated_at) {
+        (EdgePass::All, _) => (
+            "(f.from_user_id, f.to_user_id) > ($1, $2)",
+            "f.from_user_id, f.to_user_id",
+        ),
+        (EdgePass::Outgoing(_), _) => ("f.from_user_id = $4 AND f.to_user_id > $2", "f.to_user_id"),
+        (EdgePass::Incoming(_), _) => (
+            "f.to_user_id = $4 AND f.from_user_id > $1",
+            "f.from_user_id",
+        ),
+        (EdgePass::ChangedSince(_), None) => (
+            "f.updated_at >= $5",
+            "f.updated_at, f.from_user_id, f.to_user_id",
+        ),
+        (EdgePass::ChangedSince(_), Some(_)) => (
+            "f.updated_at >= $5 AND (f.updated_at, f.from_user_id, f.to_user_id) > ($6, $1, $2)",
+            "f.updated_at, f.from_user_id, f.to_user_id",
+        ),
     };
-    let (user, since) = scope_binds(scope);
+    let (user, since) = match pass {
+        EdgePass::Outgoing(u) | EdgePass::Incoming(u) => (u.get(), DateTime::UNIX_EPOCH),
+        EdgePass::ChangedSince(t) => (0, t),
+        EdgePass::All => (0, DateTime::UNIX_EPOCH),
+    };
     diesel::sql_query(format!(
         "SELECT {PAIR_COLUMNS}
            FROM following f
            LEFT JOIN follower p ON p.to_user_id = f.to_user_id AND p.from_user_id = f.from_user_id
-          WHERE (f.from_user_id, f.to_user_id) > ($1, $2) AND {filter}
-          ORDER BY f.from_user_id, f.to_user_id
+          WHERE {filter}
+          ORDER BY {order}
           LIMIT $3"
     ))
-    .bind::<BigInt, _>(after.0)
-    .bind::<BigInt, _>(after.1)
+    .bind::<BigInt, _>(after.from)
+    .bind::<BigInt, _>(after.to)
     .bind::<BigInt, _>(limit)
     .bind::<BigInt, _>(user)
     .bind::<Timestamptz, _>(since)
+    .bind::<Timestamptz, _>(after.updated_at.unwrap_or(DateTime::UNIX_EPOCH))
     .load(conn)
     .await
 }
 
-/// A page of projection rows that have no truth row, after `after` in
-/// `(to, from)` order (the projection's key).
+/// A page of projection rows that have no truth row, after `after`. Whole
+/// walks go in `(to, from)` order (the projection's key); a user's walk
+/// covers the rows *to* that user (those rows feed its own list and count;
+/// `follower` has no index by follower). Walks by change time find none:
+/// orphans only come from hand edits or bugs, and a full walk finds them.
 pub async fn orphan_page(
     conn: &mut PgConn,
-    scope: EdgeScope,
-    after: (i64, i64),
+    pass: EdgePass,
+    after: EdgeKey,
     limit: i64,
 ) -> QueryResult<Vec<EdgePair>> {
-    let filter = match scope {
-        EdgeScope::All => "TRUE",
-        EdgeScope::User(_) => "(p.from_user_id = $4 OR p.to_user_id = $4)",
-        EdgeScope::ChangedSince(_) => "p.updated_at >= $5",
+    let (filter, order, user) = match pass {
+        EdgePass::All => (
+            "(p.to_user_id, p.from_user_id) > ($2, $1)",
+            "p.to_user_id, p.from_user_id",
+            0,
+        ),
+        EdgePass::Incoming(u) => (
+            "p.to_user_id = $4 AND p.from_user_id > $1",
+            "p.from_user_id",
+            u.get(),
+        ),
+        EdgePass::Outgoing(_) | EdgePass::ChangedSince(_) => return Ok(Vec::new()),
     };
-    let (user, since) = scope_binds(scope);
     diesel::sql_query(format!(
         "SELECT p.from_user_id, p.to_user_id,
                 NULL::boolean AS truth_active, NULL::bigint AS truth_version,
-                NULL::timestamptz AS truth_followed_at,
+                NULL::timestamptz AS truth_followed_at, NULL::timestamptz AS truth_updated_at,
                 p.active AS projected_active, p.version AS projected_version,
                 p.followed_at AS projected_followed_at
            FROM follower p
-          WHERE (p.to_user_id, p.from_user_id) > ($1, $2) AND {filter}
+          WHERE {filter}
             AND NOT EXISTS (SELECT 1 FROM following f
                              WHERE f.from_user_id = p.from_user_id AND f.to_user_id = p.to_user_id)
-          ORDER BY p.to_user_id, p.from_user_id
+          ORDER BY {order}
           LIMIT $3"
     ))
-    .bind::<BigInt, _>(after.0)
-    .bind::<BigInt, _>(after.1)
+    .bind::<BigInt, _>(after.from)
+    .bind::<BigInt, _>(after.to)
     .bind::<BigInt, _>(limit)
     .bind::<BigInt, _>(user)
-    .bind::<Timestamptz, _>(since)
     .load(conn)
     .await
-}
-
-fn scope_binds(scope: EdgeScope) -> (i64, DateTime<Utc>) {
-    match scope {
-        EdgeScope::All => (0, DateTime::UNIX_EPOCH),
-        EdgeScope::User(u) => (u.get(), DateTime::UNIX_EPOCH),
-        EdgeScope::ChangedSince(t) => (0, t),
-    }
 }
 
 /// The given pairs as both tables hold them (pairs in neither are absent).
@@ -168,6 +230,7 @@ pub async fn pairs(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult
     diesel::sql_query(
         "SELECT k.from_id AS from_user_id, k.to_id AS to_user_id,
                 f.active AS truth_active, f.version AS truth_version, f.followed_at AS truth_followed_at,
+                f.updated_at AS truth_updated_at,
                 p.active AS projected_active, p.version AS projected_version,
                 p.followed_at AS projected_followed_at
            FROM unnest($1::bigint[], $2::bigint[]) AS k(from_id, to_id)

@@ -133,34 +133,80 @@ pub struct Changed {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// Up to `limit` active edges from or to `user`, locked for this transaction.
+/// Up to `limit` active edges from or to `user`, locked for this
+/// transaction. Found outgoing first, then incoming — each an index scan
+/// that stops at `limit` (deactivated edges drop out of the outgoing index,
+/// so every batch starts where the last one ended) — then locked in `(from,
+/// to)` order, the order every bulk change locks edges in, so two of them
+/// never deadlock.
 pub async fn lock_active_edges_of(
     conn: &mut PgConn,
     user: UserId,
     limit: i64,
 ) -> QueryResult<Vec<(UserId, UserId)>> {
-    #[derive(QueryableByName)]
-    struct Row {
-        #[diesel(sql_type = BigInt)]
-        from_user_id: i64,
-        #[diesel(sql_type = BigInt)]
-        to_user_id: i64,
+    let mut found: Vec<(UserId, UserId)> = Vec::new();
+    for column in ["from_user_id", "to_user_id"] {
+        let room = limit - found.len() as i64;
+        if room <= 0 {
+            break;
+        }
+        // One of two fixed column names: each direction has its own index.
+        let rows: Vec<PairRow> = diesel::sql_query(format!(
+            "SELECT from_user_id, to_user_id FROM following
+              WHERE {column} = $1 AND active
+              LIMIT $2"
+        ))
+        .bind::<BigInt, _>(user.get())
+        .bind::<BigInt, _>(room)
+        .load(conn)
+        .await?;
+        found.extend(rows.iter().filter_map(PairRow::pair));
     }
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT from_user_id, to_user_id FROM following
-          WHERE active AND (from_user_id = $1 OR to_user_id = $1)
-          ORDER BY from_user_id, to_user_id
-          LIMIT $2
-            FOR UPDATE",
+    lock_pairs(conn, &found, true).await
+}
+
+#[derive(QueryableByName)]
+struct PairRow {
+    #[diesel(sql_type = BigInt)]
+    from_user_id: i64,
+    #[diesel(sql_type = BigInt)]
+    to_user_id: i64,
+}
+
+impl PairRow {
+    fn pair(&self) -> Option<(UserId, UserId)> {
+        Some((
+            UserId::new(self.from_user_id)?,
+            UserId::new(self.to_user_id)?,
+        ))
+    }
+}
+
+/// Locks the edges of `pairs` that exist (only the active ones when
+/// `active_only`), in `(from, to)` order; returns them.
+pub async fn lock_pairs(
+    conn: &mut PgConn,
+    pairs: &[(UserId, UserId)],
+    active_only: bool,
+) -> QueryResult<Vec<(UserId, UserId)>> {
+    if pairs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip();
+    let rows: Vec<PairRow> = diesel::sql_query(
+        "SELECT f.from_user_id, f.to_user_id FROM following f
+           JOIN unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
+             ON f.from_user_id = p.from_id AND f.to_user_id = p.to_id
+          WHERE f.active OR NOT $3
+          ORDER BY f.from_user_id, f.to_user_id
+            FOR UPDATE OF f",
     )
-    .bind::<BigInt, _>(user.get())
-    .bind::<BigInt, _>(limit)
+    .bind::<diesel::sql_types::Array<BigInt>, _>(from)
+    .bind::<diesel::sql_types::Array<BigInt>, _>(to)
+    .bind::<Bool, _>(active_only)
     .load(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| Some((UserId::new(r.from_user_id)?, UserId::new(r.to_user_id)?)))
-        .collect())
+    Ok(rows.iter().filter_map(PairRow::pair).collect())
 }
 
 /// Makes the given edges inactive where they are active; returns the ones it changed.

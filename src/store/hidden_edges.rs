@@ -110,22 +110,3 @@ pub async fn forget(conn: &mut PgConn, from: UserId, to: UserId) -> QueryResult<
         .await
         .map(|n| n > 0)
 }
-
-/// Active accounts that still hide edges (a restore was interrupted).
-pub async fn restored_accounts(conn: &mut PgConn) -> QueryResult<Vec<UserId>> {
-    #[derive(QueryableByName)]
-    struct Row {
-        #[diesel(sql_type = BigInt)]
-        account_id: i64,
-    }
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT DISTINCT h.account_id FROM hidden_edge h
-           JOIN users u ON u.id = h.account_id AND u.status = 'active'",
-    )
-    .load(conn)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| UserId::new(r.account_id))
-        .collect())
-}

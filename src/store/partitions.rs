@@ -343,3 +343,27 @@ pub async fn list(conn: &mut PgConn, group: &str) -> QueryResult<Vec<PartitionRo
     .load(conn)
     .await
 }
+
+/// The rows of `partitions` this member still holds, as they stand.
+pub async fn held(
+    conn: &mut PgConn,
+    group: &str,
+    member: Uuid,
+    partitions: &[TopicPartition],
+) -> QueryResult<Vec<Lease>> {
+    let topics: Vec<&str> = partitions.iter().map(|tp| tp.topic.as_str()).collect();
+    let numbers: Vec<i32> = partitions.iter().map(|tp| tp.partition).collect();
+    diesel::sql_query(
+        "SELECT p.topic, p.partition, p.epoch, p.next_offset, p.synced_offset
+           FROM projector_partition p
+           JOIN unnest($3::text[], $4::int[]) AS v(topic, partition)
+             ON p.topic = v.topic AND p.partition = v.partition
+          WHERE p.consumer_group = $1 AND p.owner = $2",
+    )
+    .bind::<Text, _>(group)
+    .bind::<SqlUuid, _>(member)
+    .bind::<Array<Text>, _>(topics)
+    .bind::<Array<Integer>, _>(numbers)
+    .load(conn)
+    .await
+}

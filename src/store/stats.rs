@@ -200,20 +200,8 @@ pub struct CounterFix {
 /// Missing rows are created from the same counts. Returns the rows changed.
 pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<CounterFix>> {
     use diesel::sql_types::{Array, BigInt};
+    ensure_rows(conn, users).await?;
     let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
-    diesel::sql_query(
-        "SELECT kith_ensure_stats(u) FROM unnest($1::bigint[]) AS u
-          WHERE EXISTS (SELECT 1 FROM users WHERE id = u) ORDER BY u",
-    )
-    .bind::<Array<BigInt>, _>(&ids)
-    .execute(conn)
-    .await?;
-    diesel::sql_query(
-        "SELECT user_id FROM user_stats WHERE user_id = ANY($1) ORDER BY user_id FOR UPDATE",
-    )
-    .bind::<Array<BigInt>, _>(&ids)
-    .execute(conn)
-    .await?;
     diesel::sql_query(
         "WITH counted AS (
              SELECT s.user_id, s.followings AS old_followings, s.followers AS old_followers,
@@ -233,9 +221,10 @@ pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<V
     .await
 }
 
-/// Adds `followings` deltas to many users (rows created from the truth first
-/// where missing, then locked in user-id order). Create missing rows *before*
-/// the edges change in the same transaction, or they count the change twice.
+/// Creates the rows of `users` that are missing (from the truth and the
+/// projection as they stand), then locks them all in user-id order, for the
+/// rest of the transaction. Before a change of edges that adds deltas, call
+/// it *before* the change, or a created row counts the change twice.
 pub async fn ensure_rows(conn: &mut PgConn, users: &[UserId]) -> QueryResult<()> {
     use diesel::sql_types::{Array, BigInt};
     let mut ids: Vec<i64> = users.iter().map(|u| u.get()).collect();

@@ -118,8 +118,14 @@ pub async fn set_status(
         #[diesel(sql_type = Text)]
         status: String,
     }
+    // The change is recorded as pending until its edges are carried along.
     let old: Option<Old> = diesel::sql_query(
-        "WITH old AS (SELECT status FROM users WHERE id = $1 FOR UPDATE)
+        "WITH old AS (SELECT status FROM users WHERE id = $1 FOR UPDATE),
+              pending AS (
+                  INSERT INTO account_transition (account_id, status)
+                  SELECT $1, $2 FROM old
+                  ON CONFLICT (account_id) DO UPDATE
+                      SET status = EXCLUDED.status, started_at = now())
          UPDATE users u SET status = $2, updated_at = now() FROM old
           WHERE u.id = $1 RETURNING old.status",
     )
@@ -129,6 +135,36 @@ pub async fn set_status(
     .await
     .optional()?;
     Ok(old.map(|o| UserStatus::from_db(&o.status)))
+}
+
+/// Status changes whose edges are not all carried along yet.
+pub async fn pending_transitions(conn: &mut PgConn) -> QueryResult<Vec<(UserId, UserStatus)>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = BigInt)]
+        account_id: i64,
+        #[diesel(sql_type = Text)]
+        status: String,
+    }
+    let rows: Vec<Row> =
+        diesel::sql_query("SELECT account_id, status FROM account_transition ORDER BY account_id")
+            .load(conn)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| Some((UserId::new(r.account_id)?, UserStatus::from_db(&r.status))))
+        .collect())
+}
+
+/// Marks the status change of `id` to `status` as carried along (a newer
+/// change of the same account stays pending).
+pub async fn transition_done(conn: &mut PgConn, id: UserId, status: UserStatus) -> QueryResult<()> {
+    diesel::sql_query("DELETE FROM account_transition WHERE account_id = $1 AND status = $2")
+        .bind::<BigInt, _>(id.get())
+        .bind::<Text, _>(status.as_str())
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 /// Accounts that are not active but still have active edges.
@@ -148,4 +184,15 @@ pub async fn inactive_with_edges(conn: &mut PgConn) -> QueryResult<Vec<UserId>> 
     .load(conn)
     .await?;
     Ok(rows.into_iter().filter_map(|r| UserId::new(r.id)).collect())
+}
+
+/// The status of `id`, if the user exists.
+pub async fn status_of(conn: &mut PgConn, id: UserId) -> QueryResult<Option<UserStatus>> {
+    users::table
+        .find(id.get())
+        .select(users::status)
+        .first::<String>(conn)
+        .await
+        .optional()
+        .map(|s| s.map(|s| UserStatus::from_db(&s)))
 }

@@ -9,9 +9,11 @@
 //! follower unfollowed meanwhile or the other end is itself not active (the
 //! edge then waits for that account's restore).
 //!
-//! The status changes at once; the batches follow. A sweeper (in `kith run`
-//! and `kith project`) finishes any account whose batches were interrupted,
-//! and catches an edge a follow committed while the status changed.
+//! The status changes at once, recorded as pending (`account_transition`);
+//! the batches follow, each checking the status is still the one it carries
+//! out. A sweeper (in `kith run` and `kith project`) finishes pending changes
+//! whose process died, and catches an edge a follow committed while the
+//! status changed (the follow reads the target's status without locking it).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -97,6 +99,8 @@ async fn settle_account(
             }
         };
         if n == 0 {
+            let mut conn = app.pg.get().await?;
+            users::transition_done(&mut conn, user, status).await?;
             return Ok(());
         }
     }
@@ -134,6 +138,10 @@ fn followings_deltas(changed: &[Changed], delta: i64) -> Vec<(UserId, i64)> {
 async fn hide_batch(app: &App, user: UserId) -> Result<u64, PipelineError> {
     let mut conn = app.pg.get().await?;
     conn.transaction::<_, PipelineError, _>(async |conn| {
+        // A restore that overtook this change stops it.
+        if users::status_of(conn, user).await? == Some(UserStatus::Active) {
+            return Ok(0);
+        }
         let pairs = following::lock_active_edges_of(conn, user, BATCH).await?;
         if pairs.is_empty() {
             return Ok(0);
@@ -160,6 +168,10 @@ async fn restore_batch(app: &App, user: UserId) -> Result<(u64, u64), PipelineEr
 }
 
 async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(u64, u64), PipelineError> {
+    // A suspension that overtook this restore stops it.
+    if users::status_of(conn, user).await? != Some(UserStatus::Active) {
+        return Ok((0, 0));
+    }
     let batch = hidden_edges::lock_batch(conn, user, BATCH).await?;
     if batch.is_empty() {
         return Ok((0, 0));
@@ -196,6 +208,9 @@ async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(u64, u64), Pipel
             None => {}
         }
     }
+    // Edges first, then counters: the order a follow locks them in.
+    let pairs: Vec<(UserId, UserId)> = revive.iter().map(|(from, to, _)| (*from, *to)).collect();
+    following::lock_pairs(conn, &pairs, false).await?;
     let followers: Vec<UserId> = revive.iter().map(|(from, _, _)| *from).collect();
     stats::ensure_rows(conn, &followers).await?;
     let changed = following::reactivate_many(conn, &revive).await?;
@@ -213,19 +228,19 @@ async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(u64, u64), Pipel
 /// Finishes what status changes left: active edges of accounts that are not
 /// active, hidden edges of accounts that are. Returns the edges changed.
 pub async fn sweep(app: &App) -> Result<u64, PipelineError> {
-    let (inactive, restored) = {
+    let (pending, inactive) = {
         let mut conn = app.pg.get().await?;
         (
+            users::pending_transitions(&mut conn).await?,
             users::inactive_with_edges(&mut conn).await?,
-            hidden_edges::restored_accounts(&mut conn).await?,
         )
     };
     let mut summary = Summary::default();
+    for (user, status) in pending {
+        settle_account(app, user, status, &mut summary).await?;
+    }
     for user in inactive {
         settle_account(app, user, UserStatus::Suspended, &mut summary).await?;
-    }
-    for user in restored {
-        settle_account(app, user, UserStatus::Active, &mut summary).await?;
     }
     Ok(summary.hidden + summary.restored)
 }

@@ -159,11 +159,15 @@ async fn reconcile_and_rebuild_while_the_pipeline_runs_count_nothing_twice() {
     }
     let relay = t.start_relay();
     let projector = t.start_projector(hooks());
+    // Writes go on for as long as the repairs do, so they overlap.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let t = t.clone();
         let users = users.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
-            for round in 0..6 {
+            let mut round = 0;
+            while !stop.load(Ordering::Relaxed) {
                 for (i, a) in users.iter().enumerate() {
                     let b = users[(i + 1 + round) % users.len()];
                     if round % 2 == 0 {
@@ -172,7 +176,9 @@ async fn reconcile_and_rebuild_while_the_pipeline_runs_count_nothing_twice() {
                         t.unfollow(*a, b).await;
                     }
                 }
+                round += 1;
             }
+            round
         })
     };
     // Repairs run while writes and the projector run; Redis loses everything once.
@@ -194,9 +200,15 @@ async fn reconcile_and_rebuild_while_the_pipeline_runs_count_nothing_twice() {
         .await
         .unwrap();
     }
-    writer.await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let rounds = writer.await.unwrap();
+    assert!(
+        rounds >= 2,
+        "the writes overlapped the repairs ({rounds} rounds)"
+    );
     settled(&t, &[], 60).await;
-    // Everything the pipeline wrote after the flush, plus the rebuild, agrees with the truth.
+    // No repair ran after the writes: whatever the repairs and the
+    // pipeline did together must agree with the truth now.
     eventually("every view to agree", 30, || async {
         (t.verify(0).await.total() == 0).then_some(())
     })
@@ -299,4 +311,37 @@ async fn the_sampled_check_repairs_counters_as_they_are_read() {
     // Longer than a check takes to settle and repair.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(t.full_stats(u[2]).await.followers, before.followers + 1);
+}
+
+#[tokio::test]
+async fn reconcile_sets_a_count_that_drifted_low_instead_of_driving_it_below_zero() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
+    // The projection still shows alice (and an orphan, carol) following bob,
+    // while bob's count already says 0 — as after a cancel that was dead-lettered.
+    t.follow(alice, bob).await;
+    t.unfollow(alice, bob).await;
+    for from in [alice, carol] {
+        t.sql(&format!(
+            "INSERT INTO follower (to_user_id, from_user_id, active, followed_at, version)
+             VALUES ({bob}, {from}, TRUE, date_trunc('milliseconds', now()), 1)"
+        ))
+        .await;
+    }
+    assert_eq!(t.full_stats(bob).await.followers, 0);
+
+    let summary = reconcile::reconcile(&t.app, reconcile::Scope::Full, 10, false)
+        .await
+        .expect("no counter goes below zero");
+    assert_eq!(
+        (summary.projection_updated, summary.orphans_deleted),
+        (1, 1),
+        "{summary}"
+    );
+    assert_eq!(t.full_stats(bob).await.followers, 0);
+    assert_consistent(&t.verify(0).await);
 }

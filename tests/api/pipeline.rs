@@ -559,3 +559,36 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
     .unwrap();
     assert_eq!(pruned, 2, "both of alice's counted events were old");
 }
+
+#[tokio::test]
+async fn a_commit_whose_answer_is_lost_is_taken_as_done_and_the_partition_goes_on() {
+    let t = spawn_app().await;
+    let target = t.user("target").await;
+    let mut fans = Vec::new();
+    for i in 0..6 {
+        fans.push(t.user(&format!("fan{i}")).await);
+    }
+    let losing = Arc::new(ProjectorHooks::default());
+    losing.lose_next_commit_answer.store(true, Ordering::SeqCst);
+    let relay = t.start_relay();
+    let projector = t.start_projector(losing.clone());
+    t.follow(fans[0], target).await;
+    eventually("the first follow", 60, || async {
+        (t.full_stats(target).await.followers == 1).then_some(())
+    })
+    .await;
+    assert!(
+        !losing.lose_next_commit_answer.load(Ordering::SeqCst),
+        "the hook fired"
+    );
+    // Its retry found the position moved under its own lease: it goes on
+    // from there instead of dropping the partition or counting twice.
+    for fan in &fans[1..] {
+        t.follow(*fan, target).await;
+    }
+    settled(&t, &[target], 60).await;
+    assert_eq!(t.full_stats(target).await.followers, 6);
+    assert_eq!(t.counter_record(target).await.unwrap().followers, 6);
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}

@@ -58,6 +58,9 @@ pub struct ProjectorHooks {
     /// When set, the projector stops right after its next PostgreSQL commit,
     /// before Redis and without releasing its leases — as a kill there would.
     pub crash_after_pg_commit: AtomicBool,
+    /// When set, the next PostgreSQL commit lands but reports a lost
+    /// connection, as when the server's answer never arrives.
+    pub lose_next_commit_answer: AtomicBool,
     /// When set, receives the lag (ms, commit to applied) of every follow event.
     pub lag_samples: Option<std::sync::Mutex<Vec<i64>>>,
 }
@@ -263,6 +266,48 @@ impl Projector {
         }
     }
 
+    /// A batch could not move these positions. Either the partition was
+    /// taken (drop it), or this member still holds it under the same epoch
+    /// and the position moved anyway — an earlier commit whose answer was
+    /// lost did land. Then what it applied becomes re-sync only, and the rest
+    /// of the batch goes on.
+    async fn fenced(
+        &mut self,
+        fenced: &[TopicPartition],
+        items: &mut [Item],
+    ) -> Result<(), PipelineError> {
+        let still = {
+            let mut conn = self.app.pg.get().await?;
+            partitions::held(
+                &mut conn,
+                &self.app.config.consumer_group,
+                self.member,
+                fenced,
+            )
+            .await?
+        };
+        let mut lost = Vec::new();
+        for tp in fenced {
+            let current = still.iter().find(|l| l.topic_partition() == *tp);
+            match (current, self.partitions.held.get_mut(tp)) {
+                (Some(lease), Some(held)) if lease.epoch == held.epoch => {
+                    tracing::info!(partition = %tp, stored = ?lease.next_offset, "projector: a commit landed unseen; taking its position");
+                    held.applied_to = lease.next_offset;
+                    for item in items.iter_mut().filter(|i| i.partition == *tp) {
+                        if lease.next_offset.is_some_and(|next| item.offset < next) {
+                            item.action = Action::Resync(item.event().cloned());
+                        }
+                    }
+                }
+                _ => lost.push(tp.clone()),
+            }
+        }
+        if !lost.is_empty() {
+            self.lose(&lost);
+        }
+        Ok(())
+    }
+
     /// Drops partitions a batch found taken by another member.
     fn lose(&mut self, lost: &[TopicPartition]) {
         for tp in lost {
@@ -346,11 +391,12 @@ impl Projector {
             let refs: Vec<&Item> = items.iter().collect();
             match self.commit(&refs).await {
                 Ok(()) => break,
-                Err(CommitError::Fenced(lost)) => {
-                    self.lose(&lost);
-                    items.retain(|item| !lost.contains(&item.partition));
-                    continue;
-                }
+                Err(CommitError::Fenced(lost)) => match self.fenced(&lost, &mut items).await {
+                    Ok(()) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "projector: cannot check its leases; retrying")
+                    }
+                },
                 Err(CommitError::Failed(e)) if e.is_permanent() => {
                     rejections += 1;
                     tracing::warn!(error = %e, messages = items.len(), rejections, "projector: batch rejected");
@@ -395,6 +441,15 @@ impl Projector {
             applied,
             dead_lettered,
         } = apply::commit(&self.app.pg, self.owner(), &items, &advances).await?;
+        if self
+            .hooks
+            .lose_next_commit_answer
+            .swap(false, Ordering::SeqCst)
+        {
+            return Err(CommitError::Failed(PipelineError::PostgresConnection(
+                "simulated: the commit's answer was lost".into(),
+            )));
+        }
         for advance in &advances {
             if let Some(held) = self.partitions.held.get_mut(&advance.partition) {
                 held.applied_to = Some(advance.next_offset);
@@ -429,10 +484,13 @@ impl Projector {
             loop {
                 match self.commit(&[&items[i]]).await {
                     Ok(()) => break,
-                    Err(CommitError::Fenced(lost)) => {
-                        self.lose(&lost);
-                        break;
-                    }
+                    Err(CommitError::Fenced(lost)) => match self.fenced(&lost, items).await {
+                        // Taken away (skipped below) or already applied (now a re-sync).
+                        Ok(()) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "projector: cannot check its leases; retrying")
+                        }
+                    },
                     Err(CommitError::Failed(e)) if e.is_permanent() => {
                         rejections += 1;
                         if rejections >= PERMANENT_ATTEMPTS {
