@@ -12,3 +12,76 @@ pub mod rebuild;
 pub mod reconcile;
 pub mod sampled;
 pub mod verify;
+
+use crate::app::App;
+use crate::model::UserId;
+use crate::pipeline::PipelineError;
+use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
+
+/// A walk over the edges of a scope in pages: truth rows with their
+/// projection rows, then projection rows with no truth row (orphans).
+pub(crate) struct EdgeWalk {
+    passes: Vec<checks::EdgePass>,
+    orphans: bool,
+    after: EdgeKey,
+    batch: i64,
+}
+
+impl EdgeWalk {
+    /// A walk over `scope` in pages of `batch`.
+    pub(crate) fn new(scope: EdgeScope, batch: i64) -> Self {
+        let mut passes = scope.passes();
+        passes.reverse();
+        Self {
+            passes,
+            orphans: false,
+            after: EdgeKey::default(),
+            batch,
+        }
+    }
+
+    /// The next page, and whether it holds orphans; `None` at the end. No
+    /// connection is held between pages.
+    pub(crate) async fn next(
+        &mut self,
+        app: &App,
+    ) -> Result<Option<(Vec<EdgePair>, bool)>, PipelineError> {
+        while let Some(pass) = self.passes.last().copied() {
+            let page = {
+                let mut conn = app.pg.get().await?;
+                if self.orphans {
+                    checks::orphan_page(&mut conn, pass, self.after, self.batch).await?
+                } else {
+                    checks::truth_page(&mut conn, pass, self.after, self.batch).await?
+                }
+            };
+            if let Some(last) = page.last() {
+                self.after = last.key();
+                return Ok(Some((page, self.orphans)));
+            }
+            self.after = EdgeKey::default();
+            if self.orphans {
+                self.passes.pop();
+            }
+            self.orphans = !self.orphans;
+        }
+        Ok(None)
+    }
+}
+
+/// The next page of users after `after`: just `only` (once) when set.
+pub(crate) async fn user_page(
+    app: &App,
+    only: Option<UserId>,
+    after: i64,
+    batch: i64,
+) -> Result<Vec<UserId>, PipelineError> {
+    Ok(match only {
+        Some(user) if after == 0 => vec![user],
+        Some(_) => Vec::new(),
+        None => {
+            let mut conn = app.pg.get().await?;
+            checks::user_page(&mut conn, after, batch).await?
+        }
+    })
+}

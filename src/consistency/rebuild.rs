@@ -20,7 +20,7 @@ use crate::cache::lists;
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 use crate::read::pages;
-use crate::store::{checks, stats};
+use crate::store::stats;
 
 /// What to rebuild.
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,14 +63,7 @@ pub async fn rebuild(app: &App, options: Options) -> Result<Summary, PipelineErr
     let mut bar = Progress::new("users", 0, options.progress);
     let mut after = 0;
     loop {
-        let users = match options.user {
-            Some(user) if after == 0 => vec![user],
-            Some(_) => Vec::new(),
-            None => {
-                let mut conn = app.pg.get().await?;
-                checks::user_page(&mut conn, after, batch).await?
-            }
-        };
+        let users = super::user_page(app, options.user, after, batch).await?;
         let Some(last) = users.last() else { break };
         after = last.get();
         bar.advance(users.len() as u64);

@@ -32,7 +32,7 @@ use crate::app::App;
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 use crate::pipeline::projector::resync;
-use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
+use crate::store::checks::{EdgePair, EdgeScope};
 use crate::store::follower::{self, Applied, EdgeEvent};
 use crate::store::{PgConn, stats};
 
@@ -123,30 +123,14 @@ pub async fn reconcile(
     let mut users: BTreeSet<UserId> = BTreeSet::new();
     let mut bar = Progress::new("edges", 0, progress);
 
-    for pass in edge_scope.passes() {
-        for orphans in [false, true] {
-            let mut after = EdgeKey::default();
-            loop {
-                let page = {
-                    let mut conn = app.pg.get().await?;
-                    if orphans {
-                        checks::orphan_page(&mut conn, pass, after, batch).await?
-                    } else {
-                        checks::truth_page(&mut conn, pass, after, batch).await?
-                    }
-                };
-                let Some(last) = page.last() else { break };
-                after = last.key();
-                summary.edges_checked += page.len() as u64;
-                bar.advance(page.len() as u64);
-                if edge_scope != EdgeScope::All || orphans {
-                    for pair in &page {
-                        users.extend(ends(pair));
-                    }
-                }
-                repair_edges(app, &page, &mut summary).await?;
-            }
+    let mut walk = super::EdgeWalk::new(edge_scope, batch);
+    while let Some((page, orphans)) = walk.next(app).await? {
+        summary.edges_checked += page.len() as u64;
+        bar.advance(page.len() as u64);
+        if edge_scope != EdgeScope::All || orphans {
+            users.extend(page.iter().flat_map(ends));
         }
+        repair_edges(app, &page, &mut summary).await?;
     }
     bar.finish();
 
@@ -155,10 +139,7 @@ pub async fn reconcile(
         EdgeScope::All => {
             let mut after = 0;
             loop {
-                let page = {
-                    let mut conn = app.pg.get().await?;
-                    checks::user_page(&mut conn, after, batch).await?
-                };
+                let page = super::user_page(app, None, after, batch).await?;
                 let Some(last) = page.last() else { break };
                 after = last.get();
                 bar.advance(page.len() as u64);

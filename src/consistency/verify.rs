@@ -23,7 +23,7 @@ use crate::cache::counters::{self, CounterRecord};
 use crate::cache::lists::{self, Coverage, ListSnapshot};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
-use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
+use crate::store::checks::{self, EdgePair, EdgeScope};
 use crate::store::lists::{self as store_lists, Position};
 use crate::store::stats;
 
@@ -193,26 +193,12 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
         None => estimate_rows(app, "following").await?,
     };
     let mut progress = Progress::new("edges", estimate, options.progress);
-    for pass in scope.passes() {
-        for orphans in [false, true] {
-            let mut after = EdgeKey::default();
-            loop {
-                let page = {
-                    let mut conn = app.pg.get().await?;
-                    if orphans {
-                        checks::orphan_page(&mut conn, pass, after, options.batch).await?
-                    } else {
-                        checks::truth_page(&mut conn, pass, after, options.batch).await?
-                    }
-                };
-                let Some(last) = page.last() else { break };
-                after = last.key();
-                report.edges += page.len() as u64;
-                progress.advance(page.len() as u64);
-                for d in check_edges(&page) {
-                    found(d, &mut report);
-                }
-            }
+    let mut walk = super::EdgeWalk::new(scope, options.batch);
+    while let Some((page, _)) = walk.next(app).await? {
+        report.edges += page.len() as u64;
+        progress.advance(page.len() as u64);
+        for d in check_edges(&page) {
+            found(d, &mut report);
         }
     }
     progress.finish();
@@ -225,14 +211,7 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
     let mut progress = Progress::new("users", estimate, options.progress);
     let mut after = 0;
     loop {
-        let users = match options.user {
-            Some(user) if after == 0 => vec![user],
-            Some(_) => Vec::new(),
-            None => {
-                let mut conn = app.pg.get().await?;
-                checks::user_page(&mut conn, after, options.batch).await?
-            }
-        };
+        let users = super::user_page(app, options.user, after, options.batch).await?;
         let Some(last) = users.last() else { break };
         after = last.get();
         let (disagreements, lists) = check_users(app, &users).await?;

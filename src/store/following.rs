@@ -122,15 +122,9 @@ pub struct Changed {
     /// The followed user.
     #[diesel(sql_type = BigInt)]
     pub to_user_id: i64,
-    /// The edge's new version.
-    #[diesel(sql_type = BigInt)]
-    pub version: i64,
-    /// Follow time after the transition.
-    #[diesel(sql_type = Timestamptz)]
-    pub followed_at: DateTime<Utc>,
-    /// When the transition happened, in whole milliseconds.
-    #[diesel(sql_type = Timestamptz)]
-    pub occurred_at: DateTime<Utc>,
+    /// The edge right after the transition.
+    #[diesel(embed)]
+    pub transition: Transition,
 }
 
 /// Up to `limit` active edges from or to `user`, locked for this

@@ -37,7 +37,12 @@ pub async fn insert(conn: &mut PgConn, account: UserId, edges: &[Changed]) -> Qu
     .bind::<BigInt, _>(account.get())
     .bind::<Array<BigInt>, _>(edges.iter().map(|e| e.from_user_id).collect::<Vec<_>>())
     .bind::<Array<BigInt>, _>(edges.iter().map(|e| e.to_user_id).collect::<Vec<_>>())
-    .bind::<Array<Timestamptz>, _>(edges.iter().map(|e| e.followed_at).collect::<Vec<_>>())
+    .bind::<Array<Timestamptz>, _>(
+        edges
+            .iter()
+            .map(|e| e.transition.followed_at)
+            .collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await
     .map(drop)

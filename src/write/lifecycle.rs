@@ -114,9 +114,9 @@ fn events(kind: FollowEventType, changed: &[Changed]) -> Vec<FollowEvent> {
                 kind,
                 UserId::new(c.from_user_id)?,
                 UserId::new(c.to_user_id)?,
-                c.version,
-                c.followed_at,
-                c.occurred_at,
+                c.transition.version,
+                c.transition.followed_at,
+                c.transition.occurred_at,
             ))
         })
         .collect()

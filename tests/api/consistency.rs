@@ -345,3 +345,29 @@ async fn reconcile_sets_a_count_that_drifted_low_instead_of_driving_it_below_zer
     assert_eq!(t.full_stats(bob).await.followers, 0);
     assert_consistent(&t.verify(0).await);
 }
+
+#[tokio::test]
+async fn a_scheduled_reconcile_repairs_drift_by_itself() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let u = graph(&t, 4).await;
+    let right = t.full_stats(u[1]).await.followers;
+    t.sql(&format!(
+        "UPDATE user_stats SET followers = followers + 2 WHERE user_id = {}",
+        u[1]
+    ))
+    .await;
+    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let schedule = tokio::spawn(reconcile::schedule(
+        t.app.clone(),
+        Duration::from_millis(200),
+        shutdown,
+    ));
+    eventually("the scheduled run to repair it", 30, || async {
+        (t.full_stats(u[1]).await.followers == right
+            && t.app.metrics.consistency_repairs.load(Ordering::Relaxed) >= 1)
+            .then_some(())
+    })
+    .await;
+    trigger.trigger();
+    schedule.await.unwrap();
+}

@@ -3,6 +3,8 @@
 //! prefix, so the suite runs in parallel and in any order.
 
 mod helpers;
+#[path = "../common/rng.rs"]
+mod rng;
 
 mod consistency;
 mod errors;

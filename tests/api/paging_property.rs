@@ -12,22 +12,7 @@ use kith::store::lists::{self as store_lists, PageRequest, Position};
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, seed_followers, spawn_app};
-
-/// xorshift64*: a small deterministic generator (the seed is printed on failure).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use crate::rng::Rng;
 
 /// Caches the newest `k` edges of `list` (the whole list when it has fewer).
 async fn cache_newest(t: &TestApp, list: ListKey, k: usize) -> bool {

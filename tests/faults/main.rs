@@ -11,6 +11,8 @@
 //! report goes to `target/fault-reports/faults.md`.
 
 mod http;
+#[path = "../common/rng.rs"]
+mod rng;
 mod stack;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -28,6 +30,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::json;
 use tokio::sync::Mutex;
 
+use rng::Rng;
 use stack::Stack;
 
 /// How long the pipeline may take to drain after the last fault.
@@ -37,22 +40,6 @@ const WRITERS: u64 = 6;
 /// Pairs every writer toggles at once.
 const HOT_PAIRS: [(i64, i64); 4] = [(1, 5), (2, 6), (3, 7), (4, 8)];
 const STAR: i64 = USERS;
-
-/// xorshift64*: deterministic per seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn user(id: i64) -> UserId {
     UserId::new(id).unwrap()
