@@ -343,10 +343,10 @@ async fn main() -> anyhow::Result<()> {
                 UserAction::Restore { id } => (id, UserStatus::Active),
             };
             let summary = kith::write::lifecycle::set_status(&app, id, status).await?;
-            println!("user {id}: {} now; {summary}", status.as_str());
             if summary.previous.is_none() {
-                std::process::exit(1);
+                bail!("no user {id}");
             }
+            println!("user {id}: {} now; {summary}", status.as_str());
             Ok(())
         }
         Command::PrintSchema => unreachable!("handled above"),

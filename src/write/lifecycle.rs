@@ -146,11 +146,15 @@ async fn hide_batch(app: &App, user: UserId) -> Result<u64, PipelineError> {
         if pairs.is_empty() {
             return Ok(0);
         }
-        // Rows created from the truth must count it before the change.
-        let followers: Vec<UserId> = pairs.iter().map(|(from, _)| *from).collect();
-        stats::ensure_rows(conn, &followers).await?;
         let changed = following::deactivate_many(conn, &pairs).await?;
-        stats::add_followings_many(conn, &followings_deltas(&changed, -1)).await?;
+        // The followers' counts are set from the truth (rows locked, then
+        // counted), not lowered by deltas: a count that had drifted low is
+        // set right instead of failing the batch on the `>= 0` check.
+        let followers: Vec<UserId> = changed
+            .iter()
+            .filter_map(|c| UserId::new(c.from_user_id))
+            .collect();
+        stats::repair_counts(conn, &followers).await?;
         outbox::append_many(conn, &events(FollowEventType::FollowCanceled, &changed)).await?;
         hidden_edges::insert(conn, user, &changed).await?;
         Ok(changed.len() as u64)

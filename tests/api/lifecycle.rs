@@ -191,3 +191,30 @@ async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn suspending_sets_followers_counts_from_the_truth_even_after_drift() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let (fan, sus) = (t.user("fan").await, t.user("sus").await);
+    // An edge the fan's count never saw (drifted low: 0 while the truth has 1).
+    t.sql(&format!(
+        "INSERT INTO following (from_user_id, to_user_id, active, followed_at, version)
+         VALUES ({fan}, {sus}, TRUE, date_trunc('milliseconds', now()), 1)"
+    ))
+    .await;
+    assert_eq!(t.full_stats(fan).await.followings, 0);
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Suspended)
+        .await
+        .expect("no count goes below zero");
+    assert_eq!(summary.hidden, 1);
+    assert_eq!(
+        t.full_stats(fan).await.followings,
+        0,
+        "counted, not decremented"
+    );
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 1);
+    assert_eq!(t.full_stats(fan).await.followings, 1);
+}
