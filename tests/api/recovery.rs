@@ -195,3 +195,24 @@ async fn a_killed_projector_hands_its_partitions_to_the_other() {
         "the dead member's partitions moved: {owners:?} -> {rows:?}"
     );
 }
+
+#[tokio::test]
+async fn a_killed_relay_hands_the_outbox_to_a_standby() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let target = t.user("target").await;
+    let (first_fan, second_fan) = (t.user("first").await, t.user("second").await);
+    let projector = t.start_projector(std::sync::Arc::new(
+        kith::pipeline::projector::ProjectorHooks::default(),
+    ));
+    let mut active = KithProcess::start(&t, "relay", &[]);
+    follow_and_time(&t, first_fan, target, 60).await;
+    // The standby starts once the first relay leads, then the leader dies.
+    let _standby = KithProcess::start(&t, "relay", &[]);
+    active.kill();
+    let killed_at = Instant::now();
+    follow_and_time(&t, second_fan, target, 60).await;
+    let took = killed_at.elapsed();
+    eprintln!("relayed again {took:?} after the leader's kill -9");
+    assert!(took < RECOVERY_BOUND, "{took:?}");
+    projector.stop().await.unwrap();
+}
