@@ -31,6 +31,8 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     config.content_topic = format!("{name}.content");
     config.dead_letter_topic = format!("{name}.dead");
     config.consumer_group = format!("{name}.projector");
+    config.topic_replication_factor = 1;
+    config.topic_min_insync_replicas = 1;
     tweak(&mut config);
     App::start(config).await.expect("app starts")
 }

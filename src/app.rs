@@ -36,6 +36,8 @@ pub struct App {
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
+    /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
+    pub fill_permits: Arc<tokio::sync::Semaphore>,
     /// The sampled check of counters as they are read.
     pub sampled_check: SampledCheck,
 }
@@ -74,10 +76,15 @@ impl App {
         let pg = store::pool::connect(
             &config.database_url,
             config.database_pool_size,
+            Duration::from_millis(config.statement_timeout_ms),
             round_trips.postgres.clone(),
         )
         .await?;
-        let redis = cache::connect(&config.redis_url, config.redis_pool_size).await?;
+        let redis = RedisPool::new(
+            &config.redis_url,
+            config.redis_pool_size,
+            Duration::from_millis(config.redis_timeout_ms),
+        )?;
         let policy = cache::eviction_policy(&mut *redis.get().await.map_err(|e| match e {
             bb8::RunError::User(e) => e,
             bb8::RunError::TimedOut => {
@@ -105,6 +112,7 @@ impl App {
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
                 .build(),
             fills_in_flight: Mutex::new(HashSet::new()),
+            fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
             sampled_check: SampledCheck::new(Duration::from_secs(
                 config.counter_check_interval_secs,
             )),

@@ -15,6 +15,8 @@
 //! | `KITH_CONTENT_TOPIC` | `kith.content-events` | topic of content events from other services |
 //! | `KITH_DEAD_LETTER_TOPIC` | `kith.dead-letters` | where undecodable or unappliable events go |
 //! | `KITH_TOPIC_PARTITIONS` | `6` | partitions of topics Kith creates |
+//! | `KITH_TOPIC_REPLICATION_FACTOR` | `3` | replicas of each partition of topics Kith creates (the local stack sets 1) |
+//! | `KITH_TOPIC_MIN_INSYNC_REPLICAS` | `2` | `min.insync.replicas` of topics Kith creates (the local stack sets 1) |
 //! | `KITH_CONSUMER_GROUP` | `kith-projector` | the projector's consumer group |
 //! | `KITH_RELAY_BATCH` | `500` | outbox rows published per relay round |
 //! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
@@ -30,7 +32,16 @@
 //! | `KITH_HOT_PAGE_TTL_MS` | `1000` | life of an in-process hot page |
 //! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
-//! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply) |
+//! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
+//! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |
+//! | `KITH_MAX_ALIASES` | `50` | most aliased fields in one GraphQL document |
+//! | `KITH_MAX_ROOT_FIELDS` | `20` | most root fields in one operation |
+//! | `KITH_MAX_BODY_BYTES` | `1048576` | largest request body; larger ones get 413 |
+//! | `KITH_REQUEST_TIMEOUT_MS` | `5000` | deadline of one GraphQL request; past it the answer is `TIMEOUT` |
+//! | `KITH_STATEMENT_TIMEOUT_MS` | `5000` | PostgreSQL `statement_timeout` of pooled connections (0 = none) |
+//! | `KITH_REDIS_TIMEOUT_MS` | `1000` | deadline of connecting to Redis and of each Redis answer |
+//! | `KITH_MAX_CONCURRENT_FILLS` | `4` | list-cache fills started by reads that may run at once per process |
+//! | `KITH_CORS_ORIGINS` | empty | comma-separated origins browsers may call the API from (`*` = any) |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
 //! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
 //! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
@@ -78,6 +89,10 @@ pub struct Config {
     pub dead_letter_topic: String,
     /// Partition count of topics created at start-up.
     pub topic_partitions: i32,
+    /// Replication factor of topics created at start-up.
+    pub topic_replication_factor: i32,
+    /// `min.insync.replicas` of topics created at start-up.
+    pub topic_min_insync_replicas: i32,
     /// Consumer group of the projector.
     pub consumer_group: String,
     /// Outbox rows published per relay round.
@@ -110,6 +125,24 @@ pub struct Config {
     pub max_query_depth: usize,
     /// Most complex GraphQL query accepted.
     pub max_query_complexity: usize,
+    /// Deepest `offset` a list accepts.
+    pub max_offset: i32,
+    /// Most aliased fields in one GraphQL document.
+    pub max_aliases: usize,
+    /// Most root fields in one operation.
+    pub max_root_fields: usize,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// Deadline of one GraphQL request, ms.
+    pub request_timeout_ms: u64,
+    /// PostgreSQL `statement_timeout` of pooled connections, ms (0 = none).
+    pub statement_timeout_ms: u64,
+    /// Deadline of connecting to Redis and of each Redis answer, ms.
+    pub redis_timeout_ms: u64,
+    /// List-cache fills started by reads that may run at once.
+    pub max_concurrent_fills: usize,
+    /// Origins allowed to call the API from a browser (`*` = any).
+    pub cors_origins: Vec<String>,
     /// Address of the HTTP listener.
     pub http_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
@@ -146,6 +179,8 @@ impl Config {
             content_topic: text("KITH_CONTENT_TOPIC", "kith.content-events"),
             dead_letter_topic: text("KITH_DEAD_LETTER_TOPIC", "kith.dead-letters"),
             topic_partitions: parse(&lookup, "KITH_TOPIC_PARTITIONS", "6")?,
+            topic_replication_factor: parse(&lookup, "KITH_TOPIC_REPLICATION_FACTOR", "3")?,
+            topic_min_insync_replicas: parse(&lookup, "KITH_TOPIC_MIN_INSYNC_REPLICAS", "2")?,
             consumer_group: text("KITH_CONSUMER_GROUP", "kith-projector"),
             relay_batch: parse(&lookup, "KITH_RELAY_BATCH", "500")?,
             relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
@@ -166,6 +201,19 @@ impl Config {
             loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "1")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
+            max_offset: parse(&lookup, "KITH_MAX_OFFSET", "10000")?,
+            max_aliases: parse(&lookup, "KITH_MAX_ALIASES", "50")?,
+            max_root_fields: parse(&lookup, "KITH_MAX_ROOT_FIELDS", "20")?,
+            max_body_bytes: parse(&lookup, "KITH_MAX_BODY_BYTES", "1048576")?,
+            request_timeout_ms: parse(&lookup, "KITH_REQUEST_TIMEOUT_MS", "5000")?,
+            statement_timeout_ms: parse(&lookup, "KITH_STATEMENT_TIMEOUT_MS", "5000")?,
+            redis_timeout_ms: parse(&lookup, "KITH_REDIS_TIMEOUT_MS", "1000")?,
+            max_concurrent_fills: parse(&lookup, "KITH_MAX_CONCURRENT_FILLS", "4")?,
+            cors_origins: text("KITH_CORS_ORIGINS", "")
+                .split(',')
+                .map(|o| o.trim().trim_end_matches('/').to_owned())
+                .filter(|o| !o.is_empty())
+                .collect(),
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
@@ -238,6 +286,32 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        if self.topic_replication_factor < 1
+            || !(1..=self.topic_replication_factor).contains(&self.topic_min_insync_replicas)
+        {
+            return Err(invalid(
+                "KITH_TOPIC_REPLICATION_FACTOR/KITH_TOPIC_MIN_INSYNC_REPLICAS",
+                &format!(
+                    "{}/{}",
+                    self.topic_replication_factor, self.topic_min_insync_replicas
+                ),
+                "need 1 <= min.insync.replicas <= replication factor",
+            ));
+        }
+        if self.max_offset < 0 || self.max_body_bytes < 1024 {
+            return Err(invalid(
+                "KITH_MAX_OFFSET/KITH_MAX_BODY_BYTES",
+                "",
+                "offset must be >= 0, body limit >= 1024",
+            ));
+        }
+        if self.request_timeout_ms < 10 || self.redis_timeout_ms < 10 {
+            return Err(invalid(
+                "KITH_REQUEST_TIMEOUT_MS/KITH_REDIS_TIMEOUT_MS",
+                "",
+                "must be at least 10",
+            ));
+        }
         if self.database_pool_size == 0 || self.redis_pool_size == 0 {
             return Err(invalid("*_POOL_SIZE", "0", "must be at least 1"));
         }
@@ -247,6 +321,23 @@ impl Config {
     /// True when the JWT secret is the published development default.
     pub fn uses_dev_secret(&self) -> bool {
         self.jwt_secret == DEV_JWT_SECRET
+    }
+
+    /// Refuses to serve with the published development secret on an address
+    /// other hosts can reach: anyone could sign tokens for any user.
+    pub fn check_listener(&self) -> Result<(), ConfigError> {
+        if self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
+            return Err(invalid(
+                "KITH_JWT_SECRET",
+                "<development default>",
+                &format!(
+                    "the published development secret is only allowed on a loopback address, \
+                     not {}; set KITH_JWT_SECRET",
+                    self.http_addr
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -297,5 +388,42 @@ mod tests {
         let err = Config::from_lookup(|name| (name == "KITH_JWT_SECRET").then(|| "short".into()))
             .unwrap_err();
         assert!(!err.to_string().contains("short"), "secret leaked: {err}");
+    }
+
+    #[test]
+    fn the_dev_secret_only_serves_loopback() {
+        let on = |addr: &'static str, secret: Option<&'static str>| {
+            Config::from_lookup(|name| match name {
+                "KITH_HTTP_ADDR" => Some(addr.to_owned()),
+                "KITH_JWT_SECRET" => secret.map(str::to_owned),
+                _ => None,
+            })
+            .unwrap()
+            .check_listener()
+        };
+        assert!(on("127.0.0.1:8080", None).is_ok());
+        assert!(on("[::1]:8080", None).is_ok());
+        let err = on("0.0.0.0:8080", None).unwrap_err().to_string();
+        assert!(err.contains("KITH_JWT_SECRET"), "{err}");
+        assert!(on("10.0.0.5:8080", None).is_err());
+        assert!(on("0.0.0.0:8080", Some("a-real-secret-of-enough-length")).is_ok());
+    }
+
+    #[test]
+    fn topic_defaults_are_safe_for_a_cluster() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(
+            (
+                config.topic_replication_factor,
+                config.topic_min_insync_replicas
+            ),
+            (3, 2)
+        );
+        assert!(
+            Config::from_lookup(
+                |name| (name == "KITH_TOPIC_MIN_INSYNC_REPLICAS").then(|| "4".to_owned())
+            )
+            .is_err()
+        );
     }
 }

@@ -34,6 +34,10 @@ pub enum ApiError {
     /// A dependency (database, cache) is unreachable; safe to retry.
     #[error("service temporarily unavailable")]
     Unavailable(#[source] anyhow::Error),
+    /// The request ran past its deadline (`KITH_REQUEST_TIMEOUT_MS`) or a
+    /// statement past PostgreSQL's `statement_timeout`; nothing was left half-done.
+    #[error("the request took too long and was stopped")]
+    Timeout,
     /// A bug or an unexpected failure; the cause is logged, never returned.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -50,6 +54,7 @@ impl ApiError {
             Self::NotFound(_) => "NOT_FOUND",
             Self::InvalidInput(_) => "INVALID_INPUT",
             Self::Unavailable(_) => "UNAVAILABLE",
+            Self::Timeout => "TIMEOUT",
             Self::Internal(_) => "INTERNAL",
         }
     }
@@ -62,6 +67,24 @@ impl ApiError {
     /// Wraps an unexpected failure.
     pub fn internal(cause: impl Into<anyhow::Error>) -> Self {
         Self::Internal(cause.into())
+    }
+
+    /// The same error again, for one shared by several waiters (a DataLoader
+    /// batch, a cache loader): the code is kept, the cause is summarised.
+    pub fn shared(e: &Self) -> Self {
+        match e {
+            Self::Unauthenticated(m) => Self::Unauthenticated(m),
+            Self::Forbidden(m) => Self::Forbidden(m),
+            Self::RateLimited { retry_after_ms } => Self::RateLimited {
+                retry_after_ms: *retry_after_ms,
+            },
+            Self::BadCursor => Self::BadCursor,
+            Self::NotFound(m) => Self::NotFound(m),
+            Self::InvalidInput(m) => Self::InvalidInput(m.clone()),
+            Self::Unavailable(cause) => Self::Unavailable(anyhow::anyhow!("{cause:#}")),
+            Self::Timeout => Self::Timeout,
+            Self::Internal(cause) => Self::Internal(anyhow::anyhow!("{cause:#}")),
+        }
     }
 }
 
@@ -94,8 +117,36 @@ impl<T> GraphqlResultExt<T> for Result<T, ApiError> {
 }
 
 impl From<diesel::result::Error> for ApiError {
+    /// A lost or closed connection, a server shutting down or a transaction
+    /// that must be retried is `UNAVAILABLE`; a statement cancelled by
+    /// `statement_timeout` is `TIMEOUT`; anything else is a bug (`INTERNAL`).
     fn from(e: diesel::result::Error) -> Self {
-        Self::Internal(e.into())
+        use diesel::result::{DatabaseErrorKind as Kind, Error};
+        match &e {
+            Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
+            | Error::DatabaseError(Kind::SerializationFailure, _)
+            | Error::BrokenTransactionManager => Self::Unavailable(e.into()),
+            Error::DatabaseError(Kind::Unknown, info) => {
+                let message = info.message();
+                if message.contains("statement timeout") {
+                    Self::Timeout
+                } else if [
+                    "terminating connection",
+                    "the database system is",
+                    "server closed the connection",
+                    "connection closed",
+                    "deadlock detected",
+                ]
+                .iter()
+                .any(|m| message.contains(m))
+                {
+                    Self::Unavailable(e.into())
+                } else {
+                    Self::Internal(e.into())
+                }
+            }
+            _ => Self::Internal(e.into()),
+        }
     }
 }
 
@@ -106,6 +157,8 @@ impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for ApiErro
 }
 
 impl From<bb8::RunError<redis::RedisError>> for ApiError {
+    /// A pool that cannot lend a connection means Redis is away (or the
+    /// breaker is open): `UNAVAILABLE`.
     fn from(e: bb8::RunError<redis::RedisError>) -> Self {
         Self::Unavailable(anyhow::anyhow!("redis pool: {e}"))
     }
@@ -113,7 +166,7 @@ impl From<bb8::RunError<redis::RedisError>> for ApiError {
 
 impl From<redis::RedisError> for ApiError {
     fn from(e: redis::RedisError) -> Self {
-        if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+        if crate::cache::pool::is_unavailable(&e) {
             Self::Unavailable(e.into())
         } else {
             Self::Internal(e.into())
@@ -131,6 +184,26 @@ mod tests {
         assert_eq!(err.message, "internal error");
         let json = serde_json::to_value(err.extensions.unwrap()).unwrap();
         assert_eq!(json["code"], "INTERNAL");
+    }
+
+    #[test]
+    fn redis_that_cannot_serve_is_unavailable() {
+        let reply = |line: &str| {
+            redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+                .unwrap()
+                .extract_error()
+                .unwrap_err()
+        };
+        assert_eq!(ApiError::from(reply("ERR wrong type")).code(), "INTERNAL");
+        for code in ["LOADING", "BUSY", "READONLY", "TRYAGAIN", "MASTERDOWN"] {
+            assert_eq!(
+                ApiError::from(reply(&format!("{code} not now"))).code(),
+                "UNAVAILABLE",
+                "{code}"
+            );
+        }
+        let timeout = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(ApiError::from(timeout).code(), "UNAVAILABLE");
     }
 
     #[test]

@@ -1,16 +1,33 @@
-//! The HTTP transport: GraphQL (POST), GraphiQL (GET), health and readiness.
+//! The HTTP transport: GraphQL over HTTP (POST and GET, as the
+//! GraphQL-over-HTTP spec has it), GraphiQL for browsers, CORS, health,
+//! readiness and metrics.
+//!
+//! - `POST /graphql` takes `application/json` only (`415` otherwise: a form
+//!   or `text/plain` POST skips the browser's CORS preflight), at most
+//!   `KITH_MAX_BODY_BYTES` (`413`, counted while the body streams in).
+//! - `GET /graphql?query=…` runs queries (cacheable); mutations get `405`. A
+//!   browser's GET without a query (`Accept: text/html`) gets GraphiQL.
+//! - The answer is `application/graphql-response+json` when the client asks
+//!   for it: then a request refused before execution (it does not parse,
+//!   validate or fit the limits) is `400` with no `data`. Otherwise it is
+//!   `application/json` and `200`, as legacy clients expect.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_graphql::http::GraphiQLSource;
-use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use async_graphql::parser::types::OperationType;
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Json};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Json, Response};
 use axum::routing::get;
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::auth::{TokenError, Viewer};
@@ -25,12 +42,14 @@ struct HttpState {
 /// All routes of the API.
 pub fn router(app: Arc<App>) -> Router {
     let schema = graph::schema(app.clone());
+    let state = HttpState { app, schema };
     Router::new()
-        .route("/graphql", get(graphiql).post(graphql))
+        .route("/graphql", get(graphql_get).post(graphql_post))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(HttpState { app, schema })
+        .layer(middleware::from_fn_with_state(state.clone(), cors))
+        .with_state(state)
 }
 
 /// Serves the API on the configured address until `shutdown` resolves,
@@ -46,11 +65,283 @@ pub async fn serve(
         .await
 }
 
-async fn graphql(
+/// The two response media types of the spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Media {
+    /// `application/graphql-response+json`: status codes carry meaning.
+    GraphqlResponse,
+    /// `application/json`: always `200` for a well-formed request.
+    Json,
+}
+
+impl Media {
+    /// Picks from `Accept`; `None` when it names nothing Kith can send.
+    fn negotiate(headers: &HeaderMap) -> Option<Self> {
+        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+            return Some(Self::Json);
+        };
+        let mut found = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            if parts.any(|p| p.replace(' ', "") == "q=0") {
+                continue;
+            }
+            match media.as_str() {
+                "application/graphql-response+json" => return Some(Self::GraphqlResponse),
+                "application/json" | "application/*" | "*/*" => found = Some(Self::Json),
+                _ => {}
+            }
+        }
+        found
+    }
+
+    fn content_type(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            Self::GraphqlResponse => "application/graphql-response+json; charset=utf-8",
+            Self::Json => "application/json; charset=utf-8",
+        })
+    }
+}
+
+/// A request refused before it reached GraphQL: its status and message.
+struct Refusal {
+    status: StatusCode,
+    message: String,
+    allow: Option<&'static str>,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            allow: None,
+        }
+    }
+
+    fn respond(self, media: Media) -> Response {
+        let body = json!({
+            "errors": [{ "message": self.message, "extensions": { "code": "INVALID_INPUT" } }]
+        });
+        let mut response = (self.status, body.to_string()).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, media.content_type());
+        if let Some(allow) = self.allow {
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+async fn graphql_post(State(state): State<HttpState>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let media = Media::negotiate(&parts.headers).unwrap_or(Media::Json);
+    let parsed = async {
+        check_json_content_type(&parts.headers)?;
+        let body = read_body(&parts.headers, body, state.app.config.max_body_bytes).await?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "the request body is empty",
+            ));
+        }
+        let value: Value = serde_json::from_slice(&body).map_err(|e| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not valid JSON: {e}"),
+            )
+        })?;
+        graphql_request(&value)
+    };
+    match parsed.await {
+        Ok(request) => execute(&state, &parts.headers, request, media).await,
+        Err(refusal) => refusal.respond(media),
+    }
+}
+
+async fn graphql_get(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    request: GraphQLRequest,
-) -> GraphQLResponse {
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let params = query.map(|Query(pairs)| pairs).unwrap_or_default();
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let wants_html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    if param("query").is_none() && wants_html {
+        return graphiql().await.into_response();
+    }
+    let media = Media::negotiate(&headers).unwrap_or(Media::Json);
+    let parsed = (|| {
+        let json_param = |name: &str| -> Result<Value, Refusal> {
+            match param(name) {
+                None => Ok(Value::Null),
+                Some(text) => serde_json::from_str(text).map_err(|e| {
+                    Refusal::new(
+                        StatusCode::BAD_REQUEST,
+                        format!("`{name}` is not valid JSON: {e}"),
+                    )
+                }),
+            }
+        };
+        let value = json!({
+            "query": param("query").map(str::to_owned),
+            "operationName": param("operationName").map(str::to_owned),
+            "variables": json_param("variables")?,
+            "extensions": json_param("extensions")?,
+        });
+        let request = graphql_request(&value)?;
+        if is_mutation(&request) {
+            return Err(Refusal {
+                allow: Some("POST"),
+                ..Refusal::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "mutations must be sent with POST",
+                )
+            });
+        }
+        Ok(request)
+    })();
+    match parsed {
+        Ok(request) => execute(&state, &headers, request, media).await,
+        Err(refusal) => refusal.respond(media),
+    }
+}
+
+fn is_mutation(request: &async_graphql::Request) -> bool {
+    let Ok(doc) = async_graphql::parser::parse_query(&request.query) else {
+        // The executor reports the syntax error.
+        return false;
+    };
+    let name = request.operation_name.as_deref();
+    doc.operations.iter().any(|(op_name, op)| {
+        op.node.ty == OperationType::Mutation
+            && (name.is_none() || op_name.map(|n| n.as_str()) == name)
+    })
+}
+
+/// `415` unless the body is declared JSON (UTF-8, the only charset allowed).
+fn check_json_content_type(headers: &HeaderMap) -> Result<(), Refusal> {
+    let unsupported = || {
+        Refusal::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the request as `content-type: application/json`",
+        )
+    };
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(unsupported)?;
+    let mut parts = value.split(';').map(str::trim);
+    if !parts
+        .next()
+        .is_some_and(|m| m.eq_ignore_ascii_case("application/json"))
+    {
+        return Err(unsupported());
+    }
+    for param in parts {
+        if let Some((name, charset)) = param.split_once('=')
+            && name.trim().eq_ignore_ascii_case("charset")
+            && !charset
+                .trim()
+                .trim_matches('"')
+                .eq_ignore_ascii_case("utf-8")
+        {
+            return Err(unsupported());
+        }
+    }
+    Ok(())
+}
+
+/// The body, refused with `413` as soon as it passes `limit` bytes (before
+/// reading any of it when `content-length` says so already).
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Refusal> {
+    let too_large = || {
+        Refusal::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut stream = body.into_data_stream();
+    let mut buffer = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+        })?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(buffer.into())
+}
+
+/// The GraphQL request in a JSON object: `query` a string, `operationName`
+/// a string or null, `variables` and `extensions` maps or null.
+fn graphql_request(value: &Value) -> Result<async_graphql::Request, Refusal> {
+    let invalid = |m: &str| Refusal::new(StatusCode::BAD_REQUEST, m);
+    let Value::Object(map) = value else {
+        return Err(invalid("the request must be a JSON object"));
+    };
+    let query = match map.get("query") {
+        Some(Value::String(query)) => query,
+        None | Some(Value::Null) => return Err(invalid("the request has no `query`")),
+        Some(_) => return Err(invalid("`query` must be a string")),
+    };
+    let mut request = async_graphql::Request::new(query.as_str());
+    match map.get("operationName") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(name)) => request = request.operation_name(name.as_str()),
+        Some(_) => return Err(invalid("`operationName` must be a string")),
+    }
+    match map.get("variables") {
+        None | Some(Value::Null) => {}
+        Some(variables @ Value::Object(_)) => {
+            request = request.variables(async_graphql::Variables::from_json(variables.clone()));
+        }
+        Some(_) => return Err(invalid("`variables` must be a map")),
+    }
+    match map.get("extensions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(extensions)) => {
+            for (key, value) in extensions {
+                let value = async_graphql::Value::from_json(value.clone())
+                    .map_err(|_| invalid("`extensions` must be a map"))?;
+                request.extensions.insert(key.clone(), value);
+            }
+        }
+        Some(_) => return Err(invalid("`extensions` must be a map")),
+    }
+    Ok(request)
+}
+
+async fn execute(
+    state: &HttpState,
+    headers: &HeaderMap,
+    request: async_graphql::Request,
+    media: Media,
+) -> Response {
     let viewer = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
         None => Viewer::Anonymous,
         Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
@@ -60,9 +351,69 @@ async fn graphql(
             chrono::Utc::now().timestamp(),
         ),
     };
-    graph::execute(&state.schema, &state.app, request.into_inner(), viewer)
-        .await
-        .into()
+    let outcome = graph::run(&state.schema, &state.app, request, viewer).await;
+    let mut body = serde_json::to_value(&outcome.response).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "response not serialisable");
+        json!({ "errors": [{ "message": "internal error", "extensions": { "code": "INTERNAL" } }] })
+    });
+    let status = if !outcome.executed && media == Media::GraphqlResponse {
+        if let Value::Object(map) = &mut body {
+            map.remove("data");
+        }
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    let mut response = (status, body.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, media.content_type());
+    response
+}
+
+/// CORS for the origins in `KITH_CORS_ORIGINS` (none by default): preflights
+/// answered here, and the allowed origin echoed on every answer. Tokens
+/// travel in `Authorization`, never in cookies, so credentials stay off.
+async fn cors(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let allowed = &state.app.config.cors_origins;
+    let origin = request
+        .headers()
+        .get(header::ORIGIN)
+        .filter(|origin| {
+            origin
+                .to_str()
+                .is_ok_and(|o| allowed.iter().any(|a| a == "*" || a == o))
+        })
+        .cloned();
+    let preflight = request.method() == Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    let mut response = if preflight {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(request).await
+    };
+    let headers = response.headers_mut();
+    headers.append(header::VARY, HeaderValue::from_static("origin"));
+    if let Some(origin) = origin {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        if preflight {
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, OPTIONS"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("authorization, content-type, accept"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+        }
+    }
+    response
 }
 
 async fn graphiql() -> Html<String> {

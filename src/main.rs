@@ -4,6 +4,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use kith::app::App;
@@ -210,7 +211,9 @@ async fn main() -> anyhow::Result<()> {
             if prefix.is_empty() {
                 bail!("--prefix must not be empty");
             }
-            let pool = store::pool::connect(&config.database_url, 1, Default::default()).await?;
+            let pool =
+                store::pool::connect(&config.database_url, 1, Duration::ZERO, Default::default())
+                    .await?;
             let mut conn = pool.get().await?;
             let created = store::users::seed(&mut conn, &prefix, count.into()).await?;
             println!(
@@ -223,7 +226,9 @@ async fn main() -> anyhow::Result<()> {
             if ttl <= 0 {
                 bail!("--ttl must be positive");
             }
-            let pool = store::pool::connect(&config.database_url, 1, Default::default()).await?;
+            let pool =
+                store::pool::connect(&config.database_url, 1, Duration::ZERO, Default::default())
+                    .await?;
             let mut conn = pool.get().await?;
             let found = match user.parse::<UserId>() {
                 Ok(id) => store::users::find(&mut conn, id).await?,
@@ -366,6 +371,9 @@ struct Jobs {
 
 /// Starts the chosen jobs on one shared `App` and stops them all on SIGINT/SIGTERM.
 async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
+    if jobs.http {
+        config.check_listener()?;
+    }
     if jobs.http && config.uses_dev_secret() {
         tracing::warn!("KITH_JWT_SECRET is unset: using the development secret");
     }

@@ -72,6 +72,8 @@ pub struct Metrics {
     pub events_dead_lettered: AtomicU64,
     /// Derived rows and counters repaired by reconciliation or the sampled check.
     pub consistency_repairs: AtomicU64,
+    /// GraphQL requests stopped at `KITH_REQUEST_TIMEOUT_MS`.
+    pub requests_timed_out: AtomicU64,
     /// Commit of the change to its effects being visible in every derived view.
     pub pipeline_lag: Histogram,
 }
@@ -105,6 +107,11 @@ impl Metrics {
                 "kith_consistency_repairs_total",
                 "Derived rows and counters repaired by reconciliation or the sampled counter check.",
                 &self.consistency_repairs,
+            ),
+            (
+                "kith_requests_timed_out_total",
+                "GraphQL requests stopped at their deadline (KITH_REQUEST_TIMEOUT_MS).",
+                &self.requests_timed_out,
             ),
         ];
         for (name, help, value) in counters {

@@ -4,12 +4,10 @@
 pub mod counters;
 pub mod keys;
 pub mod lists;
-
-use std::time::Duration;
-
-use bb8_redis::RedisConnectionManager;
+pub mod pool;
 
 pub use keys::{ListKey, RedisKeys};
+pub use pool::RedisPool;
 
 use counters::CounterRecord;
 use lists::EdgeState;
@@ -32,19 +30,6 @@ pub async fn write_through(
     counters::queue_store(&mut pipe, keys, records);
     lists::queue_apply(&mut pipe, keys, edges);
     pipe.query_async(conn).await
-}
-
-/// Pool of multiplexed Redis connections.
-pub type RedisPool = bb8::Pool<RedisConnectionManager>;
-
-/// Builds the Redis pool and checks that one connection can be opened.
-pub async fn connect(url: &str, max_size: u32) -> Result<RedisPool, redis::RedisError> {
-    let manager = RedisConnectionManager::new(url)?;
-    bb8::Pool::builder()
-        .max_size(max_size)
-        .connection_timeout(Duration::from_secs(5))
-        .build(manager)
-        .await
 }
 
 /// Redis's `maxmemory-policy`, read with `CONFIG GET` or, where a managed

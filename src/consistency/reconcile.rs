@@ -371,8 +371,10 @@ pub async fn schedule(
 ) {
     while shutdown.sleep(interval).await {
         let round = async {
-            let mut conn: PgConn =
-                diesel_async::AsyncPgConnection::establish(&app.config.database_url).await?;
+            let mut conn: PgConn = diesel_async::AsyncPgConnection::establish(
+                &crate::store::pool::with_keepalives(&app.config.database_url),
+            )
+            .await?;
             #[derive(diesel::QueryableByName)]
             struct Locked {
                 #[diesel(sql_type = diesel::sql_types::Bool)]

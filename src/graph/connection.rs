@@ -24,13 +24,21 @@ use crate::store::lists::{PageRequest, Position};
 pub const MAX_PAGE: i32 = 100;
 /// Page size when neither `first` nor `last` is given.
 pub const DEFAULT_PAGE: i32 = 20;
-/// Deepest offset accepted (deeper pages: use cursors).
-pub const MAX_OFFSET: i32 = 1_000_000;
+/// Rows an `offset` may skip for one unit of complexity: skipping is cheap
+/// per row (an index walk), but a deep offset still reads every row it skips.
+pub const OFFSET_ROWS_PER_UNIT: usize = 10;
 
-/// The complexity of a page: its size times the cost of one edge.
-pub fn page_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
+/// The complexity of a page: its size times the cost of one edge, plus the
+/// rows its `offset` skips.
+pub fn page_cost(
+    first: Option<i32>,
+    last: Option<i32>,
+    offset: Option<i32>,
+    child: usize,
+) -> usize {
     let n = first.or(last).unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize;
-    n.max(1) * child + 1
+    let skipped = offset.unwrap_or(0).max(0) as usize;
+    n.max(1) * child + 1 + skipped.div_ceil(OFFSET_ROWS_PER_UNIT)
 }
 
 /// The paging arguments of a connection field.
@@ -57,7 +65,12 @@ fn size(name: &str, n: i32) -> Result<usize, ApiError> {
 }
 
 impl PageArgs {
-    fn request(&self, keys: &CursorKeys, list: ListKey) -> Result<(PageRequest, bool), ApiError> {
+    fn request(
+        &self,
+        keys: &CursorKeys,
+        list: ListKey,
+        max_offset: i32,
+    ) -> Result<(PageRequest, bool), ApiError> {
         let invalid = |m: &str| Err(ApiError::invalid(m));
         if self.first.is_some() && self.last.is_some() {
             return invalid("use `first` or `last`, not both");
@@ -74,9 +87,9 @@ impl PageArgs {
             if self.after.is_some() || self.before.is_some() || self.last.is_some() {
                 return invalid("`offset` goes with `first` only");
             }
-            if !(0..=MAX_OFFSET).contains(&offset) {
+            if !(0..=max_offset).contains(&offset) {
                 return Err(ApiError::invalid(format!(
-                    "`offset` must be between 0 and {MAX_OFFSET}"
+                    "`offset` must be between 0 and {max_offset}; page deeper with `after` cursors"
                 )));
             }
             let n = size("first", self.first.unwrap_or(DEFAULT_PAGE))?;
@@ -214,7 +227,7 @@ pub async fn resolve(
     args: PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
     let keys = ctx.data_unchecked::<CursorKeys>();
-    let (request, forward) = args.request(keys, list).gql()?;
+    let (request, forward) = args.request(keys, list, app(ctx).config.max_offset).gql()?;
     let owner = match list {
         ListKey::Following(owner) | ListKey::Followers(owner) => owner,
     };

@@ -34,6 +34,27 @@ impl Loader<UserId> for UserLoader {
     }
 }
 
+/// Users by handle (deleted accounts are absent): every `userByHandle` of a
+/// request in one statement.
+pub struct HandleLoader(Arc<App>);
+
+impl Loader<String> for HandleLoader {
+    type Value = User;
+    type Error = Arc<ApiError>;
+
+    async fn load(&self, keys: &[String]) -> Result<HashMap<String, User>, Self::Error> {
+        let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
+        let found = users::find_by_handles(&mut conn, keys)
+            .await
+            .map_err(|e| Arc::new(e.into()))?;
+        Ok(found
+            .into_iter()
+            .filter(|u| u.status != UserStatus::Deleted)
+            .map(|u| (u.handle.clone(), u))
+            .collect())
+    }
+}
+
 /// Counter records by user.
 pub struct CounterLoader(Arc<App>);
 
@@ -69,6 +90,8 @@ impl Loader<(UserId, UserId)> for RelationLoader {
 pub struct Loaders {
     /// Users by id.
     pub users: DataLoader<UserLoader, HashMapCache>,
+    /// Users by handle.
+    pub handles: DataLoader<HandleLoader, HashMapCache>,
     /// Counters by user.
     pub counters: DataLoader<CounterLoader, HashMapCache>,
     /// Relationships by pair.
@@ -81,6 +104,7 @@ impl Loaders {
         let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
         Self {
             users: batched(UserLoader(app.clone()), delay),
+            handles: batched(HandleLoader(app.clone()), delay),
             counters: batched(CounterLoader(app.clone()), delay),
             relations: batched(RelationLoader(app.clone()), delay),
         }

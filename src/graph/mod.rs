@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod cursor;
 pub mod ids;
+pub mod limits;
 pub mod loaders;
 pub mod mutation;
 pub mod node;
@@ -13,7 +14,8 @@ pub mod user;
 use std::sync::Arc;
 
 use async_graphql::{
-    Context, EmptySubscription, MergedObject, Request, Response, Schema, SchemaBuilder,
+    Context, EmptySubscription, ErrorExtensions as _, MergedObject, Request, Response, Schema,
+    SchemaBuilder,
 };
 
 use crate::app::App;
@@ -39,31 +41,66 @@ pub fn schema(app: Arc<App>) -> KithSchema {
     builder()
         .limit_depth(app.config.max_query_depth)
         .limit_complexity(app.config.max_query_complexity)
+        .extension(limits::Limits::new(&app.config))
         .data(cursor::CursorKeys::new(&app.config.jwt_secret))
         .data(app)
         .finish()
 }
 
-/// Executes one request for `viewer` with fresh per-request DataLoaders.
-///
-/// Errors the resolvers raise carry their code already; what remains are
-/// parse, validation, depth and complexity errors — the client's query is at
-/// fault, so they get `INVALID_INPUT`.
+/// The answer to one request.
+pub struct Outcome {
+    /// What the client gets.
+    pub response: Response,
+    /// False when the request was refused before execution (it did not
+    /// parse, validate or fit the limits): nothing ran, and `data` is absent.
+    pub executed: bool,
+}
+
+/// Executes one request for `viewer`; see [`run`].
 pub async fn execute(
     schema: &KithSchema,
     app: &Arc<App>,
     request: Request,
     viewer: Viewer,
 ) -> Response {
-    let request = request.data(viewer).data(loaders::Loaders::new(app));
-    let mut response = schema.execute(request).await;
+    run(schema, app, request, viewer).await.response
+}
+
+/// Executes one request for `viewer` with fresh per-request DataLoaders,
+/// within `KITH_REQUEST_TIMEOUT_MS`: past it the request is dropped — its
+/// statements cancelled, its connections returned — and answered `TIMEOUT`.
+///
+/// Errors the resolvers raise carry their code already; what remains are
+/// parse, validation, depth and complexity errors — the client's query is at
+/// fault, so they get `INVALID_INPUT`.
+pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: Viewer) -> Outcome {
+    let started = Arc::new(limits::ExecutionStarted::default());
+    let request = request
+        .data(viewer)
+        .data(loaders::Loaders::new(app))
+        .data(started.clone());
+    let deadline = std::time::Duration::from_millis(app.config.request_timeout_ms);
+    let mut response = match tokio::time::timeout(deadline, schema.execute(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            crate::metrics::Metrics::add(&app.metrics.requests_timed_out, 1);
+            Response::from_errors(vec![
+                crate::error::ApiError::Timeout
+                    .extend()
+                    .into_server_error(Default::default()),
+            ])
+        }
+    };
     for error in &mut response.errors {
         let extensions = error.extensions.get_or_insert_with(Default::default);
         if extensions.get("code").is_none() {
             extensions.set("code", "INVALID_INPUT");
         }
     }
-    response
+    Outcome {
+        response,
+        executed: started.get(),
+    }
 }
 
 /// The schema in SDL, as committed in `schema.graphql`.

@@ -5,13 +5,12 @@ use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
 use super::connection::{self, FollowConnection, PageArgs};
 use super::loaders::Loaders;
 use super::relation::Relationship;
-use super::{app, ids, viewer};
+use super::{ids, viewer};
 use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::error::{ApiError, GraphqlResultExt};
-use crate::model::{User, UserId, UserStatus};
+use crate::model::{User, UserId};
 use crate::store::following::PairState;
-use crate::store::users;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.
 pub struct UserNode(pub User);
@@ -47,7 +46,7 @@ impl UserNode {
     }
 
     /// Whom this user follows, newest first.
-    #[graphql(complexity = "connection::page_cost(first, last, child_complexity)")]
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
     async fn following(
         &self,
         ctx: &Context<'_>,
@@ -68,7 +67,7 @@ impl UserNode {
     }
 
     /// Who follows this user, newest first.
-    #[graphql(complexity = "connection::page_cost(first, last, child_complexity)")]
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
     async fn followers(
         &self,
         ctx: &Context<'_>,
@@ -170,17 +169,15 @@ pub(crate) async fn load_visible(
     Ok(user.map(UserNode))
 }
 
+/// No handle is longer; a longer one is not looked up.
+const MAX_HANDLE_CHARS: usize = 64;
+
 /// Decodes up to 100 global user ids.
 fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
     if ids.len() > 100 {
         return Err(ApiError::invalid("at most 100 ids per call"));
     }
     ids.iter().map(ids::decode_user).collect()
-}
-
-fn visible(user: Option<User>) -> Option<UserNode> {
-    user.filter(|u| u.status != UserStatus::Deleted)
-        .map(UserNode)
 }
 
 /// Queries that find users.
@@ -201,11 +198,16 @@ impl UserQuery {
         ctx: &Context<'_>,
         handle: String,
     ) -> async_graphql::Result<Option<UserNode>> {
-        let lookup = async {
-            let mut conn = app(ctx).pg.get().await?;
-            Ok::<_, ApiError>(visible(users::find_by_handle(&mut conn, &handle).await?))
-        };
-        lookup.await.gql()
+        if handle.chars().count() > MAX_HANDLE_CHARS {
+            return Ok(None);
+        }
+        let user = ctx
+            .data_unchecked::<Loaders>()
+            .handles
+            .load_one(handle)
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        Ok(user.map(UserNode))
     }
 
     /// Up to 100 users by global id, in the order asked; null where unknown or deleted.

@@ -43,16 +43,26 @@ pub fn producer(config: &Config) -> Result<FutureProducer, KafkaError> {
 }
 
 /// Creates the follow, content and dead-letter topics when missing (the local
-/// broker does not create topics on first produce).
+/// broker does not create topics on first produce), replicated as configured:
+/// with `acks=all`, a write is acknowledged once `min.insync.replicas` copies
+/// hold it. Existing topics are left as they are.
 pub async fn ensure_topics(config: &Config) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = client_config(config).create()?;
+    let min_insync = config.topic_min_insync_replicas.to_string();
     let topics: Vec<NewTopic<'_>> = [
         &config.follow_topic,
         &config.content_topic,
         &config.dead_letter_topic,
     ]
     .into_iter()
-    .map(|name| NewTopic::new(name, config.topic_partitions, TopicReplication::Fixed(1)))
+    .map(|name| {
+        NewTopic::new(
+            name,
+            config.topic_partitions,
+            TopicReplication::Fixed(config.topic_replication_factor),
+        )
+        .set("min.insync.replicas", &min_insync)
+    })
     .collect();
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     for result in admin.create_topics(&topics, &options).await? {

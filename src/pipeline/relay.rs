@@ -88,7 +88,10 @@ async fn lead(
     backoff: &mut Backoff,
 ) -> Result<(), PipelineError> {
     // A dedicated session: the advisory lock and LISTEN live and die with it.
-    let mut conn = AsyncPgConnection::establish(&app.config.database_url).await?;
+    let mut conn = AsyncPgConnection::establish(&crate::store::pool::with_keepalives(
+        &app.config.database_url,
+    ))
+    .await?;
     loop {
         let Locked { locked } = sql_query(
             "SELECT pg_try_advisory_lock(hashtext('kith.outbox_relay.' || current_schema())) AS locked",

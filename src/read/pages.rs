@@ -40,7 +40,9 @@ pub async fn page(
     }
     match from_cache(app, list, request).await {
         Ok(page) => return Ok((page, Source::Cache)),
-        Err(Some(PageMiss::NotCached)) => start_fill(app, list),
+        // A page of nothing (`first: 0`, asked for `totalCount`) is no sign
+        // that anyone will page this list.
+        Err(Some(PageMiss::NotCached)) if request.size() > 0 => start_fill(app, list),
         Err(_) => {}
     }
     let mut conn = app.pg.get().await?;
@@ -79,7 +81,7 @@ async fn from_hot(
         .hot_lists
         .try_get_with(list, loader)
         .await
-        .map_err(|e| ApiError::internal(anyhow::anyhow!("hot list: {e}")))?;
+        .map_err(|e| ApiError::shared(&e))?;
     let items = &hot.items;
     let end = (offset + n).min(items.len());
     let start = offset.min(end);
@@ -113,13 +115,19 @@ async fn from_cache(
     }
 }
 
-/// Starts filling `list` in the background unless this process already is.
+/// Starts filling `list` in the background unless this process already is,
+/// or as many fills as `KITH_MAX_CONCURRENT_FILLS` allows run already (the
+/// page is served from PostgreSQL either way; a later read fills the list).
 fn start_fill(app: &Arc<App>, list: ListKey) {
+    let Ok(permit) = app.fill_permits.clone().try_acquire_owned() else {
+        return;
+    };
     if !app.fills_in_flight.lock().expect("fills lock").insert(list) {
         return;
     }
     let app = app.clone();
     tokio::spawn(async move {
+        let _permit = permit;
         if let Err(error) = fill(&app, list, false).await {
             tracing::warn!(%error, ?list, "list cache fill failed");
         }

@@ -33,6 +33,15 @@ pub enum PageRequest {
     Offset(usize, usize),
 }
 
+impl PageRequest {
+    /// How many edges the page holds at most.
+    pub fn size(self) -> usize {
+        match self {
+            Self::After(_, n) | Self::Before(_, n) | Self::Offset(_, n) => n,
+        }
+    }
+}
+
 /// One page, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Page {

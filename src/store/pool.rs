@@ -17,17 +17,27 @@ pub type PgPool = Pool<AsyncPgConnection>;
 pub type PgConn = AsyncPgConnection;
 
 /// Builds the pool and checks that one connection can be opened. Every
-/// statement any pooled connection runs is counted in `statements`.
+/// statement any pooled connection runs after its set-up is counted in
+/// `statements`; each connection gets `statement_timeout` (zero: none).
 pub async fn connect(
     url: &str,
     max_size: u32,
+    statement_timeout: Duration,
     statements: Arc<AtomicU64>,
 ) -> Result<PgPool, diesel_async::pooled_connection::PoolError> {
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
+    let timeout_ms = statement_timeout.as_millis();
     config.custom_setup = Box::new(move |url| {
         let statements = statements.clone();
         async move {
-            let mut conn = AsyncPgConnection::establish(url).await?;
+            use diesel_async::RunQueryDsl as _;
+            let mut conn = AsyncPgConnection::establish(&with_keepalives(url)).await?;
+            // A runaway statement is cancelled by the server itself, so its
+            // connection comes back even if the client has gone.
+            diesel::sql_query(format!("SET statement_timeout = {timeout_ms}"))
+                .execute(&mut conn)
+                .await
+                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
             conn.set_instrumentation(StatementCounter(statements));
             Ok(conn)
         }
@@ -44,6 +54,36 @@ pub async fn connect(
         .await
 }
 
+/// `url` with TCP keepalives and a TCP user timeout, so that a session whose
+/// server vanished without a goodbye (a network partition, a host that lost
+/// power) is declared dead within about 15 s instead of the kernel's two
+/// hours — for the relay's leadership session above all: its advisory lock
+/// is held by the server until the server notices, and the relay itself must
+/// notice to stop acting as leader. Settings already in `url` win.
+pub fn with_keepalives(url: &str) -> String {
+    const SETTINGS: [(&str, &str); 5] = [
+        ("keepalives", "1"),
+        ("keepalives_idle", "5"),
+        ("keepalives_interval", "2"),
+        ("keepalives_retries", "3"),
+        ("tcp_user_timeout", "15000"),
+    ];
+    let url_form = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let mut out = url.to_owned();
+    for (name, value) in SETTINGS {
+        if url.contains(&format!("{name}=")) {
+            continue;
+        }
+        if url_form {
+            out.push(if out.contains('?') { '&' } else { '?' });
+        } else {
+            out.push(' ');
+        }
+        out.push_str(&format!("{name}={value}"));
+    }
+    out
+}
+
 struct StatementCounter(Arc<AtomicU64>);
 
 impl Instrumentation for StatementCounter {
@@ -58,4 +98,23 @@ impl Instrumentation for StatementCounter {
 pub async fn ping(conn: &mut PgConn) -> diesel::QueryResult<()> {
     use diesel_async::RunQueryDsl as _;
     diesel::sql_query("SELECT 1").execute(conn).await.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_keepalives;
+
+    #[test]
+    fn sessions_get_keepalives_in_either_url_form() {
+        let url = with_keepalives("postgres://kith:kith@127.0.0.1:5432/kith");
+        assert!(url.starts_with("postgres://kith:kith@127.0.0.1:5432/kith?keepalives=1&"));
+        assert!(url.contains("&keepalives_idle=5&") && url.contains("tcp_user_timeout=15000"));
+        let url = with_keepalives("postgres://h/db?options=-c%20search_path%3Dx&keepalives_idle=9");
+        assert!(url.contains("keepalives_idle=9") && !url.contains("keepalives_idle=5"));
+        assert_eq!(
+            with_keepalives("host=h dbname=kith keepalives=0"),
+            "host=h dbname=kith keepalives=0 keepalives_idle=5 keepalives_interval=2 \
+             keepalives_retries=3 tcp_user_timeout=15000"
+        );
+    }
 }

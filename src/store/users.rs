@@ -50,6 +50,16 @@ pub async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Opti
         .map(|row| row.map(User::from))
 }
 
+/// The users with these handles, whatever their status, in no particular order.
+pub async fn find_by_handles(conn: &mut PgConn, handles: &[String]) -> QueryResult<Vec<User>> {
+    users::table
+        .filter(users::handle.eq_any(handles))
+        .select(UserRow::as_select())
+        .load(conn)
+        .await
+        .map(|rows: Vec<UserRow>| rows.into_iter().map(User::from).collect())
+}
+
 /// The users with these ids, whatever their status, in no particular order.
 pub async fn find_many(conn: &mut PgConn, ids: &[UserId]) -> QueryResult<Vec<User>> {
     let raw: Vec<i64> = ids.iter().map(|id| id.get()).collect();

@@ -98,6 +98,8 @@ pub async fn change_edge(
             })
         })
         .await?;
+    // Never hold a PostgreSQL connection while waiting for Redis.
+    drop(conn);
     if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
         write_through_for_actor(app, stats, event).await;
     }

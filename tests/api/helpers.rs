@@ -65,6 +65,9 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     config.dead_letter_topic = format!("{name}.dead");
     config.consumer_group = format!("{name}.projector");
     config.topic_partitions = 2;
+    // One broker: one replica.
+    config.topic_replication_factor = 1;
+    config.topic_min_insync_replicas = 1;
     config.auto_migrate = true;
     // Background checks would add statements to the round-trip counts;
     // the tests of the sampled check turn it on.
@@ -167,11 +170,12 @@ impl TestApp {
     /// The same application with its Redis pool pointed at a closed port
     /// (built by hand: `App::start` refuses to start without Redis).
     pub fn without_redis(&self) -> Arc<App> {
-        let closed = bb8::Pool::builder()
-            .connection_timeout(std::time::Duration::from_millis(200))
-            .build_unchecked(
-                bb8_redis::RedisConnectionManager::new("redis://127.0.0.1:1/").unwrap(),
-            );
+        let closed = kith::cache::RedisPool::new(
+            "redis://127.0.0.1:1/",
+            4,
+            std::time::Duration::from_millis(200),
+        )
+        .unwrap();
         App::new(
             self.app.config.clone(),
             self.app.pg.clone(),
@@ -544,6 +548,8 @@ impl KithProcess {
             .env("KAFKA_BROKERS", &c.kafka_brokers)
             .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
             .env("KITH_CONTENT_TOPIC", &c.content_topic)
+            .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+            .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
             .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
             .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
             .env("KITH_CONSUMER_GROUP", &c.consumer_group)

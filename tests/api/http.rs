@@ -8,7 +8,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::helpers::{TestApp, error_code, spawn_app};
+use crate::helpers::{TestApp, error_code, spawn_app, spawn_app_with};
 
 async fn send(t: &TestApp, request: Request<Body>) -> (StatusCode, Vec<u8>) {
     let response = kith::http::router(t.app.clone())
@@ -105,7 +105,14 @@ async fn bad_tokens_cannot_follow() {
 #[tokio::test]
 async fn graphiql_health_and_readiness() {
     let t = spawn_app().await;
-    let (status, body) = send(&t, Request::get("/graphql").body(Body::empty()).unwrap()).await;
+    let (status, body) = send(
+        &t,
+        Request::get("/graphql")
+            .header(header::ACCEPT, "text/html,application/xhtml+xml,*/*;q=0.8")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert!(
         String::from_utf8_lossy(&body)
@@ -156,4 +163,300 @@ async fn metrics_are_served_in_prometheus_text() {
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
+}
+
+/// Serves `t`'s API on a free local port for clients outside the process.
+async fn serve(t: &TestApp) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = kith::http::router(t.app.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    addr
+}
+
+#[tokio::test]
+async fn the_graphql_over_http_audit_passes() {
+    let t = spawn_app().await;
+    let addr = serve(&t).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit/audit.mjs");
+    assert!(
+        std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/http-audit/node_modules/graphql-http"
+        ))
+        .exists(),
+        "the audit suite is not installed (scripts/stack tools)"
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .arg(script)
+            .arg(format!("http://{addr}/graphql"))
+            .output()
+            .expect("node runs (scripts/stack tools installs it)")
+    })
+    .await
+    .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    eprintln!("{report}");
+    assert!(
+        output.status.success(),
+        "audit failed:\n{report}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(report.contains("MUST 13/13"), "{report}");
+}
+
+fn post(content_type: Option<&str>, accept: Option<&str>, body: impl Into<Body>) -> Request<Body> {
+    let mut request = Request::post("/graphql");
+    if let Some(value) = content_type {
+        request = request.header(header::CONTENT_TYPE, value);
+    }
+    if let Some(value) = accept {
+        request = request.header(header::ACCEPT, value);
+    }
+    request.body(body.into()).unwrap()
+}
+
+async fn exchange(
+    t: &TestApp,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let response = kith::http::router(t.app.clone())
+        .oneshot(request)
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes().to_vec(),
+    )
+}
+
+#[tokio::test]
+async fn bodies_past_the_limit_get_413_while_streaming() {
+    let t = spawn_app_with(|c| c.max_body_bytes = 64 * 1024).await;
+    let padding = " ".repeat(100 * 1024);
+    let body = format!(r#"{{"query": "{{ __typename }}"{padding}}}"#);
+    let (status, _, _) = exchange(&t, post(Some("application/json"), None, body.clone())).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // No content-length: the limit holds while the chunks arrive, and the
+    // rest of the stream is never read.
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = read.clone();
+    let chunks = futures::stream::iter((0..1000).map(move |_| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok::<_, std::io::Error>(vec![b' '; 16 * 1024])
+    }));
+    let (status, _, _) = exchange(
+        &t,
+        post(Some("application/json"), None, Body::from_stream(chunks)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        read.load(std::sync::atomic::Ordering::Relaxed) < 10,
+        "read the whole stream"
+    );
+
+    let (status, _, body) = exchange(
+        &t,
+        post(
+            Some("application/json"),
+            None,
+            r#"{"query": "{ __typename }"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+}
+
+#[tokio::test]
+async fn only_json_posts_run_and_get_runs_queries_only() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let follow = json!({
+        "query": "mutation($id: ID!) { follow(input: {userId: $id}) { changed } }",
+        "variables": { "id": kith::graph::ids::user_id(bob).to_string() },
+    })
+    .to_string();
+    let before = t.snapshot().await;
+    let token = format!("Bearer {}", t.token(alice));
+    // Requests a browser sends cross-site without a CORS preflight.
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+        Some("application/json; charset=latin1"),
+    ] {
+        let mut request = post(content_type, None, follow.clone());
+        request
+            .headers_mut()
+            .insert(header::AUTHORIZATION, token.parse().unwrap());
+        let (status, _, _) = exchange(&t, request).await;
+        assert_eq!(
+            status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+    }
+    // A mutation through GET is refused, whatever the operation's name.
+    let encoded = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+    for (query, operation) in [
+        (
+            "mutation { follow(input: {userId: \"x\"}) { changed } }",
+            "",
+        ),
+        (
+            "query A { __typename } mutation B { __typename }",
+            "&operationName=B",
+        ),
+    ] {
+        let uri = format!("/graphql?query={}{operation}", encoded(query));
+        let mut request = Request::get(uri).body(Body::empty()).unwrap();
+        request
+            .headers_mut()
+            .insert(header::AUTHORIZATION, token.parse().unwrap());
+        let (status, headers, _) = exchange(&t, request).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{query}");
+        assert_eq!(headers[header::ALLOW], "POST");
+    }
+    assert_eq!(t.snapshot().await, before);
+
+    // A GET query runs, with variables.
+    let uri = format!(
+        "/graphql?query={}&variables={}",
+        encoded("query($h: String!) { userByHandle(handle: $h) { handle } }"),
+        encoded(r#"{"h":"alice"}"#)
+    );
+    let (status, headers, body) =
+        exchange(&t, Request::get(uri).body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let r: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(r["data"]["userByHandle"]["handle"], "alice", "{r}");
+}
+
+#[tokio::test]
+async fn the_response_type_follows_accept() {
+    let t = spawn_app().await;
+    let ok = r#"{"query": "{ __typename }"}"#;
+    let bad = r#"{"query": "{ noSuchField }"}"#;
+    let cases = [
+        (None, ok, StatusCode::OK, "application/json"),
+        (
+            Some("application/json"),
+            ok,
+            StatusCode::OK,
+            "application/json",
+        ),
+        (Some("*/*"), ok, StatusCode::OK, "application/json"),
+        (
+            Some("application/graphql-response+json"),
+            ok,
+            StatusCode::OK,
+            "application/graphql-response+json",
+        ),
+        (
+            Some("application/json"),
+            bad,
+            StatusCode::OK,
+            "application/json",
+        ),
+        (
+            Some("application/graphql-response+json"),
+            bad,
+            StatusCode::BAD_REQUEST,
+            "application/graphql-response+json",
+        ),
+    ];
+    for (accept, body, status, content_type) in cases {
+        let (got, headers, body) = exchange(&t, post(Some("application/json"), accept, body)).await;
+        assert_eq!(got, status, "{accept:?}");
+        assert!(
+            headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with(content_type),
+            "{accept:?}: {:?}",
+            headers[header::CONTENT_TYPE]
+        );
+        let r: Value = serde_json::from_slice(&body).unwrap();
+        if status == StatusCode::BAD_REQUEST {
+            assert!(r.get("data").is_none(), "{r}");
+            assert_eq!(error_code(&r), Some("INVALID_INPUT"));
+        }
+    }
+    let (status, _, _) = exchange(&t, post(Some("application/json"), None, "{ \"not json")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn cors_allows_only_the_configured_origins() {
+    let preflight = |origin: &str| {
+        Request::builder()
+            .method("OPTIONS")
+            .uri("/graphql")
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+            .header(
+                header::ACCESS_CONTROL_REQUEST_HEADERS,
+                "authorization, content-type",
+            )
+            .body(Body::empty())
+            .unwrap()
+    };
+    let with_origin = |origin: &str| {
+        let mut request = post(
+            Some("application/json"),
+            None,
+            r#"{"query": "{ __typename }"}"#,
+        );
+        request
+            .headers_mut()
+            .insert(header::ORIGIN, origin.parse().unwrap());
+        request
+    };
+    // None by default.
+    let t = spawn_app().await;
+    let (_, headers, _) = exchange(&t, preflight("https://app.example")).await;
+    assert!(headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+    let (_, headers, _) = exchange(&t, with_origin("https://app.example")).await;
+    assert!(headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+
+    let t = spawn_app_with(|c| c.cors_origins = vec!["https://app.example".into()]).await;
+    let (status, headers, _) = exchange(&t, preflight("https://app.example")).await;
+    assert!(status.is_success());
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://app.example"
+    );
+    let methods = headers[header::ACCESS_CONTROL_ALLOW_METHODS]
+        .to_str()
+        .unwrap();
+    assert!(methods.contains("POST") && methods.contains("GET"));
+    let allowed = headers[header::ACCESS_CONTROL_ALLOW_HEADERS]
+        .to_str()
+        .unwrap();
+    assert!(allowed.contains("authorization") && allowed.contains("content-type"));
+    let (_, headers, _) = exchange(&t, with_origin("https://app.example")).await;
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://app.example"
+    );
+    assert!(
+        headers
+            .get(header::ACCESS_CONTROL_ALLOW_CREDENTIALS)
+            .is_none()
+    );
+    let (_, headers, _) = exchange(&t, with_origin("https://evil.example")).await;
+    assert!(headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+    assert_eq!(headers[header::VARY], "origin");
 }

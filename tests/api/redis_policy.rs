@@ -13,41 +13,61 @@ use kith::store::partitions;
 use crate::helpers::{eventually, spawn_app};
 
 /// A `redis-server` owned by one test; killed when dropped.
-struct Redis {
-    child: Child,
-    url: String,
+pub struct Redis {
+    child: Option<Child>,
+    port: u16,
+    args: Vec<String>,
+    pub url: String,
 }
 
 impl Redis {
-    fn start(args: &[&str]) -> Self {
+    pub fn start(args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        let mut redis = Self {
+            child: None,
+            port,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            url: format!("redis://127.0.0.1:{port}/0"),
+        };
+        redis.restart();
+        redis
+    }
+
+    /// Starts the server again on the same port (after [`Redis::kill`]).
+    pub fn restart(&mut self) {
         let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
-            .args(args)
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server (scripts/stack up installs it)");
-        let url = format!("redis://127.0.0.1:{port}/0");
+        self.child = Some(child);
         for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        Self { child, url }
+    }
+
+    /// SIGKILL: every connection drops at once.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
 impl Drop for Redis {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 

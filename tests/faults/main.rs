@@ -1,7 +1,9 @@
 //! The fault suite: a randomized workload against a real `kith run` on a
 //! private stack while, at random moments, the kith process is killed with
-//! SIGKILL and restarted, Redis loses everything (FLUSHALL), the broker is
-//! stopped and started, and PostgreSQL crash-restarts. When the workload
+//! SIGKILL and restarted, Redis loses everything (FLUSHALL), Redis is
+//! stopped and started, the broker is stopped and started, and PostgreSQL
+//! crash-restarts. No request may ever be answered `INTERNAL`: an outage is
+//! `UNAVAILABLE`. When the workload
 //! stops, the pipeline must drain within a stated bound, `kith verify` must
 //! find nothing, and the edges and counters must equal what the workload's
 //! own log of definitive answers says.
@@ -58,7 +60,18 @@ enum Answer {
 
 const MUTATION: &str = "mutation($id: ID!) { %OP%(input: {userId: $id}) { changed } }";
 
+/// The response's error code, counting `INTERNAL` answers (with the response).
+fn internal<'a>(response: &'a serde_json::Value, counts: &Counts) -> Option<&'a str> {
+    let code = response["errors"][0]["extensions"]["code"].as_str();
+    if code == Some("INTERNAL") {
+        counts.internal.fetch_add(1, Ordering::Relaxed);
+        eprintln!("INTERNAL answer: {response}");
+    }
+    code
+}
+
 async fn edge_op(
+    counts: &Counts,
     port: u16,
     tokens: &HashMap<i64, String>,
     actor: i64,
@@ -70,7 +83,7 @@ async fn edge_op(
     let id = kith::graph::ids::user_id(user(target)).to_string();
     match http::graphql(port, &tokens[&actor], &query, json!({ "id": id })).await {
         Ok(r) if r["data"][op]["changed"].is_boolean() => Answer::Done,
-        Ok(r) => match r["errors"][0]["extensions"]["code"].as_str() {
+        Ok(r) => match internal(&r, counts) {
             Some(
                 "INVALID_INPUT" | "NOT_FOUND" | "RATE_LIMITED" | "FORBIDDEN" | "UNAUTHENTICATED",
             ) => Answer::Refused,
@@ -90,6 +103,7 @@ struct Counts {
     done: AtomicU64,
     refused: AtomicU64,
     open: AtomicU64,
+    internal: AtomicU64,
     content_sent: AtomicU64,
     content_duplicates: AtomicU64,
 }
@@ -127,7 +141,7 @@ async fn writer(
             }
             (a, b, rng.below(3) != 0, false)
         };
-        let answer = edge_op(port, &tokens, actor, target, follow).await;
+        let answer = edge_op(&counts, port, &tokens, actor, target, follow).await;
         counts.ops.fetch_add(1, Ordering::Relaxed);
         let slot = expected.entry((actor, target)).or_insert(None);
         match answer {
@@ -220,7 +234,14 @@ async fn content_producer(
 
 /// Profile reads of random users, so that list caches and counter records
 /// exist for the faults to hit and for `kith verify` to check.
-async fn reader(seed: u64, port: u16, token: String, stop: Arc<AtomicBool>, reads: Arc<AtomicU64>) {
+async fn reader(
+    seed: u64,
+    port: u16,
+    token: String,
+    stop: Arc<AtomicBool>,
+    reads: Arc<AtomicU64>,
+    counts: Arc<Counts>,
+) {
     let mut rng = Rng(seed ^ 0x5EED);
     let query = "query($id: ID!) { user(id: $id) { counters { followers followings posts }
         followers(first: 20) { edges { node { handle } } }
@@ -232,10 +253,8 @@ async fn reader(seed: u64, port: u16, token: String, stop: Arc<AtomicBool>, read
             1 + rng.below(60) as i64
         };
         let id = kith::graph::ids::user_id(user(target)).to_string();
-        if http::graphql(port, &token, query, json!({ "id": id }))
-            .await
-            .is_ok()
-        {
+        if let Ok(r) = http::graphql(port, &token, query, json!({ "id": id })).await {
+            internal(&r, &counts);
             reads.fetch_add(1, Ordering::Relaxed);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -246,13 +265,15 @@ async fn reader(seed: u64, port: u16, token: String, stop: Arc<AtomicBool>, read
 enum Fault {
     KillKith,
     FlushRedis,
+    RestartRedis,
     RestartBroker,
     RestartPostgres,
 }
 
-const ALL_FAULTS: [Fault; 4] = [
+const ALL_FAULTS: [Fault; 5] = [
     Fault::KillKith,
     Fault::FlushRedis,
+    Fault::RestartRedis,
     Fault::RestartBroker,
     Fault::RestartPostgres,
 ];
@@ -269,6 +290,11 @@ async fn inject(stack: &Mutex<Stack>, fault: Fault, rng: &mut Rng) {
             let client = redis::Client::open(stack.redis_url.as_str()).unwrap();
             let mut conn = client.get_multiplexed_async_connection().await.unwrap();
             let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+        }
+        Fault::RestartRedis => {
+            run_script(&stack, &["stop", "redis"]).await;
+            tokio::time::sleep(Duration::from_millis(1000 + rng.below(3000))).await;
+            run_script(&stack, &["up"]).await;
         }
         Fault::RestartBroker => {
             run_script(&stack, &["stop", "tansu"]).await;
@@ -429,6 +455,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         tokens[&1].clone(),
         stop.clone(),
         reads.clone(),
+        counts.clone(),
     ));
 
     // Faults: each kind once in a random order, then at random.
@@ -471,7 +498,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     for (pair, state) in expected.iter_mut().filter(|(_, s)| s.is_none()) {
         let follow = rng.below(2) == 0;
         loop {
-            match edge_op(port, &tokens, pair.0, pair.1, follow).await {
+            match edge_op(&counts, port, &tokens, pair.0, pair.1, follow).await {
                 Answer::Done => break,
                 Answer::Refused => panic!("{pair:?} refused"),
                 Answer::Open => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -565,7 +592,9 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          | left open (error or no answer) | {} |\n| final answers for open and hot pairs | {pins} |\n\
          | pairs checked against the truth | {} |\n\
          | content events acknowledged | {} (of them sent twice on purpose: {}) |\n\
+         | answered INTERNAL (must be 0) | {} |\n\
          | faults: kill -9 of kith run + restart | {} |\n| faults: Redis FLUSHALL | {} |\n\
+         | faults: Redis stop/start | {} |\n\
          | faults: broker stop/start | {} |\n| faults: PostgreSQL crash-restart | {} |\n\n\
          drained {:.1} s after the last fault ({:.1} s after the workload; bound {} s)\n\n\
          `kith verify`: {}\n\
@@ -579,8 +608,10 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         expected.len(),
         counts.content_sent.load(Ordering::Relaxed),
         counts.content_duplicates.load(Ordering::Relaxed),
+        counts.internal.load(Ordering::Relaxed),
         faults.get(&Fault::KillKith).unwrap_or(&0),
         faults.get(&Fault::FlushRedis).unwrap_or(&0),
+        faults.get(&Fault::RestartRedis).unwrap_or(&0),
         faults.get(&Fault::RestartBroker).unwrap_or(&0),
         faults.get(&Fault::RestartPostgres).unwrap_or(&0),
         drained_after_fault.as_secs_f64(),
@@ -597,8 +628,13 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         content_wrong.is_empty(),
         "content counters differ: {content_wrong:?}"
     );
+    assert_eq!(
+        counts.internal.load(Ordering::Relaxed),
+        0,
+        "requests answered INTERNAL during outages (see the log)"
+    );
     assert!(
-        faults.len() == 4 || secs < 30,
+        faults.len() == ALL_FAULTS.len() || secs < 30,
         "every kind of fault ran: {faults:?}"
     );
 }

@@ -86,6 +86,8 @@ impl Stack {
             ("REDIS_URL", self.redis_url.clone()),
             ("KAFKA_BROKERS", self.brokers.clone()),
             ("KITH_TOPIC_PARTITIONS", "4".into()),
+            ("KITH_TOPIC_REPLICATION_FACTOR", "1".into()),
+            ("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1".into()),
             ("KITH_HTTP_ADDR", format!("127.0.0.1:{}", self.http_port)),
             ("KITH_RATE_LIMIT_CAPACITY", "1000000".into()),
             ("KITH_RATE_LIMIT_PER_SEC", "100000".into()),

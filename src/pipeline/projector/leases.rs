@@ -100,7 +100,12 @@ impl Keeper {
         let counts = self.partition_counts().await;
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
-            None => AsyncPgConnection::establish(&self.app.config.database_url).await?,
+            None => {
+                AsyncPgConnection::establish(&crate::store::pool::with_keepalives(
+                    &self.app.config.database_url,
+                ))
+                .await?
+            }
         };
         // Kept only when the tick succeeds: a failed session is opened afresh.
         let held = self.tick_on(&mut conn, counts).await?;

@@ -1,0 +1,241 @@
+//! The Redis pool, with short timeouts and a circuit breaker.
+//!
+//! Every Redis call has a deadline (`KITH_REDIS_TIMEOUT_MS`, for connecting
+//! and for each answer). A failure that says Redis as a whole is away — no
+//! connection, a timeout, a dropped connection, or a server that answers
+//! `LOADING`, `BUSY`, `READONLY`, `TRYAGAIN`, `MASTERDOWN`, `CLUSTERDOWN` —
+//! opens the breaker: from then on [`RedisPool::get`] fails at once, so reads
+//! go straight to PostgreSQL and writes answer `UNAVAILABLE` without waiting
+//! out a timeout each. A background probe pings Redis every
+//! [`PROBE_INTERVAL`] and closes the breaker when it answers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture};
+
+/// How often an open breaker checks whether Redis is back.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Server error codes that mean "this Redis cannot serve now; retry later".
+const UNAVAILABLE_CODES: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "READONLY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+];
+
+/// True when `e` says Redis is unreachable or cannot serve now (as opposed
+/// to an error in the command itself).
+pub fn is_unavailable(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.code().is_some_and(|c| UNAVAILABLE_CODES.contains(&c))
+        || e.clone().into_server_errors().is_some_and(|errors| {
+            errors
+                .iter()
+                .any(|(_, e)| UNAVAILABLE_CODES.contains(&e.code()))
+        })
+}
+
+/// Whether Redis is believed reachable, shared by the pool and its connections.
+#[derive(Debug, Default)]
+struct Breaker {
+    open: AtomicBool,
+    probing: AtomicBool,
+}
+
+/// Builds connections with deadlines and hands out [`RedisConn`]s.
+#[derive(Clone)]
+pub struct RedisManager {
+    client: Client,
+    config: AsyncConnectionConfig,
+    breaker: Arc<Breaker>,
+}
+
+impl bb8::ManageConnection for RedisManager {
+    type Connection = RedisConn;
+    type Error = RedisError;
+
+    async fn connect(&self) -> Result<RedisConn, RedisError> {
+        let inner = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await?;
+        Ok(RedisConn {
+            inner,
+            broken: false,
+            breaker: self.breaker.clone(),
+        })
+    }
+
+    async fn is_valid(&self, conn: &mut RedisConn) -> Result<(), RedisError> {
+        redis::cmd("PING").query_async::<()>(conn).await
+    }
+
+    fn has_broken(&self, conn: &mut RedisConn) -> bool {
+        conn.broken
+    }
+}
+
+/// A pooled Redis connection. A failure that means the connection (or Redis)
+/// is gone marks it broken, so the pool drops it instead of lending it again,
+/// and opens the breaker.
+pub struct RedisConn {
+    inner: MultiplexedConnection,
+    broken: bool,
+    breaker: Arc<Breaker>,
+}
+
+impl RedisConn {
+    fn observe<T>(&mut self, result: &Result<T, RedisError>) {
+        if let Err(e) = result
+            && is_unavailable(e)
+        {
+            if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                self.broken = true;
+            }
+            self.breaker.open.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, redis::Value> {
+        Box::pin(async move {
+            let result = self.inner.req_packed_command(cmd).await;
+            self.observe(&result);
+            result
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        Box::pin(async move {
+            let result = self
+                .inner
+                .req_packed_commands(pipeline, offset, count)
+                .await;
+            self.observe(&result);
+            result
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
+
+/// A connection checked out of [`RedisPool`].
+pub type PooledRedis<'a> = bb8::PooledConnection<'a, RedisManager>;
+
+/// Pool of multiplexed Redis connections behind a circuit breaker.
+#[derive(Clone)]
+pub struct RedisPool {
+    pool: bb8::Pool<RedisManager>,
+    breaker: Arc<Breaker>,
+    client: Client,
+    config: AsyncConnectionConfig,
+}
+
+impl RedisPool {
+    /// Builds the pool; `timeout` bounds connecting, checking out and every
+    /// answer. Opens no connection yet.
+    pub fn new(url: &str, max_size: u32, timeout: Duration) -> Result<Self, RedisError> {
+        let client = Client::open(url)?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let breaker = Arc::new(Breaker::default());
+        let manager = RedisManager {
+            client: client.clone(),
+            config: config.clone(),
+            breaker: breaker.clone(),
+        };
+        let pool = bb8::Pool::builder()
+            .max_size(max_size)
+            .connection_timeout(timeout)
+            // A dead connection is noticed by its failed command and marked
+            // broken; no PING before every checkout.
+            .test_on_check_out(false)
+            .build_unchecked(manager);
+        Ok(Self {
+            pool,
+            breaker,
+            client,
+            config,
+        })
+    }
+
+    /// A connection, or at once an error while the breaker is open.
+    pub async fn get(&self) -> Result<PooledRedis<'_>, bb8::RunError<RedisError>> {
+        if self.is_down() {
+            return Err(bb8::RunError::User(RedisError::from((
+                ErrorKind::Io,
+                "Redis is unavailable (circuit open)",
+            ))));
+        }
+        match self.pool.get().await {
+            Ok(conn) => Ok(conn),
+            Err(e) => {
+                if !matches!(&e, bb8::RunError::User(e) if !is_unavailable(e)) {
+                    self.trip();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// True while the breaker is open (Redis believed unreachable).
+    pub fn is_down(&self) -> bool {
+        if self.breaker.open.load(Ordering::Relaxed) {
+            self.start_probe();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn trip(&self) {
+        self.breaker.open.store(true, Ordering::Relaxed);
+        self.start_probe();
+    }
+
+    /// Starts the background probe unless one runs already.
+    fn start_probe(&self) {
+        if self.breaker.probing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let breaker = self.breaker.clone();
+        let client = self.client.clone();
+        let config = self.config.clone();
+        tokio::spawn(async move {
+            tracing::warn!("Redis unavailable; serving without it until it answers again");
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                let ping = async {
+                    let mut conn = client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    redis::cmd("PING").query_async::<()>(&mut conn).await
+                };
+                if ping.await.is_ok() {
+                    break;
+                }
+            }
+            breaker.open.store(false, Ordering::Relaxed);
+            breaker.probing.store(false, Ordering::Release);
+            tracing::info!("Redis answers again");
+        });
+    }
+}

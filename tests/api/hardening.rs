@@ -1,0 +1,242 @@
+//! Every request has a bounded cost: hostile shapes are refused before any
+//! PostgreSQL statement, requests past their deadline answer `TIMEOUT` and
+//! give their connections back, root lookups are batched, and reads start
+//! no more cache fills than allowed.
+
+use std::time::Duration;
+
+use kith::auth::Viewer;
+use kith::cache::ListKey;
+use kith::read::pages::{self, Source};
+use kith::store::lists::PageRequest;
+use serde_json::json;
+
+use crate::helpers::{
+    TestApp, assert_ok, error_code, eventually, seed_followers, spawn_app, spawn_app_with,
+};
+
+async fn celebrity(t: &TestApp, followers: i64) -> String {
+    let star = t.user("star").await;
+    seed_followers(t, star, "fan", followers, 1).await;
+    kith::graph::ids::user_id(star).to_string()
+}
+
+/// Runs `query` anonymously; returns the response and the PostgreSQL
+/// statements it cost.
+async fn statements_of(
+    t: &TestApp,
+    query: &str,
+    variables: serde_json::Value,
+) -> (serde_json::Value, u64) {
+    let (before, _) = t.app.round_trips.snapshot();
+    let r = t.execute(Viewer::Anonymous, query, variables).await;
+    let (after, _) = t.app.round_trips.snapshot();
+    (r, after - before)
+}
+
+#[tokio::test]
+async fn hostile_shapes_are_refused_before_any_statement() {
+    let t = spawn_app().await;
+    let id = celebrity(&t, 200).await;
+    let many = |n: usize, field: &str| -> String {
+        let fields: String = (0..n).map(|i| format!("f{i}: {field} ")).collect();
+        format!("query($id: ID!) {{ user(id: $id) {{ {fields} }} }}")
+    };
+    let roots = |n: usize| -> String {
+        let fields: String = (0..n)
+            .map(|i| format!("u{i}: user(id: $id) {{ handle }} "))
+            .collect();
+        format!("query($id: ID!) {{ {fields} }}")
+    };
+    let hostile = [
+        // The reported one: 2,000 deep offsets in one request.
+        many(2000, "followers(first: 1, offset: 150000) { totalCount }"),
+        // One offset past the bound, literal or in a variable.
+        "query($id: ID!) { user(id: $id) { followers(first: 1, offset: 10001) { totalCount } } }"
+            .to_owned(),
+        // Offsets within the bound, but so many that the rows they skip add up.
+        many(25, "followers(first: 1, offset: 10000) { totalCount }"),
+        // Aliases and root fields past their limits.
+        many(51, "handle"),
+        roots(21),
+    ];
+    for query in &hostile {
+        let (r, statements) = statements_of(&t, query, json!({ "id": id })).await;
+        assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+        assert_eq!(statements, 0, "statements ran for a refused request: {r}");
+    }
+    let (r, statements) = statements_of(
+        &t,
+        "query($id: ID!, $o: Int) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
+        json!({ "id": id, "o": 50_000 }),
+    )
+    .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert_eq!(statements, 0);
+    let message = r["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("10000") && message.contains("after"),
+        "{message}"
+    );
+
+    // What the limits allow still works.
+    let (r, _) = statements_of(&t, &many(50, "handle"), json!({ "id": id })).await;
+    assert_ok(&r);
+    let (r, _) = statements_of(
+        &t,
+        "query($id: ID!) { user(id: $id) { followers(first: 2, offset: 150) { edges { node { handle } } } } }",
+        json!({ "id": id }),
+    )
+    .await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["user"]["followers"]["edges"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn user_by_handle_is_batched() {
+    let t = spawn_app().await;
+    let mut fields = String::new();
+    for i in 0..10 {
+        t.user(&format!("person{i}")).await;
+        fields.push_str(&format!(
+            "p{i}: userByHandle(handle: \"person{i}\") {{ handle }} "
+        ));
+    }
+    fields.push_str("nobody: userByHandle(handle: \"nobody\") { handle }");
+    let (r, statements) = statements_of(&t, &format!("{{ {fields} }}"), json!({})).await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["p7"]["handle"], "person7");
+    assert!(r["data"]["nobody"].is_null());
+    assert_eq!(statements, 1, "ten handles, one statement");
+}
+
+/// Holds an `ACCESS EXCLUSIVE` lock on `users` (so every read of it waits)
+/// until dropped.
+struct UsersLocked {
+    _release: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn lock_users(t: &TestApp) -> UsersLocked {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let (locked, is_locked) = tokio::sync::oneshot::channel::<()>();
+    let url = t.app.config.database_url.clone();
+    tokio::spawn(async move {
+        let mut conn = diesel_async::AsyncPgConnection::establish(&url)
+            .await
+            .unwrap();
+        conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+            diesel::sql_query("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+                .execute(conn)
+                .await?;
+            let _ = locked.send(());
+            let _ = released.await;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    });
+    is_locked.await.unwrap();
+    UsersLocked { _release: release }
+}
+
+async fn all_connections_idle(t: &TestApp, secs: u64) {
+    eventually(
+        "every PostgreSQL connection back in the pool",
+        secs,
+        || async {
+            let state = t.app.pg.state();
+            (state.connections == state.idle_connections).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
+    let t = spawn_app_with(|c| {
+        c.request_timeout_ms = 300;
+        c.statement_timeout_ms = 1000;
+    })
+    .await;
+    let alice = t.user("alice").await;
+    let id = kith::graph::ids::user_id(alice).to_string();
+    let query = "query($id: ID!) { user(id: $id) { handle } }";
+    let lock = lock_users(&t).await;
+    let started = std::time::Instant::now();
+    let r = t
+        .execute(Viewer::Anonymous, query, json!({ "id": id }))
+        .await;
+    assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // The statement still waiting on the lock is cancelled by PostgreSQL.
+    all_connections_idle(&t, 10).await;
+    drop(lock);
+    let r = t
+        .execute(Viewer::Anonymous, query, json!({ "id": id }))
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["user"]["handle"], "alice");
+    let metrics = t.app.metrics.render(None);
+    assert!(
+        metrics.contains("kith_requests_timed_out_total 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_statement_past_statement_timeout_answers_timeout() {
+    let t = spawn_app_with(|c| c.statement_timeout_ms = 200).await;
+    let alice = t.user("alice").await;
+    let id = kith::graph::ids::user_id(alice).to_string();
+    let lock = lock_users(&t).await;
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { handle } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
+    drop(lock);
+    all_connections_idle(&t, 10).await;
+}
+
+#[tokio::test]
+async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
+    let t = spawn_app().await;
+    let star = t.user("star").await;
+    seed_followers(&t, star, "fan", 30, 1).await;
+    let list = ListKey::Followers(star);
+    // `first: 0` (a count) never fills.
+    let (_, source) = pages::page(&t.app, list, PageRequest::After(None, 0), Some(30))
+        .await
+        .unwrap();
+    assert_eq!(source, Source::Postgres);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(t.cached_list(list).await, None, "a count filled the cache");
+
+    // With no fill permits, pages are served from PostgreSQL and nothing fills.
+    let t = spawn_app_with(|c| c.max_concurrent_fills = 0).await;
+    let star = t.user("star").await;
+    seed_followers(&t, star, "fan", 30, 1).await;
+    let list = ListKey::Followers(star);
+    for _ in 0..3 {
+        let (page, source) = pages::page(&t.app, list, PageRequest::After(None, 10), Some(30))
+            .await
+            .unwrap();
+        assert_eq!((page.items.len(), source), (10, Source::Postgres));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(t.cached_list(list).await, None);
+}
