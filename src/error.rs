@@ -207,6 +207,58 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_error_keeps_its_code() {
+        // A hot-list or DataLoader failure reaches every waiter with its own code.
+        for e in [
+            ApiError::Unavailable(anyhow::anyhow!("pool timed out")),
+            ApiError::Timeout,
+            ApiError::NotFound("user"),
+            ApiError::internal(anyhow::anyhow!("bug")),
+        ] {
+            assert_eq!(ApiError::shared(&e).code(), e.code());
+        }
+    }
+
+    #[test]
+    fn postgres_failures_map_to_codes() {
+        use diesel::result::{DatabaseErrorKind as Kind, Error};
+        let db = |kind, message: &str| Error::DatabaseError(kind, Box::new(message.to_owned()));
+        let cases = [
+            (db(Kind::ClosedConnection, "closed"), "UNAVAILABLE"),
+            (
+                db(Kind::UnableToSendCommand, "connection closed"),
+                "UNAVAILABLE",
+            ),
+            (
+                db(
+                    Kind::Unknown,
+                    "terminating connection due to administrator command",
+                ),
+                "UNAVAILABLE",
+            ),
+            (
+                db(Kind::Unknown, "the database system is shutting down"),
+                "UNAVAILABLE",
+            ),
+            (
+                db(
+                    Kind::Unknown,
+                    "canceling statement due to statement timeout",
+                ),
+                "TIMEOUT",
+            ),
+            (
+                db(Kind::Unknown, "relation \"users\" does not exist"),
+                "INTERNAL",
+            ),
+            (db(Kind::UniqueViolation, "duplicate key"), "INTERNAL"),
+        ];
+        for (error, code) in cases {
+            assert_eq!(ApiError::from(error).code(), code);
+        }
+    }
+
+    #[test]
     fn rate_limited_carries_retry_after() {
         let err = ApiError::RateLimited {
             retry_after_ms: 250,

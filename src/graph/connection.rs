@@ -10,6 +10,7 @@
 use async_graphql::{Context, ErrorExtensions as _, Object, SimpleObject};
 use chrono::{DateTime, TimeZone, Utc};
 
+use super::count::Count;
 use super::cursor::CursorKeys;
 use super::loaders::Loaders;
 use super::user::UserNode;
@@ -184,8 +185,8 @@ impl FollowConnection {
     }
 
     /// How many edges the whole list has.
-    async fn total_count(&self) -> u64 {
-        self.total
+    async fn total_count(&self) -> Count {
+        Count(self.total)
     }
 }
 

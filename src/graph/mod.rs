@@ -2,6 +2,7 @@
 //! One `#[Object]` per domain module, merged into the roots below.
 
 pub mod connection;
+pub mod count;
 pub mod cursor;
 pub mod ids;
 pub mod limits;

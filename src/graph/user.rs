@@ -3,6 +3,7 @@
 use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
 
 use super::connection::{self, FollowConnection, PageArgs};
+use super::count::Count;
 use super::loaders::Loaders;
 use super::relation::Relationship;
 use super::{ids, viewer};
@@ -132,25 +133,25 @@ pub(crate) async fn relation(
 #[derive(SimpleObject, Clone, Copy)]
 pub struct Counters {
     /// Users this user follows.
-    pub followings: u32,
+    pub followings: Count,
     /// Users following this user.
-    pub followers: u32,
+    pub followers: Count,
     /// Published posts.
-    pub posts: u32,
+    pub posts: Count,
     /// Likes received on this user's posts.
-    pub likes_received: u32,
+    pub likes_received: Count,
     /// Favourites received on this user's posts.
-    pub favs_received: u32,
+    pub favs_received: Count,
 }
 
 impl From<CounterRecord> for Counters {
     fn from(r: CounterRecord) -> Self {
         Self {
-            followings: r.followings,
-            followers: r.followers,
-            posts: r.posts,
-            likes_received: r.likes_received,
-            favs_received: r.favs_received,
+            followings: r.followings.into(),
+            followers: r.followers.into(),
+            posts: r.posts.into(),
+            likes_received: r.likes_received.into(),
+            favs_received: r.favs_received.into(),
         }
     }
 }

@@ -240,3 +240,67 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
     }
     assert_eq!(t.cached_list(list).await, None);
 }
+
+#[tokio::test]
+async fn counts_past_int_range_are_exact() {
+    let t = spawn_app().await;
+    let star = t.user("star").await;
+    t.sql(&format!(
+        "UPDATE user_stats SET likes_received = 3000000000, version = kith_next_version(version)
+          WHERE user_id = {star}"
+    ))
+    .await;
+    let id = kith::graph::ids::user_id(star).to_string();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { counters { likesReceived } followers(first: 0) { totalCount } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["user"]["counters"]["likesReceived"],
+        3_000_000_000_u64
+    );
+    // The schema does not promise a 32-bit `Int` it could not keep.
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "{ counters: __type(name: \"Counters\") { fields { type { ofType { name } } } }
+               page: __type(name: \"FollowConnection\") { fields { name type { ofType { name } } } } }",
+            json!({}),
+        )
+        .await;
+    for field in r["data"]["counters"]["fields"].as_array().unwrap() {
+        assert_eq!(field["type"]["ofType"]["name"], "Count", "{r}");
+    }
+    let total = r["data"]["page"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "totalCount")
+        .unwrap();
+    assert_eq!(total["type"]["ofType"]["name"], "Count");
+}
+
+#[tokio::test]
+async fn the_dev_secret_is_refused_on_a_public_address() {
+    let output = tokio::task::spawn_blocking(|| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
+            .arg("serve")
+            .env_remove("KITH_JWT_SECRET")
+            .env("KITH_HTTP_ADDR", "0.0.0.0:0")
+            .env("KITH_AUTO_MIGRATE", "false")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("KITH_JWT_SECRET") && stderr.contains("loopback"),
+        "{stderr}"
+    );
+}

@@ -9,6 +9,7 @@ mod rng;
 mod consistency;
 mod errors;
 mod hardening;
+mod hostile_bench;
 mod http;
 mod lifecycle;
 mod outage;

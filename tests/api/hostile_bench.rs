@@ -1,0 +1,156 @@
+//! A measurement, not a test (ignored by `cargo test`; run it with
+//! `scripts/bench-hostile`): how long an ordinary profile query takes while an
+//! anonymous client sends hostile requests back to back, against an account
+//! with 200,000 followers. Writes `target/bench-reports/hostile.md`.
+//!
+//! It uses only what every version of Kith has (the test application, the
+//! follower seeding, in-process GraphQL), so the same file measures an older
+//! checkout for comparison.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kith::auth::Viewer;
+use serde_json::json;
+
+use crate::helpers::{TestApp, seed_followers, spawn_app_with};
+
+const FOLLOWERS: i64 = 200_000;
+const PROBES_IDLE: usize = 200;
+const ATTACK: Duration = Duration::from_secs(20);
+const PROBE: &str = "query($id: ID!) { user(id: $id) { handle
+    counters { followings followers posts }
+    followers(first: 20) { totalCount edges { node { handle } } } } }";
+
+fn hostile(fields: usize, offset: u32) -> String {
+    let fields: String = (0..fields)
+        .map(|i| format!("f{i}: followers(first: 1, offset: {offset}) {{ edges {{ cursor }} }} "))
+        .collect();
+    format!("query($id: ID!) {{ user(id: $id) {{ {fields} }} }}")
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn summary(samples: &mut [Duration]) -> String {
+    samples.sort();
+    let at = |p: f64| millis(samples[((samples.len() - 1) as f64 * p).round() as usize]);
+    format!(
+        "{} | {:.1} | {:.1} | {:.1} | {:.1}",
+        samples.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        millis(*samples.last().unwrap())
+    )
+}
+
+/// How long one profile query took; failed ones are counted in `failed`.
+async fn probe(t: &TestApp, id: &str, failed: &mut usize) -> Duration {
+    let started = Instant::now();
+    let r = t
+        .execute(Viewer::Anonymous, PROBE, json!({ "id": id }))
+        .await;
+    if !r["errors"].is_null() {
+        *failed += 1;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run scripts/bench-hostile"]
+async fn probe_latency_under_hostile_requests() {
+    let t = Arc::new(spawn_app_with(|_| {}).await);
+    let star = t.user("star").await;
+    seed_followers(&t, star, "fan", FOLLOWERS, 1).await;
+    let friend = t.user("friend").await;
+    seed_followers(&t, friend, "pal", 20, 1).await;
+    // As autovacuum would soon after a bulk load: plans from real statistics.
+    t.sql("ANALYZE").await;
+    let star_id = kith::graph::ids::user_id(star).to_string();
+    let friend_id = kith::graph::ids::user_id(friend).to_string();
+
+    // Warm caches and pools.
+    let mut failed = 0;
+    for _ in 0..20 {
+        probe(&t, &friend_id, &mut failed).await;
+    }
+    let mut idle: Vec<Duration> = Vec::new();
+    for _ in 0..PROBES_IDLE {
+        idle.push(probe(&t, &friend_id, &mut failed).await);
+    }
+    let mut rows = vec![format!("| idle | – | {} | {failed} |", summary(&mut idle))];
+
+    let shapes = [
+        (
+            "2,000 × followers(first: 1, offset: 150000)",
+            hostile(2000, 150_000),
+        ),
+        (
+            "19 × followers(first: 1, offset: 10000)",
+            hostile(19, 10_000),
+        ),
+    ];
+    for (name, query) in shapes {
+        let stop = Arc::new(AtomicBool::new(false));
+        let attacker = {
+            let (t, stop, id, query) = (t.clone(), stop.clone(), star_id.clone(), query.clone());
+            tokio::spawn(async move {
+                let mut answers: Vec<(Duration, String)> = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let r = t
+                        .execute(Viewer::Anonymous, &query, json!({ "id": id }))
+                        .await;
+                    let code = r["errors"][0]["extensions"]["code"]
+                        .as_str()
+                        .unwrap_or("ok")
+                        .to_owned();
+                    answers.push((started.elapsed(), code));
+                }
+                answers
+            })
+        };
+        let mut under: Vec<Duration> = Vec::new();
+        let mut failed = 0;
+        let deadline = Instant::now() + ATTACK;
+        while Instant::now() < deadline {
+            under.push(probe(&t, &friend_id, &mut failed).await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let answers = attacker.await.unwrap();
+        let mut codes: Vec<&str> = answers.iter().map(|(_, c)| c.as_str()).collect();
+        codes.sort();
+        codes.dedup();
+        let mut hostile_times: Vec<Duration> = answers.iter().map(|(d, _)| *d).collect();
+        hostile_times.sort();
+        let hostile_p50 = millis(hostile_times[hostile_times.len() / 2]);
+        rows.push(format!(
+            "| under {name} | {} requests, p50 {hostile_p50:.1} ms, answered {} | {} | {failed} |",
+            answers.len(),
+            codes.join("/"),
+            summary(&mut under)
+        ));
+    }
+    let report = format!(
+        "# Probe latency under hostile requests\n\n\
+         An account with {FOLLOWERS} followers; one anonymous client sends the hostile request \
+         back to back for {} s while another sends an ordinary profile query (a user with 20 \
+         followers: counters and the first 20) every 20 ms. In-process GraphQL, debug build, \
+         PostgreSQL pool of 8, everything on this machine.\n\n\
+         | phase | hostile requests | probes | p50 ms | p90 ms | p99 ms | max ms | probes failed |\n\
+         |---|---|---|---|---|---|---|---|\n{}\n",
+        ATTACK.as_secs(),
+        rows.join("\n")
+    );
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("bench-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hostile.md"), &report).unwrap();
+    eprintln!("{report}");
+}
