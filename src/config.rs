@@ -38,7 +38,7 @@
 //! | `KITH_MAX_ROOT_FIELDS` | `20` | most root fields in one operation |
 //! | `KITH_MAX_BODY_BYTES` | `1048576` | largest request body; larger ones get 413 |
 //! | `KITH_REQUEST_TIMEOUT_MS` | `5000` | deadline of one GraphQL request; past it the answer is `TIMEOUT` |
-//! | `KITH_STATEMENT_TIMEOUT_MS` | `5000` | PostgreSQL `statement_timeout` of pooled connections (0 = none) |
+//! | `KITH_STATEMENT_TIMEOUT_MS` | `4000` | PostgreSQL `statement_timeout` of pooled connections (0 = none; operator commands use none) |
 //! | `KITH_REDIS_TIMEOUT_MS` | `1000` | deadline of connecting to Redis and of each Redis answer |
 //! | `KITH_MAX_CONCURRENT_FILLS` | `4` | list-cache fills started by reads that may run at once per process |
 //! | `KITH_CORS_ORIGINS` | empty | comma-separated origins browsers may call the API from (`*` = any) |
@@ -206,7 +206,7 @@ impl Config {
             max_root_fields: parse(&lookup, "KITH_MAX_ROOT_FIELDS", "20")?,
             max_body_bytes: parse(&lookup, "KITH_MAX_BODY_BYTES", "1048576")?,
             request_timeout_ms: parse(&lookup, "KITH_REQUEST_TIMEOUT_MS", "5000")?,
-            statement_timeout_ms: parse(&lookup, "KITH_STATEMENT_TIMEOUT_MS", "5000")?,
+            statement_timeout_ms: parse(&lookup, "KITH_STATEMENT_TIMEOUT_MS", "4000")?,
             redis_timeout_ms: parse(&lookup, "KITH_REDIS_TIMEOUT_MS", "1000")?,
             max_concurrent_fills: parse(&lookup, "KITH_MAX_CONCURRENT_FILLS", "4")?,
             cors_origins: text("KITH_CORS_ORIGINS", "")

@@ -35,7 +35,10 @@ pub enum ApiError {
     #[error("service temporarily unavailable")]
     Unavailable(#[source] anyhow::Error),
     /// The request ran past its deadline (`KITH_REQUEST_TIMEOUT_MS`) or a
-    /// statement past PostgreSQL's `statement_timeout`; nothing was left half-done.
+    /// statement past PostgreSQL's `statement_timeout`. Nothing is left
+    /// half-written (a transaction commits whole or not at all), but a
+    /// mutation stopped at the deadline may or may not have committed, as
+    /// with a dropped connection; follow and unfollow are safe to repeat.
     #[error("the request took too long and was stopped")]
     Timeout,
     /// A bug or an unexpected failure; the cause is logged, never returned.

@@ -84,7 +84,12 @@ impl Media {
         for range in accept.split(',') {
             let mut parts = range.split(';').map(str::trim);
             let media = parts.next().unwrap_or_default().to_ascii_lowercase();
-            if parts.any(|p| p.replace(' ', "") == "q=0") {
+            let refused = parts.any(|p| {
+                p.split_once('=').is_some_and(|(k, v)| {
+                    k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>() == Ok(0.0)
+                })
+            });
+            if refused {
                 continue;
             }
             match media.as_str() {
@@ -142,7 +147,9 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
     let media = Media::negotiate(&parts.headers).unwrap_or(Media::Json);
     let parsed = async {
         check_json_content_type(&parts.headers)?;
-        let body = read_body(&parts.headers, body, state.app.config.max_body_bytes).await?;
+        let config = &state.app.config;
+        let deadline = Duration::from_millis(config.request_timeout_ms);
+        let body = read_body(&parts.headers, body, config.max_body_bytes, deadline).await?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -266,7 +273,12 @@ fn check_json_content_type(headers: &HeaderMap) -> Result<(), Refusal> {
 
 /// The body, refused with `413` as soon as it passes `limit` bytes (before
 /// reading any of it when `content-length` says so already).
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, Refusal> {
+async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    deadline: Duration,
+) -> Result<Bytes, Refusal> {
     let too_large = || {
         Refusal::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -281,19 +293,31 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
         return Err(too_large());
     }
     let mut stream = body.into_data_stream();
-    let mut buffer = Vec::with_capacity(declared.unwrap_or(0) as usize);
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|_| {
-            Refusal::new(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read",
-            )
-        })?;
-        if buffer.len() + chunk.len() > limit {
-            return Err(too_large());
+    // What the client declares is not trusted for an allocation.
+    let mut buffer = Vec::with_capacity(declared.unwrap_or(0).min(64 * 1024) as usize);
+    let read = async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|_| {
+                Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+            })?;
+            if buffer.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            buffer.extend_from_slice(&chunk);
         }
-        buffer.extend_from_slice(&chunk);
-    }
+        Ok(())
+    };
+    // A client that declares a body and sends it slowly (or never) does not
+    // hold the connection and the buffer past the request deadline.
+    tokio::time::timeout(deadline, read).await.map_err(|_| {
+        Refusal::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time",
+        )
+    })??;
     Ok(buffer.into())
 }
 
@@ -445,7 +469,10 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
     let (postgres, redis) = tokio::join!(postgres, redis);
     let postgres_ok = matches!(postgres, Ok(Some(_)));
     let redis_ok = matches!(redis, Ok(Some(_)));
-    let status = if postgres_ok && redis_ok {
+    // Without Redis, reads are still served (from PostgreSQL) and writes are
+    // refused fast; taking every instance out of rotation would turn a
+    // degraded service into an outage. PostgreSQL decides readiness.
+    let status = if postgres_ok {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

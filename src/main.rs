@@ -155,8 +155,16 @@ async fn main() -> anyhow::Result<()> {
         print!("{}", kith::graph::sdl());
         return Ok(());
     }
-    let config = Config::from_env()?;
+    let mut config = Config::from_env()?;
     init_tracing(config.log_json);
+    if !matches!(
+        cli.command,
+        Command::Run | Command::Serve | Command::Relay | Command::Project
+    ) {
+        // Operator commands walk whole tables and count huge lists; a bound
+        // meant for API requests would only make them fail on big accounts.
+        config.statement_timeout_ms = 0;
+    }
     match cli.command {
         Command::Run => {
             run(

@@ -10,7 +10,7 @@
 //! [`PROBE_INTERVAL`] and closes the breaker when it answers.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -49,6 +49,10 @@ pub fn is_unavailable(e: &RedisError) -> bool {
 struct Breaker {
     open: AtomicBool,
     probing: AtomicBool,
+    /// Bumped each time Redis comes back: connections from before the
+    /// outage are dropped instead of each failing once (and re-opening the
+    /// breaker) on first use.
+    generation: AtomicU64,
 }
 
 /// Builds connections with deadlines and hands out [`RedisConn`]s.
@@ -71,6 +75,7 @@ impl bb8::ManageConnection for RedisManager {
         Ok(RedisConn {
             inner,
             broken: false,
+            generation: self.breaker.generation.load(Ordering::Acquire),
             breaker: self.breaker.clone(),
         })
     }
@@ -90,6 +95,7 @@ impl bb8::ManageConnection for RedisManager {
 pub struct RedisConn {
     inner: MultiplexedConnection,
     broken: bool,
+    generation: u64,
     breaker: Arc<Breaker>,
 }
 
@@ -143,6 +149,7 @@ pub type PooledRedis<'a> = bb8::PooledConnection<'a, RedisManager>;
 #[derive(Clone)]
 pub struct RedisPool {
     pool: bb8::Pool<RedisManager>,
+    max_size: u32,
     breaker: Arc<Breaker>,
     client: Client,
     config: AsyncConnectionConfig,
@@ -171,6 +178,7 @@ impl RedisPool {
             .build_unchecked(manager);
         Ok(Self {
             pool,
+            max_size,
             breaker,
             client,
             config,
@@ -185,15 +193,30 @@ impl RedisPool {
                 "Redis is unavailable (circuit open)",
             ))));
         }
-        match self.pool.get().await {
-            Ok(conn) => Ok(conn),
-            Err(e) => {
-                if !matches!(&e, bb8::RunError::User(e) if !is_unavailable(e)) {
-                    self.trip();
+        for _ in 0..=self.max_size {
+            match self.pool.get().await {
+                Ok(mut conn) => {
+                    if conn.generation == self.breaker.generation.load(Ordering::Acquire) {
+                        return Ok(conn);
+                    }
+                    // From before the last outage: let the pool drop it.
+                    conn.broken = true;
                 }
-                Err(e)
+                Err(e) => {
+                    let redis_away = match &e {
+                        bb8::RunError::User(e) => is_unavailable(e),
+                        // Every connection lent out is load, not an outage;
+                        // fewer connections than allowed means none could be opened.
+                        bb8::RunError::TimedOut => self.pool.state().connections < self.max_size,
+                    };
+                    if redis_away {
+                        self.trip();
+                    }
+                    return Err(e);
+                }
             }
         }
+        Err(bb8::RunError::TimedOut)
     }
 
     /// True while the breaker is open (Redis believed unreachable).
@@ -233,6 +256,7 @@ impl RedisPool {
                     break;
                 }
             }
+            breaker.generation.fetch_add(1, Ordering::AcqRel);
             breaker.open.store(false, Ordering::Relaxed);
             breaker.probing.store(false, Ordering::Release);
             tracing::info!("Redis answers again");

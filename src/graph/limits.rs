@@ -1,5 +1,6 @@
 //! Limits on what one document may ask for, checked on the parsed document
-//! before validation and long before any resolver runs — so a hostile
+//! before async-graphql's own depth walk and validation, and long before any
+//! resolver runs — so a hostile
 //! request is refused without a single database statement. Complexity
 //! (page sizes times the cost of a row, offsets by the rows they skip) and
 //! depth are checked by async-graphql's validation right after.
@@ -8,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery,
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextPrepareRequest,
 };
-use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Field, Selection, SelectionSet,
+use async_graphql::parser::types::{ExecutableDocument, Field, Selection, SelectionSet};
+use async_graphql::{
+    Name, Pos, Positioned, Request, Response, ServerError, ServerResult, Value, Variables,
 };
-use async_graphql::{Name, Pos, Positioned, Response, ServerError, ServerResult, Value, Variables};
 
 use crate::config::Config;
 
@@ -39,6 +40,18 @@ impl Limits {
     }
 
     fn check(&self, doc: &ExecutableDocument, variables: &Variables) -> ServerResult<()> {
+        // Variables as the operations see them: defaults fill what was not sent.
+        let mut effective = variables.clone();
+        for (_, operation) in doc.operations.iter() {
+            for definition in &operation.node.variable_definitions {
+                let name = &definition.node.name.node;
+                if !effective.contains_key(name)
+                    && let Some(default) = &definition.node.default_value
+                {
+                    effective.insert(name.clone(), default.node.clone());
+                }
+            }
+        }
         let mut aliases = 0;
         let mut first_alias = None;
         let mut visit = |field: &Positioned<Field>| -> ServerResult<()> {
@@ -46,7 +59,7 @@ impl Limits {
                 aliases += 1;
                 first_alias.get_or_insert(field.pos);
             }
-            self.check_offset(field, variables)
+            self.check_offset(field, &effective)
         };
         for (_, operation) in doc.operations.iter() {
             walk(&operation.node.selection_set.node, &mut visit)?;
@@ -63,17 +76,23 @@ impl Limits {
                 first_alias,
             ));
         }
-        let operations: Vec<_> = match &doc.operations {
-            DocumentOperations::Single(op) => vec![op],
-            DocumentOperations::Multiple(ops) => ops.values().collect(),
-        };
-        for operation in operations {
-            let roots = root_fields(&operation.node.selection_set.node, doc, 0);
-            if roots > self.max_root_fields {
+        let mut sizes = Sizes::new(doc);
+        for (_, operation) in doc.operations.iter() {
+            let size = sizes.of(&operation.node.selection_set.node);
+            if size.fields > MAX_EXPANDED_FIELDS {
                 return Err(refuse(
                     format!(
-                        "the operation selects {roots} root fields; at most {} are allowed",
-                        self.max_root_fields
+                        "the operation selects more than {MAX_EXPANDED_FIELDS} fields once its \
+                         fragments are spread"
+                    ),
+                    Some(operation.pos),
+                ));
+            }
+            if size.roots > self.max_root_fields {
+                return Err(refuse(
+                    format!(
+                        "the operation selects {} root fields; at most {} are allowed",
+                        size.roots, self.max_root_fields
                     ),
                     Some(operation.pos),
                 ));
@@ -141,25 +160,67 @@ fn walk(
     Ok(())
 }
 
-/// Root fields of a selection set, counting through fragments (a fragment
-/// cycle is a validation error; `depth` only keeps this from looping on one).
-fn root_fields(set: &SelectionSet, doc: &ExecutableDocument, depth: usize) -> usize {
-    if depth > 8 {
-        return 0;
+/// Most fields one operation may select once its fragments are spread. The
+/// depth and complexity checks that follow walk every spread of every
+/// fragment again, so a few kilobytes of nested spreads could otherwise keep
+/// a core busy for minutes before any limit applies.
+pub const MAX_EXPANDED_FIELDS: usize = 10_000;
+
+/// The size of a selection once spread: every field (at any depth) and the
+/// fields at its own level.
+#[derive(Clone, Copy, Default)]
+struct Size {
+    fields: usize,
+    roots: usize,
+}
+
+/// Sizes of selection sets, each fragment's computed once (memoized), so
+/// this walk is linear in the document however often fragments are spread.
+struct Sizes<'a> {
+    doc: &'a ExecutableDocument,
+    fragments: std::collections::HashMap<&'a str, Option<Size>>,
+}
+
+impl<'a> Sizes<'a> {
+    fn new(doc: &'a ExecutableDocument) -> Self {
+        Self {
+            doc,
+            fragments: Default::default(),
+        }
     }
-    set.items
-        .iter()
-        .map(|item| match &item.node {
-            Selection::Field(_) => 1,
-            Selection::InlineFragment(f) => root_fields(&f.node.selection_set.node, doc, depth + 1),
-            Selection::FragmentSpread(spread) => doc
-                .fragments
-                .get::<Name>(&spread.node.fragment_name.node)
-                .map_or(0, |f| {
-                    root_fields(&f.node.selection_set.node, doc, depth + 1)
-                }),
-        })
-        .sum()
+
+    fn of(&mut self, set: &'a SelectionSet) -> Size {
+        let mut total = Size::default();
+        for item in &set.items {
+            let size = match &item.node {
+                Selection::Field(field) => Size {
+                    fields: 1 + self.of(&field.node.selection_set.node).fields,
+                    roots: 1,
+                },
+                Selection::InlineFragment(f) => self.of(&f.node.selection_set.node),
+                Selection::FragmentSpread(spread) => self.fragment(&spread.node.fragment_name.node),
+            };
+            total.fields = total.fields.saturating_add(size.fields);
+            total.roots = total.roots.saturating_add(size.roots);
+        }
+        total
+    }
+
+    fn fragment(&mut self, name: &'a Name) -> Size {
+        match self.fragments.get(name.as_str()) {
+            Some(Some(size)) => return *size,
+            // A cycle: validation refuses it; count nothing more here.
+            Some(None) => return Size::default(),
+            None => {}
+        }
+        let Some(fragment) = self.doc.fragments.get(name) else {
+            return Size::default();
+        };
+        self.fragments.insert(name.as_str(), None);
+        let size = self.of(&fragment.node.selection_set.node);
+        self.fragments.insert(name.as_str(), Some(size));
+        size
+    }
 }
 
 impl ExtensionFactory for Limits {
@@ -182,16 +243,19 @@ impl ExecutionStarted {
 
 #[async_graphql::async_trait::async_trait]
 impl Extension for Limits {
-    async fn parse_query(
+    /// Runs before async-graphql's own depth walk (which follows every
+    /// spread of every fragment): the document is parsed here, once, and
+    /// handed on parsed.
+    async fn prepare_request(
         &self,
         ctx: &ExtensionContext<'_>,
-        query: &str,
-        variables: &Variables,
-        next: NextParseQuery<'_>,
-    ) -> ServerResult<ExecutableDocument> {
-        let doc = next.run(ctx, query, variables).await?;
-        self.check(&doc, variables)?;
-        Ok(doc)
+        mut request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        let variables = request.variables.clone();
+        let doc = request.parsed_query()?;
+        self.check(doc, &variables)?;
+        next.run(ctx, request).await
     }
 
     async fn execute(

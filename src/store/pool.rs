@@ -66,7 +66,8 @@ pub fn with_keepalives(url: &str) -> String {
         ("keepalives_idle", "5"),
         ("keepalives_interval", "2"),
         ("keepalives_retries", "3"),
-        ("tcp_user_timeout", "15000"),
+        // tokio-postgres reads this one in seconds (libpq: milliseconds).
+        ("tcp_user_timeout", "15"),
     ];
     let url_form = url.starts_with("postgres://") || url.starts_with("postgresql://");
     let mut out = url.to_owned();
@@ -108,13 +109,13 @@ mod tests {
     fn sessions_get_keepalives_in_either_url_form() {
         let url = with_keepalives("postgres://kith:kith@127.0.0.1:5432/kith");
         assert!(url.starts_with("postgres://kith:kith@127.0.0.1:5432/kith?keepalives=1&"));
-        assert!(url.contains("&keepalives_idle=5&") && url.contains("tcp_user_timeout=15000"));
+        assert!(url.contains("&keepalives_idle=5&") && url.ends_with("&tcp_user_timeout=15"));
         let url = with_keepalives("postgres://h/db?options=-c%20search_path%3Dx&keepalives_idle=9");
         assert!(url.contains("keepalives_idle=9") && !url.contains("keepalives_idle=5"));
         assert_eq!(
             with_keepalives("host=h dbname=kith keepalives=0"),
             "host=h dbname=kith keepalives=0 keepalives_idle=5 keepalives_interval=2 \
-             keepalives_retries=3 tcp_user_timeout=15000"
+             keepalives_retries=3 tcp_user_timeout=15"
         );
     }
 }

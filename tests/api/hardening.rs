@@ -65,14 +65,27 @@ async fn hostile_shapes_are_refused_before_any_statement() {
         assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
         assert_eq!(statements, 0, "statements ran for a refused request: {r}");
     }
-    let (r, statements) = statements_of(
+    // Offsets in variables, sent or defaulted.
+    for (query, variables) in [
+        (
+            "query($id: ID!, $o: Int) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
+            json!({ "id": id, "o": 50_000 }),
+        ),
+        (
+            "query($id: ID!, $o: Int = 99999) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
+            json!({ "id": id }),
+        ),
+    ] {
+        let (r, statements) = statements_of(&t, query, variables).await;
+        assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+        assert_eq!(statements, 0);
+    }
+    let (r, _) = statements_of(
         &t,
         "query($id: ID!, $o: Int) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
         json!({ "id": id, "o": 50_000 }),
     )
     .await;
-    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
-    assert_eq!(statements, 0);
     let message = r["errors"][0]["message"].as_str().unwrap();
     assert!(
         message.contains("10000") && message.contains("after"),
@@ -99,6 +112,35 @@ async fn hostile_shapes_are_refused_before_any_statement() {
 }
 
 #[tokio::test]
+async fn a_fragment_bomb_is_refused_before_it_is_walked() {
+    let t = spawn_app().await;
+    let alice = t.user("alice").await;
+    // Six levels of thirty spreads each: a few kilobytes that expand to
+    // 30^6 fields — minutes of walking for a depth or complexity check.
+    let mut query = String::from("query($id: ID!) { user(id: $id) { ...F1 } }\n");
+    for level in 1..=6 {
+        let body = if level == 6 {
+            "handle".to_owned()
+        } else {
+            format!("...F{} ", level + 1).repeat(30)
+        };
+        query.push_str(&format!("fragment F{level} on User {{ {body} }}\n"));
+    }
+    assert!(query.len() < 8 * 1024);
+    let id = kith::graph::ids::user_id(alice).to_string();
+    let (r, statements) = statements_of(&t, &query, json!({ "id": id })).await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fragments are spread"),
+        "{r}"
+    );
+    assert_eq!(statements, 0);
+}
+
+#[tokio::test]
 async fn user_by_handle_is_batched() {
     let t = spawn_app().await;
     let mut fields = String::new();
@@ -116,13 +158,17 @@ async fn user_by_handle_is_batched() {
     assert_eq!(statements, 1, "ten handles, one statement");
 }
 
-/// Holds an `ACCESS EXCLUSIVE` lock on `users` (so every read of it waits)
-/// until dropped.
-struct UsersLocked {
+/// Holds an `ACCESS EXCLUSIVE` lock on a table (so every statement on it
+/// waits) until dropped.
+struct TableLocked {
     _release: tokio::sync::oneshot::Sender<()>,
 }
 
-async fn lock_users(t: &TestApp) -> UsersLocked {
+async fn lock_users(t: &TestApp) -> TableLocked {
+    lock_table(t, "users").await
+}
+
+async fn lock_table(t: &TestApp, table: &'static str) -> TableLocked {
     use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let (locked, is_locked) = tokio::sync::oneshot::channel::<()>();
@@ -132,7 +178,7 @@ async fn lock_users(t: &TestApp) -> UsersLocked {
             .await
             .unwrap();
         conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-            diesel::sql_query("LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+            diesel::sql_query(format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
                 .execute(conn)
                 .await?;
             let _ = locked.send(());
@@ -143,7 +189,7 @@ async fn lock_users(t: &TestApp) -> UsersLocked {
         .unwrap();
     });
     is_locked.await.unwrap();
-    UsersLocked { _release: release }
+    TableLocked { _release: release }
 }
 
 async fn all_connections_idle(t: &TestApp, secs: u64) {
@@ -223,8 +269,18 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
         .await
         .unwrap();
     assert_eq!(source, Source::Postgres);
+    // A fill is registered before `page` returns; none was.
+    assert!(t.app.fills_in_flight.lock().unwrap().is_empty());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(t.cached_list(list).await, None, "a count filled the cache");
+    // A real page does fill, in this same setting.
+    pages::page(&t.app, list, PageRequest::After(None, 10), Some(30))
+        .await
+        .unwrap();
+    eventually("the list to be filled", 10, || async {
+        t.cached_list(list).await
+    })
+    .await;
 
     // With no fill permits, pages are served from PostgreSQL and nothing fills.
     let t = spawn_app_with(|c| c.max_concurrent_fills = 0).await;
@@ -236,6 +292,7 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
             .await
             .unwrap();
         assert_eq!((page.items.len(), source), (10, Source::Postgres));
+        assert!(t.app.fills_in_flight.lock().unwrap().is_empty());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(t.cached_list(list).await, None);
@@ -303,4 +360,70 @@ async fn the_dev_secret_is_refused_on_a_public_address() {
         stderr.contains("KITH_JWT_SECRET") && stderr.contains("loopback"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn a_follow_holds_no_postgres_connection_while_it_waits_for_redis() {
+    use diesel::sql_types::Text;
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    #[derive(diesel::QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let name = format!("kith_pools_{}", uuid::Uuid::new_v4().simple());
+    let t = std::sync::Arc::new(
+        spawn_app_with(|c| {
+            c.database_url = format!("{}&application_name={name}", c.database_url);
+            c.database_pool_size = 1;
+            c.redis_pool_size = 1;
+            c.redis_timeout_ms = 3000;
+        })
+        .await,
+    );
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    // The follow's transaction stops at the outbox, holding the one PostgreSQL connection.
+    let lock = lock_table(&t, "outbox").await;
+    let follow = tokio::spawn({
+        let t = t.clone();
+        async move { t.follow(alice, bob).await }
+    });
+    let base = kith::config::Config::from_env().unwrap().database_url;
+    let mut admin = diesel_async::AsyncPgConnection::establish(&base)
+        .await
+        .unwrap();
+    let waiting_since = std::time::Instant::now();
+    loop {
+        let row: Waiting = diesel::sql_query(
+            "SELECT count(*) AS n FROM pg_stat_activity
+              WHERE application_name = $1 AND wait_event_type = 'Lock'",
+        )
+        .bind::<Text, _>(&name)
+        .get_result(&mut admin)
+        .await
+        .unwrap();
+        if row.n > 0 {
+            break;
+        }
+        assert!(
+            waiting_since.elapsed() < Duration::from_secs(10),
+            "the follow never reached the outbox"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // Its rate-limit token is taken; now the one Redis connection is busy.
+    let redis = t.app.redis.get().await.unwrap();
+    drop(lock);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The follow committed and waits for Redis to write its caches through;
+    // the PostgreSQL connection must be free for everyone else meanwhile.
+    let pg = tokio::time::timeout(Duration::from_millis(1000), t.app.pg.get()).await;
+    assert!(
+        matches!(pg, Ok(Ok(_))),
+        "the follow kept its PostgreSQL connection while waiting for Redis"
+    );
+    drop(pg);
+    drop(redis);
+    let r = follow.await.unwrap();
+    assert_eq!(r["data"]["follow"]["changed"], true, "{r}");
 }

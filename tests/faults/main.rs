@@ -63,7 +63,8 @@ const MUTATION: &str = "mutation($id: ID!) { %OP%(input: {userId: $id}) { change
 /// The response's error code, counting `INTERNAL` answers (with the response).
 fn internal<'a>(response: &'a serde_json::Value, counts: &Counts) -> Option<&'a str> {
     let code = response["errors"][0]["extensions"]["code"].as_str();
-    if code == Some("INTERNAL") {
+    let errors = response["errors"].as_array().map_or(&[][..], Vec::as_slice);
+    if errors.iter().any(|e| e["extensions"]["code"] == "INTERNAL") {
         counts.internal.fetch_add(1, Ordering::Relaxed);
         eprintln!("INTERNAL answer: {response}");
     }
