@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use kith::cache::ListKey;
 use kith::model::UserId;
@@ -591,4 +592,41 @@ async fn a_commit_whose_answer_is_lost_is_taken_as_done_and_the_partition_goes_o
     assert_eq!(t.counter_record(target).await.unwrap().followers, 6);
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn each_commit_is_relayed_at_once_without_the_fallback_poll() {
+    // A fallback poll far longer than the test: only notifications can move events.
+    let t = spawn_app_with(|c| {
+        c.relay_poll_ms = 600_000;
+        c.rate_limit_capacity = 1000;
+    })
+    .await;
+    let target = t.user("target").await;
+    let mut fans = Vec::new();
+    for i in 0..40 {
+        fans.push(t.user(&format!("fan{i}")).await);
+    }
+    let relay = t.start_relay();
+    let mut rng = crate::rng::Rng(7);
+    for fan in &fans {
+        // Commits land at every point of the relay's loop: while it reads,
+        // while it publishes, while it waits.
+        tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
+        t.follow(*fan, target).await;
+    }
+    eventually("every commit relayed without the fallback poll", 5, || async {
+        (crate::helpers::backlog(&t).await == 0).then_some(())
+    })
+    .await;
+    // Lone commits on an idle relay, one at a time.
+    for fan in fans.iter().take(5) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        t.unfollow(*fan, target).await;
+        eventually("a lone commit relayed", 3, || async {
+            (crate::helpers::backlog(&t).await == 0).then_some(())
+        })
+        .await;
+    }
+    relay.stop().await.unwrap();
 }
