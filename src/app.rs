@@ -76,6 +76,9 @@ impl App {
         let pg = store::pool::connect(
             &config.database_url,
             config.database_pool_size,
+            // Within the request deadline, so that PostgreSQL being away
+            // answers UNAVAILABLE rather than TIMEOUT.
+            Duration::from_millis((config.request_timeout_ms / 2).max(100)),
             Duration::from_millis(config.statement_timeout_ms),
             round_trips.postgres.clone(),
         )

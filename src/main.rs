@@ -219,9 +219,14 @@ async fn main() -> anyhow::Result<()> {
             if prefix.is_empty() {
                 bail!("--prefix must not be empty");
             }
-            let pool =
-                store::pool::connect(&config.database_url, 1, Duration::ZERO, Default::default())
-                    .await?;
+            let pool = store::pool::connect(
+                &config.database_url,
+                1,
+                Duration::from_secs(5),
+                Duration::ZERO,
+                Default::default(),
+            )
+            .await?;
             let mut conn = pool.get().await?;
             let created = store::users::seed(&mut conn, &prefix, count.into()).await?;
             println!(
@@ -234,9 +239,14 @@ async fn main() -> anyhow::Result<()> {
             if ttl <= 0 {
                 bail!("--ttl must be positive");
             }
-            let pool =
-                store::pool::connect(&config.database_url, 1, Duration::ZERO, Default::default())
-                    .await?;
+            let pool = store::pool::connect(
+                &config.database_url,
+                1,
+                Duration::from_secs(5),
+                Duration::ZERO,
+                Default::default(),
+            )
+            .await?;
             let mut conn = pool.get().await?;
             let found = match user.parse::<UserId>() {
                 Ok(id) => store::users::find(&mut conn, id).await?,

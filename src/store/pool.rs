@@ -19,9 +19,12 @@ pub type PgConn = AsyncPgConnection;
 /// Builds the pool and checks that one connection can be opened. Every
 /// statement any pooled connection runs after its set-up is counted in
 /// `statements`; each connection gets `statement_timeout` (zero: none).
+/// Waiting for a connection longer than `acquire_timeout` fails (the caller
+/// answers `UNAVAILABLE`).
 pub async fn connect(
     url: &str,
     max_size: u32,
+    acquire_timeout: Duration,
     statement_timeout: Duration,
     statements: Arc<AtomicU64>,
 ) -> Result<PgPool, diesel_async::pooled_connection::PoolError> {
@@ -46,7 +49,7 @@ pub async fn connect(
     let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
     Pool::builder()
         .max_size(max_size)
-        .connection_timeout(Duration::from_secs(5))
+        .connection_timeout(acquire_timeout)
         // No `SELECT 1` before every checkout: a broken connection is noticed
         // by its failed statement and not returned to the pool.
         .test_on_check_out(false)

@@ -615,9 +615,11 @@ async fn each_commit_is_relayed_at_once_without_the_fallback_poll() {
         tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
         t.follow(*fan, target).await;
     }
-    eventually("every commit relayed without the fallback poll", 5, || async {
-        (crate::helpers::backlog(&t).await == 0).then_some(())
-    })
+    eventually(
+        "every commit relayed without the fallback poll",
+        5,
+        || async { (crate::helpers::backlog(&t).await == 0).then_some(()) },
+    )
     .await;
     // Lone commits on an idle relay, one at a time.
     for fan in fans.iter().take(5) {
