@@ -87,6 +87,7 @@ impl App {
             &config.redis_url,
             config.redis_pool_size,
             Duration::from_millis(config.redis_timeout_ms),
+            Duration::from_millis((config.request_timeout_ms / 2).max(100)),
         )?;
         let policy = cache::eviction_policy(&mut *redis.get().await.map_err(|e| match e {
             bb8::RunError::User(e) => e,

@@ -156,9 +156,15 @@ pub struct RedisPool {
 }
 
 impl RedisPool {
-    /// Builds the pool; `timeout` bounds connecting, checking out and every
-    /// answer. Opens no connection yet.
-    pub fn new(url: &str, max_size: u32, timeout: Duration) -> Result<Self, RedisError> {
+    /// Builds the pool; `timeout` bounds connecting and every answer,
+    /// `acquire_timeout` the wait for a free connection when all are lent
+    /// out (load, not an outage). Opens no connection yet.
+    pub fn new(
+        url: &str,
+        max_size: u32,
+        timeout: Duration,
+        acquire_timeout: Duration,
+    ) -> Result<Self, RedisError> {
         let client = Client::open(url)?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -171,7 +177,10 @@ impl RedisPool {
         };
         let pool = bb8::Pool::builder()
             .max_size(max_size)
-            .connection_timeout(timeout)
+            .connection_timeout(acquire_timeout.max(timeout))
+            // A failed connect is reported at once (and opens the breaker)
+            // instead of being retried until the wait runs out.
+            .retry_connection(false)
             // A dead connection is noticed by its failed command and marked
             // broken; no PING before every checkout.
             .test_on_check_out(false)

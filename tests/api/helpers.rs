@@ -174,6 +174,7 @@ impl TestApp {
             "redis://127.0.0.1:1/",
             4,
             std::time::Duration::from_millis(200),
+            std::time::Duration::from_millis(200),
         )
         .unwrap();
         App::new(

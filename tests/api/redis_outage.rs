@@ -20,14 +20,15 @@ const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle
 
 /// Far longer than a read may take once Redis is known to be away.
 const REDIS_TIMEOUT_MS: u64 = 3000;
-const FAST: Duration = Duration::from_millis(1000);
+const FAST: Duration = Duration::from_millis(2000);
 
 /// The same schema and PostgreSQL as `t`, with Redis at `url`.
 fn on_redis(t: &TestApp, url: &str) -> TestApp {
     let mut config = t.app.config.clone();
     config.redis_url = url.to_owned();
     config.redis_timeout_ms = REDIS_TIMEOUT_MS;
-    let redis = RedisPool::new(url, 4, Duration::from_millis(REDIS_TIMEOUT_MS)).unwrap();
+    let timeout = Duration::from_millis(REDIS_TIMEOUT_MS);
+    let redis = RedisPool::new(url, 4, timeout, timeout).unwrap();
     let app = App::new(config, t.app.pg.clone(), redis, Default::default());
     let schema = kith::graph::schema(app.clone());
     TestApp { app, schema }
