@@ -686,7 +686,11 @@ pub async fn seed_followers(
     per_ms: i64,
 ) -> Vec<kith::store::lists::Position> {
     use diesel_async::RunQueryDsl as _;
-    let mut conn = t.conn().await;
+    use diesel_async::AsyncConnection as _;
+    // Its own session: a bulk load is not bound by the API's statement_timeout.
+    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+        .await
+        .unwrap();
     kith::store::users::seed(&mut conn, prefix, n)
         .await
         .unwrap();
