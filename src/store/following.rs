@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Bool, Timestamptz};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text, Timestamptz};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
@@ -25,49 +25,84 @@ pub struct Transition {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// Makes `from → to` active. `None` when it already was (nothing changed).
-///
-/// A re-follow sets `followed_at` again: the list shows the latest follow.
-pub async fn activate(
-    conn: &mut PgConn,
-    from: UserId,
-    to: UserId,
-) -> QueryResult<Option<Transition>> {
-    diesel::sql_query(
-        "INSERT INTO following AS f (from_user_id, to_user_id, active, followed_at, version, updated_at)
-         VALUES ($1, $2, TRUE, date_trunc('milliseconds', now()), 1, now())
-         ON CONFLICT (from_user_id, to_user_id) DO UPDATE
-            SET active = TRUE,
-                followed_at = EXCLUDED.followed_at,
-                version = f.version + 1,
-                updated_at = now()
-          WHERE NOT f.active
-         RETURNING f.version, f.followed_at, date_trunc('milliseconds', now()) AS occurred_at",
-    )
-    .bind::<BigInt, _>(from.get())
-    .bind::<BigInt, _>(to.get())
-    .get_result(conn)
-    .await
-    .optional()
+/// What `kith_change_edge` answers: the outcome, the target, the edge's
+/// transition (absent when it was in the asked state already), the actor's
+/// counters after it, and the pair's state in both directions.
+#[derive(Debug, QueryableByName)]
+pub struct EdgeChangeRow {
+    /// `ok`, or why nothing was done (see the migration).
+    #[diesel(sql_type = Text)]
+    pub outcome: String,
+    /// The target's handle (absent when the target is unknown).
+    #[diesel(sql_type = Nullable<Text>)]
+    pub target_handle: Option<String>,
+    /// The target's display name.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub target_display_name: Option<String>,
+    /// The target's status.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub target_status: Option<String>,
+    /// The edge's new version, when it changed.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub edge_version: Option<i64>,
+    /// The edge's follow time, when it changed.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub edge_followed_at: Option<DateTime<Utc>>,
+    /// When the change happened (ms precision), when it changed.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// The actor's `followings` after the change, when it changed (the
+    /// other counters and the version likewise).
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub followings: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    followers: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    posts: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    likes_received: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    favs_received: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    version: Option<i64>,
+    /// When the actor followed the target, if it does now.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub a_follows_b: Option<DateTime<Utc>>,
+    /// When the target followed the actor, if it does now.
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub b_follows_a: Option<DateTime<Utc>>,
 }
 
-/// Makes `from → to` inactive. `None` when it was not active (nothing changed).
-pub async fn deactivate(
+impl EdgeChangeRow {
+    /// The actor's counters after the change, when it changed.
+    pub fn stats(&self) -> Option<crate::store::stats::UserStats> {
+        Some(crate::store::stats::UserStats {
+            followings: self.followings?,
+            followers: self.followers?,
+            posts: self.posts?,
+            likes_received: self.likes_received?,
+            favs_received: self.favs_received?,
+            version: self.version?,
+        })
+    }
+}
+
+/// Follows (`follow`) or unfollows `target` as `actor` in one statement;
+/// the outbox event, if any, gets `event_id`.
+pub async fn change_edge(
     conn: &mut PgConn,
-    from: UserId,
-    to: UserId,
-) -> QueryResult<Option<Transition>> {
-    diesel::sql_query(
-        "UPDATE following
-            SET active = FALSE, version = version + 1, updated_at = now()
-          WHERE from_user_id = $1 AND to_user_id = $2 AND active
-         RETURNING version, followed_at, date_trunc('milliseconds', now()) AS occurred_at",
-    )
-    .bind::<BigInt, _>(from.get())
-    .bind::<BigInt, _>(to.get())
-    .get_result(conn)
-    .await
-    .optional()
+    actor: UserId,
+    target: UserId,
+    follow: bool,
+    event_id: uuid::Uuid,
+) -> QueryResult<EdgeChangeRow> {
+    diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4)")
+        .bind::<BigInt, _>(actor.get())
+        .bind::<BigInt, _>(target.get())
+        .bind::<Bool, _>(follow)
+        .bind::<diesel::sql_types::Uuid, _>(event_id)
+        .get_result(conn)
+        .await
 }
 
 /// How two users relate, read from the truth in both directions.
@@ -77,35 +112,6 @@ pub struct PairState {
     pub a_follows_b: Option<DateTime<Utc>>,
     /// When `b` followed `a`, if `b` follows `a` now.
     pub b_follows_a: Option<DateTime<Utc>>,
-}
-
-/// Reads both directions of the pair in one statement.
-pub async fn pair_state(conn: &mut PgConn, a: UserId, b: UserId) -> QueryResult<PairState> {
-    #[derive(QueryableByName)]
-    struct Row {
-        #[diesel(sql_type = Bool)]
-        forward: bool,
-        #[diesel(sql_type = Timestamptz)]
-        followed_at: DateTime<Utc>,
-    }
-    let rows: Vec<Row> = diesel::sql_query(
-        "SELECT from_user_id = $1 AS forward, followed_at FROM following
-          WHERE active
-            AND ((from_user_id = $1 AND to_user_id = $2) OR (from_user_id = $2 AND to_user_id = $1))",
-    )
-    .bind::<BigInt, _>(a.get())
-    .bind::<BigInt, _>(b.get())
-    .load(conn)
-    .await?;
-    let mut state = PairState::default();
-    for row in rows {
-        if row.forward {
-            state.a_follows_b = Some(row.followed_at);
-        } else {
-            state.b_follows_a = Some(row.followed_at);
-        }
-    }
-    Ok(state)
 }
 
 /// The truth rows of the given `(from, to)` pairs (missing pairs are absent).

@@ -104,14 +104,3 @@ pub async fn hand_over(
     }
     Ok(())
 }
-
-/// Forgets the edge `from → to` under any account (its follower unfollowed
-/// it while it was hidden); true if there was one.
-pub async fn forget(conn: &mut PgConn, from: UserId, to: UserId) -> QueryResult<bool> {
-    diesel::sql_query("DELETE FROM hidden_edge WHERE from_user_id = $1 AND to_user_id = $2")
-        .bind::<BigInt, _>(from.get())
-        .bind::<BigInt, _>(to.get())
-        .execute(conn)
-        .await
-        .map(|n| n > 0)
-}

@@ -8,13 +8,8 @@ use super::PgConn;
 use super::schema::outbox;
 use crate::pipeline::events::FollowEvent;
 
-/// Appends `event` to the outbox. Must run inside the transaction that made the
-/// change; its error must abort that transaction (never swallowed).
-pub async fn append(conn: &mut PgConn, event: &FollowEvent) -> QueryResult<()> {
-    append_many(conn, std::slice::from_ref(event)).await
-}
-
-/// Appends `events`, in order, in one statement (same rules as [`append`]).
+/// Appends `events`, in order, in one statement. (A follow or unfollow
+/// appends its event inside `kith_change_edge`; bulk transitions use this.)
 pub async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResult<()> {
     if events.is_empty() {
         return Ok(());

@@ -25,52 +25,6 @@ pub struct UserStats {
     pub version: i64,
 }
 
-/// Adds `delta` to `followings` of `user` and bumps the version; returns the
-/// new snapshot. Runs inside the transaction that changed the edge.
-pub async fn add_followings(conn: &mut PgConn, user: UserId, delta: i64) -> QueryResult<UserStats> {
-    let update = || {
-        diesel::update(user_stats::table.find(user.get()))
-            .set((
-                user_stats::followings.eq(user_stats::followings + delta),
-                user_stats::version.eq(next_version()),
-            ))
-            .returning(UserStats::as_returning())
-    };
-    // One statement on the write path; the row is missing only for users
-    // created outside Kith or whose row was lost.
-    if let Some(stats) = update().get_result(conn).await.optional()? {
-        return Ok(stats);
-    }
-    if ensure_row(conn, user).await? {
-        // Counted from the truth, which already holds this transaction's change.
-        return find(conn, user)
-            .await?
-            .ok_or(diesel::result::Error::NotFound);
-    }
-    update().get_result(conn).await
-}
-
-/// `kith_next_version(version)`: above the row's version and above every
-/// version a deleted predecessor of the row can have had.
-fn next_version() -> diesel::expression::SqlLiteral<diesel::sql_types::BigInt> {
-    diesel::dsl::sql("kith_next_version(version)")
-}
-
-/// Creates the row of `user` from the truth and the projection if it is
-/// missing (`kith_ensure_stats`); true when it did.
-async fn ensure_row(conn: &mut PgConn, user: UserId) -> QueryResult<bool> {
-    #[derive(QueryableByName)]
-    struct Created {
-        #[diesel(sql_type = diesel::sql_types::Bool)]
-        created: bool,
-    }
-    let row: Created = diesel::sql_query("SELECT kith_ensure_stats($1) AS created")
-        .bind::<diesel::sql_types::BigInt, _>(user.get())
-        .get_result(conn)
-        .await?;
-    Ok(row.created)
-}
-
 /// The counters of `user`, if the row exists.
 pub async fn find(conn: &mut PgConn, user: UserId) -> QueryResult<Option<UserStats>> {
     user_stats::table

@@ -1,7 +1,5 @@
-//! Follow and unfollow: one transaction writes the edge transition, the
+//! Follow and unfollow: one statement writes the edge transition, the
 //! actor's `followings` and the outbox event — all of them or none.
-
-use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
@@ -10,9 +8,8 @@ use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
-use crate::store::following::{self, PairState};
-use crate::store::stats::{self, UserStats};
-use crate::store::{hidden_edges, outbox, users};
+use crate::store::following::{self, EdgeChangeRow, PairState};
+use crate::store::stats::UserStats;
 
 /// The transition a mutation asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +36,9 @@ pub struct FollowOutcome {
 }
 
 /// Applies `change` to the edge `actor → target`: validates, takes a rate-limit
-/// token, then runs one transaction.
+/// token, then makes one call to PostgreSQL (`kith_change_edge`), which checks
+/// both parties, transitions the edge, counts the actor's followings and
+/// appends the outbox event in one statement.
 pub async fn change_edge(
     app: &App,
     actor: UserId,
@@ -54,56 +53,86 @@ pub async fn change_edge(
     app.rate_limiter
         .acquire(&app.redis, &app.keys, actor)
         .await?;
-    let mut conn = app.pg.get().await?;
-    let outcome = conn
-        .transaction::<_, ApiError, _>(async move |conn| {
-            let target = check_parties(conn, actor, target, change).await?;
-            let transition = match change {
-                EdgeChange::Follow => following::activate(conn, actor, target.id).await?,
-                EdgeChange::Unfollow => following::deactivate(conn, actor, target.id).await?,
-            };
-            let (actor_stats, event) = match transition {
-                // An unfollow of an edge hidden with a suspended account:
-                // its restore must not bring it back.
-                None if change == EdgeChange::Unfollow => {
-                    hidden_edges::forget(conn, actor, target.id).await?;
-                    (None, None)
-                }
-                None => (None, None),
-                Some(t) => {
-                    let (delta, event_type) = match change {
-                        EdgeChange::Follow => (1, FollowEventType::FollowCreated),
-                        EdgeChange::Unfollow => (-1, FollowEventType::FollowCanceled),
-                    };
-                    let stats = stats::add_followings(conn, actor, delta).await?;
-                    let event = FollowEvent::new(
-                        event_type,
-                        actor,
-                        target.id,
-                        t.version,
-                        t.followed_at,
-                        t.occurred_at,
-                    );
-                    outbox::append(conn, &event).await?;
-                    (Some(stats), Some(event))
-                }
-            };
-            let relation = following::pair_state(conn, actor, target.id).await?;
-            Ok(FollowOutcome {
-                changed: event.is_some(),
-                target,
-                relation,
-                actor_stats,
-                event,
-            })
-        })
-        .await?;
-    // Never hold a PostgreSQL connection while waiting for Redis.
-    drop(conn);
+    let event_id = uuid::Uuid::new_v4();
+    let row = {
+        // Never hold a PostgreSQL connection while waiting for Redis.
+        let mut conn = app.pg.get().await?;
+        following::change_edge(
+            &mut conn,
+            actor,
+            target,
+            change == EdgeChange::Follow,
+            event_id,
+        )
+        .await?
+    };
+    let outcome = outcome(row, actor, target, change, event_id)?;
     if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
         write_through_for_actor(app, stats, event).await;
     }
     Ok(outcome)
+}
+
+/// The mutation's result from the row `kith_change_edge` returned.
+fn outcome(
+    row: EdgeChangeRow,
+    actor: UserId,
+    target: UserId,
+    change: EdgeChange,
+    event_id: uuid::Uuid,
+) -> Result<FollowOutcome, ApiError> {
+    match row.outcome.as_str() {
+        "ok" => {}
+        "actor_suspended" => return Err(ApiError::Forbidden("this account is suspended")),
+        "actor_unknown" => {
+            return Err(ApiError::Unauthenticated("the token's user does not exist"));
+        }
+        "target_unknown" => return Err(ApiError::NotFound("user")),
+        "target_unfollowable" => return Err(ApiError::invalid("this user cannot be followed")),
+        other => {
+            return Err(ApiError::internal(anyhow::anyhow!(
+                "kith_change_edge answered {other:?}"
+            )));
+        }
+    }
+    let missing = || ApiError::internal(anyhow::anyhow!("kith_change_edge: incomplete row"));
+    let stats = row.stats();
+    let target = User {
+        id: target,
+        handle: row.target_handle.ok_or_else(missing)?,
+        display_name: row.target_display_name.ok_or_else(missing)?,
+        status: UserStatus::from_db(row.target_status.as_deref().ok_or_else(missing)?),
+    };
+    let relation = PairState {
+        a_follows_b: row.a_follows_b,
+        b_follows_a: row.b_follows_a,
+    };
+    let (actor_stats, event) = match (row.edge_version, row.edge_followed_at, row.occurred_at) {
+        (Some(version), Some(followed_at), Some(occurred_at)) => {
+            let event_type = match change {
+                EdgeChange::Follow => FollowEventType::FollowCreated,
+                EdgeChange::Unfollow => FollowEventType::FollowCanceled,
+            };
+            let mut event = FollowEvent::new(
+                event_type,
+                actor,
+                target.id,
+                version,
+                followed_at,
+                occurred_at,
+            );
+            event.event_id = event_id;
+            (Some(stats.ok_or_else(missing)?), Some(event))
+        }
+        _ => (None, None),
+    };
+    Ok(FollowOutcome {
+        changed: event.is_some(),
+        target,
+        relation,
+        actor_stats,
+        event,
+    })
 }
 
 /// Read-your-writes: the actor's counter record and cached following list
@@ -132,33 +161,4 @@ async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEve
     app.hot_lists
         .invalidate(&ListKey::Following(event.from))
         .await;
-}
-
-/// Checks that the actor may act and the target may be (un)followed.
-async fn check_parties(
-    conn: &mut crate::store::PgConn,
-    actor: UserId,
-    target: UserId,
-    change: EdgeChange,
-) -> Result<User, ApiError> {
-    // Both parties in one statement: this runs inside every follow.
-    let parties = users::find_many(conn, &[actor, target]).await?;
-    let status_of = |id: UserId| parties.iter().find(|u| u.id == id).map(|u| u.status);
-    match status_of(actor) {
-        Some(UserStatus::Active) => {}
-        Some(UserStatus::Suspended) => {
-            return Err(ApiError::Forbidden("this account is suspended"));
-        }
-        Some(UserStatus::Deleted) | None => {
-            return Err(ApiError::Unauthenticated("the token's user does not exist"));
-        }
-    }
-    let target = parties
-        .into_iter()
-        .find(|u| u.id == target)
-        .ok_or(ApiError::NotFound("user"))?;
-    if change == EdgeChange::Follow && target.status != UserStatus::Active {
-        return Err(ApiError::invalid("this user cannot be followed"));
-    }
-    Ok(target)
 }

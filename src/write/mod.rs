@@ -1,5 +1,6 @@
-//! The write path: rate limit, then one PostgreSQL transaction that changes
-//! the edge, the actor's counters and appends the outbox event together.
+//! The write path: rate limit, then one PostgreSQL statement
+//! (`kith_change_edge`) that changes the edge, the actor's counters and
+//! appends the outbox event together.
 
 pub mod follow;
 pub mod lifecycle;

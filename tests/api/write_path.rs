@@ -160,15 +160,16 @@ async fn concurrent_toggles_of_one_pair_agree_with_the_outbox() {
 }
 
 #[tokio::test]
-async fn a_follow_is_one_short_transaction() {
+async fn a_follow_through_graphql_is_one_statement() {
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let before = t.app.round_trips.snapshot().0;
     assert_ok(&t.follow(alice, bob).await);
     let statements = t.app.round_trips.snapshot().0 - before;
-    // BEGIN, both parties, the transition, the counters, the outbox event,
-    // the relation for the payload, COMMIT.
-    assert_eq!(statements, 7, "PostgreSQL statements for one follow");
+    // `kith_change_edge`: both parties, the transition, the counters, the
+    // outbox event and the relation for the payload, in one call (it was
+    // seven statements, BEGIN and COMMIT included).
+    assert_eq!(statements, 1, "PostgreSQL statements for one follow");
 }
 
 #[tokio::test]
@@ -214,4 +215,50 @@ async fn a_lost_stats_row_comes_back_from_the_truth_with_a_newer_version() {
     );
     let record = t.counter_record(alice).await.unwrap();
     assert_eq!((record.followings, record.version), (1, version as u64));
+}
+
+#[tokio::test]
+async fn a_follow_or_unfollow_is_one_postgres_statement() {
+    use kith::write::{EdgeChange, change_edge};
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let statements = || t.app.round_trips.snapshot().0;
+    for (change, changed) in [
+        (EdgeChange::Follow, true),
+        (EdgeChange::Follow, false),
+        (EdgeChange::Unfollow, true),
+        (EdgeChange::Unfollow, false),
+        (EdgeChange::Follow, true),
+    ] {
+        let before = statements();
+        let outcome = change_edge(&t.app, alice, bob, change).await.unwrap();
+        assert_eq!(statements() - before, 1, "{change:?}");
+        assert_eq!(outcome.changed, changed, "{change:?}");
+        assert_eq!(outcome.target.handle, "bob");
+    }
+    // The outbox holds exactly what the Rust event type reads back.
+    let events = t.outbox().await;
+    assert_eq!(events.len(), 3);
+    let last = events.last().unwrap();
+    assert_eq!((last.from, last.to, last.version), (alice, bob, 3));
+    assert_eq!(last.event_type, FollowEventType::FollowCreated);
+    let (active, version) = t.edge(alice, bob).await.unwrap();
+    assert!(active);
+    assert_eq!(version, 3);
+    // Refusals cost one statement too, and write nothing.
+    let carol = t
+        .user_with_status("carol", kith::model::UserStatus::Suspended)
+        .await;
+    let before = statements();
+    let refused = change_edge(&t.app, alice, carol, EdgeChange::Follow).await;
+    assert_eq!(refused.unwrap_err().code(), "INVALID_INPUT");
+    assert_eq!(statements() - before, 1);
+    let refused = change_edge(&t.app, carol, alice, EdgeChange::Follow).await;
+    assert_eq!(refused.unwrap_err().code(), "FORBIDDEN");
+    let nobody = kith::model::UserId::new(999_999).unwrap();
+    let refused = change_edge(&t.app, alice, nobody, EdgeChange::Follow).await;
+    assert_eq!(refused.unwrap_err().code(), "NOT_FOUND");
+    let refused = change_edge(&t.app, nobody, alice, EdgeChange::Follow).await;
+    assert_eq!(refused.unwrap_err().code(), "UNAUTHENTICATED");
+    assert_eq!(t.outbox().await.len(), 3);
 }

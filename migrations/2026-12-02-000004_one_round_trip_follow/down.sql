@@ -1,0 +1,1 @@
+DROP FUNCTION kith_change_edge(BIGINT, BIGINT, BOOLEAN, UUID);
