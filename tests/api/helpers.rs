@@ -685,8 +685,8 @@ pub async fn seed_followers(
     n: i64,
     per_ms: i64,
 ) -> Vec<kith::store::lists::Position> {
-    use diesel_async::RunQueryDsl as _;
     use diesel_async::AsyncConnection as _;
+    use diesel_async::RunQueryDsl as _;
     // Its own session: a bulk load is not bound by the API's statement_timeout.
     let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
         .await
