@@ -18,9 +18,12 @@ use async_graphql::{
 
 use crate::config::Config;
 
-/// The limits, from the configuration.
-#[derive(Clone, Copy, Debug)]
+/// The limits, from the configuration, and the parsed documents of recent
+/// requests (clients send the same few query texts over and over; parsing
+/// is a visible share of a request's CPU).
+#[derive(Clone)]
 pub struct Limits {
+    documents: moka::sync::Cache<String, Arc<ExecutableDocument>>,
     /// Most aliased fields in one document.
     pub max_aliases: usize,
     /// Most root fields in one operation (fragments at the root counted).
@@ -33,6 +36,10 @@ impl Limits {
     /// The configured limits.
     pub fn new(config: &Config) -> Self {
         Self {
+            documents: moka::sync::Cache::builder()
+                .max_capacity(DOCUMENT_CACHE_BYTES)
+                .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
+                .build(),
             max_aliases: config.max_aliases,
             max_root_fields: config.max_root_fields,
             max_offset: config.max_offset,
@@ -223,9 +230,12 @@ impl<'a> Sizes<'a> {
     }
 }
 
+/// Query text the document cache may hold, in bytes.
+const DOCUMENT_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
 impl ExtensionFactory for Limits {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(*self)
+        Arc::new(self.clone())
     }
 }
 
@@ -252,9 +262,16 @@ impl Extension for Limits {
         mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        let variables = request.variables.clone();
-        let doc = request.parsed_query()?;
-        self.check(doc, &variables)?;
+        let doc = match self.documents.get(&request.query) {
+            Some(doc) => doc,
+            None => {
+                let doc = Arc::new(async_graphql::parser::parse_query(&request.query)?);
+                self.documents.insert(request.query.clone(), doc.clone());
+                doc
+            }
+        };
+        self.check(&doc, &request.variables)?;
+        request.set_parsed_query(ExecutableDocument::clone(&doc));
         next.run(ctx, request).await
     }
 
