@@ -42,6 +42,29 @@ enum Command {
         #[arg(long, default_value = "user")]
         prefix: String,
     },
+    /// Generate a realistic follow graph inside PostgreSQL: power-law
+    /// followers, a few celebrities, three years of follow times; truth,
+    /// projection and counters consistent. Caches fill as it is read.
+    SeedData {
+        /// Users to create.
+        #[arg(long, default_value_t = 100_000)]
+        users: i64,
+        /// Follow edges to create (celebrities' included).
+        #[arg(long, default_value_t = 5_000_000)]
+        edges: i64,
+        /// Accounts with `--celebrity-followers` followers each.
+        #[arg(long, default_value_t = 3)]
+        celebrities: i64,
+        /// Followers of each celebrity (at most users - 1; default: every other user).
+        #[arg(long)]
+        celebrity_followers: Option<i64>,
+        /// Handle prefix (default: `s<unix time>_`, so runs never collide).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Seed of the generator, in [-1, 1].
+        #[arg(long, default_value_t = 0.42)]
+        seed: f64,
+    },
     /// Print a signed development bearer token for a user (handle or numeric id).
     Token {
         /// The user's handle or numeric id.
@@ -213,6 +236,47 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => {
             let applied = store::migrate::run_pending(&config.database_url).await?;
             tracing::info!(count = applied.len(), ?applied, "migrations applied");
+            Ok(())
+        }
+        Command::SeedData {
+            users,
+            edges,
+            celebrities,
+            celebrity_followers,
+            prefix,
+            seed,
+        } => {
+            let plan = store::seed::Plan {
+                users,
+                edges,
+                celebrities,
+                celebrity_followers: celebrity_followers.unwrap_or(users - 1),
+                prefix: prefix.unwrap_or_else(|| format!("s{}_", chrono::Utc::now().timestamp())),
+                seed,
+            };
+            let pool = store::pool::connect(
+                &config.database_url,
+                1,
+                Duration::from_secs(5),
+                Duration::ZERO,
+                Default::default(),
+            )
+            .await?;
+            let mut conn = pool.get().await?;
+            let started = std::time::Instant::now();
+            let summary = store::seed::generate(&mut conn, &plan, |step| {
+                eprintln!("[{:>6.1} s] {step}", started.elapsed().as_secs_f64());
+            })
+            .await?;
+            println!(
+                "{} users (ids {}..={}, handles {}N), {} edges in {:.1} s",
+                summary.users,
+                summary.first_id,
+                summary.first_id + summary.users - 1,
+                plan.prefix,
+                summary.edges,
+                started.elapsed().as_secs_f64()
+            );
             Ok(())
         }
         Command::SeedUsers { count, prefix } => {

@@ -132,7 +132,10 @@ fn queue(
     }
 }
 
-/// Reads the records of `users` in one round trip; `None` where missing or malformed.
+/// Reads the records of `users` in one round trip; `None` where missing or
+/// malformed. One `GET` per record in a pipeline, not an `MGET`: the records
+/// live in different hash slots, and a cluster client splits a pipeline per
+/// node where it would refuse a cross-slot `MGET`.
 pub async fn load_many(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
@@ -141,11 +144,11 @@ pub async fn load_many(
     if users.is_empty() {
         return Ok(Vec::new());
     }
-    let mut cmd = redis::cmd("MGET");
+    let mut pipe = redis::pipe();
     for user in users {
-        cmd.arg(keys.counter_record(*user));
+        pipe.cmd("GET").arg(keys.counter_record(*user));
     }
-    let raw: Vec<Option<Vec<u8>>> = cmd.query_async(conn).await?;
+    let raw: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await?;
     Ok(raw
         .into_iter()
         .map(|bytes| bytes.and_then(|b| CounterRecord::decode(&b)))

@@ -279,7 +279,8 @@ impl Coverage {
     }
 }
 
-/// The coverage markers of many lists, in one round trip.
+/// The coverage markers of many lists, in one round trip (a pipeline of
+/// single-key `GET`s: the lists live in different hash slots).
 pub async fn coverages(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
@@ -288,12 +289,12 @@ pub async fn coverages(
     if lists.is_empty() {
         return Ok(Vec::new());
     }
-    let mut cmd = redis::cmd("MGET");
+    let mut pipe = redis::pipe();
     for list in lists {
         let [_, _, coverage] = keys.list(*list);
-        cmd.arg(coverage);
+        pipe.cmd("GET").arg(coverage);
     }
-    let markers: Vec<Option<String>> = cmd.query_async(conn).await?;
+    let markers: Vec<Option<String>> = pipe.query_async(conn).await?;
     Ok(markers
         .iter()
         .map(|m| Coverage::parse(m.as_deref()))

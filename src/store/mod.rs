@@ -14,6 +14,7 @@ pub mod outbox;
 pub mod partitions;
 pub mod pool;
 pub mod schema;
+pub mod seed;
 pub mod stats;
 pub mod users;
 

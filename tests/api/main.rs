@@ -24,4 +24,5 @@ mod recovery;
 mod redis_outage;
 mod redis_policy;
 mod schema_snapshot;
+mod seed;
 mod write_path;

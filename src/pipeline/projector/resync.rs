@@ -82,12 +82,13 @@ pub async fn resync_state(
         // reads serve from PostgreSQL — right, only slower.
         Err(e) if cache::out_of_memory(&e) => {
             tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
-            let mut del = redis::cmd("DEL");
+            // One DEL per user's keys (one hash slot each), pipelined.
+            let mut del = redis::pipe();
             for (user, _) in &records {
-                del.arg(app.keys.counter_record(*user));
+                del.cmd("DEL").arg(app.keys.counter_record(*user)).ignore();
             }
             for edge in &edges {
-                del.arg(&app.keys.list(edge.list)[..]);
+                del.cmd("DEL").arg(&app.keys.list(edge.list)[..]).ignore();
             }
             del.query_async::<()>(&mut *redis).await?;
         }
