@@ -3,7 +3,7 @@
 
 use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
-use diesel_async::RunQueryDsl as _;
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl as _};
 use kith::model::UserId;
 use kith::store::seed::{Plan, generate};
 
@@ -28,7 +28,11 @@ async fn a_seeded_graph_is_consistent_and_skewed() {
         seed: 0.5,
     };
     let mut steps = Vec::new();
-    let summary = generate(&mut *t.conn().await, &plan, |s| steps.push(s.to_owned()))
+    // Its own session, as `kith seed-data` has: no API statement_timeout.
+    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+        .await
+        .unwrap();
+    let summary = generate(&mut conn, &plan, |s| steps.push(s.to_owned()))
         .await
         .unwrap();
     assert!(summary.first_id > existing.get());
