@@ -37,6 +37,27 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     App::start(config).await.expect("app starts")
 }
 
+/// An isolated app for write benches: no rate limit to speak of, a pool of
+/// 32, and `users` users `b0`… with ids 1…`users`.
+#[allow(
+    dead_code,
+    reason = "profile_query includes this module and needs no writers"
+)]
+pub async fn writer_app(name: &str, users: i64) -> Arc<App> {
+    let app = isolated_app(name, |config| {
+        config.rate_limit_capacity = 1_000_000;
+        config.rate_limit_per_sec = 1_000_000.0;
+        config.database_pool_size = 32;
+    })
+    .await;
+    let mut conn = app.pg.get().await.unwrap();
+    kith::store::users::seed(&mut conn, "b", users)
+        .await
+        .unwrap();
+    drop(conn);
+    app
+}
+
 /// p-th percentile of sorted samples.
 pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {

@@ -126,17 +126,9 @@ fn pgbench(url: &str, schema: &str) -> f64 {
 #[tokio::main]
 async fn main() {
     let name = format!("bench_follow_{}", chrono::Utc::now().timestamp());
-    let app = common::isolated_app(&name, |config| {
-        config.rate_limit_capacity = 1_000_000;
-        config.rate_limit_per_sec = 1_000_000.0;
-        config.database_pool_size = 32;
-    })
-    .await;
+    let app = common::writer_app(&name, USERS).await;
     {
         let mut conn = app.pg.get().await.unwrap();
-        kith::store::users::seed(&mut conn, "b", USERS)
-            .await
-            .unwrap();
         diesel::sql_query("CREATE TABLE bench_insert (id BIGSERIAL PRIMARY KEY, v INT)")
             .execute(&mut conn)
             .await

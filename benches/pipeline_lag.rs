@@ -69,18 +69,7 @@ async fn main() {
 
 async fn run(rate: u64, seconds: u64) -> String {
     let name = format!("bench_{}_{rate}", chrono::Utc::now().timestamp());
-    let app = common::isolated_app(&name, |config| {
-        config.rate_limit_capacity = 1_000_000;
-        config.rate_limit_per_sec = 1_000_000.0;
-        config.database_pool_size = 32;
-    })
-    .await;
-    {
-        let mut conn = app.pg.get().await.unwrap();
-        kith::store::users::seed(&mut conn, "b", USERS)
-            .await
-            .unwrap();
-    }
+    let app = common::writer_app(&name, USERS).await;
 
     let hooks = Arc::new(ProjectorHooks {
         lag_samples: Some(std::sync::Mutex::new(Vec::new())),

@@ -4,7 +4,6 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use kith::app::App;
@@ -254,15 +253,7 @@ async fn main() -> anyhow::Result<()> {
                 prefix: prefix.unwrap_or_else(|| format!("s{}_", chrono::Utc::now().timestamp())),
                 seed,
             };
-            let pool = store::pool::connect(
-                &config.database_url,
-                1,
-                Duration::from_secs(5),
-                Duration::ZERO,
-                Default::default(),
-            )
-            .await?;
-            let mut conn = pool.get().await?;
+            let mut conn = session(&config).await?;
             let started = std::time::Instant::now();
             let summary = store::seed::generate(&mut conn, &plan, |step| {
                 eprintln!("[{:>6.1} s] {step}", started.elapsed().as_secs_f64());
@@ -283,15 +274,7 @@ async fn main() -> anyhow::Result<()> {
             if prefix.is_empty() {
                 bail!("--prefix must not be empty");
             }
-            let pool = store::pool::connect(
-                &config.database_url,
-                1,
-                Duration::from_secs(5),
-                Duration::ZERO,
-                Default::default(),
-            )
-            .await?;
-            let mut conn = pool.get().await?;
+            let mut conn = session(&config).await?;
             let created = store::users::seed(&mut conn, &prefix, count.into()).await?;
             println!(
                 "created {created} users ({} already existed)",
@@ -303,15 +286,7 @@ async fn main() -> anyhow::Result<()> {
             if ttl <= 0 {
                 bail!("--ttl must be positive");
             }
-            let pool = store::pool::connect(
-                &config.database_url,
-                1,
-                Duration::from_secs(5),
-                Duration::ZERO,
-                Default::default(),
-            )
-            .await?;
-            let mut conn = pool.get().await?;
+            let mut conn = session(&config).await?;
             let found = match user.parse::<UserId>() {
                 Ok(id) => store::users::find(&mut conn, id).await?,
                 Err(()) => store::users::find_by_handle(&mut conn, &user).await?,
@@ -438,6 +413,14 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::PrintSchema => unreachable!("handled above"),
     }
+}
+
+/// One PostgreSQL session for a command that needs nothing else (no pool,
+/// no statement timeout: these commands are the operator's).
+async fn session(config: &Config) -> anyhow::Result<diesel_async::AsyncPgConnection> {
+    use diesel_async::AsyncConnection as _;
+    let url = store::pool::with_keepalives(&config.database_url);
+    Ok(diesel_async::AsyncPgConnection::establish(&url).await?)
 }
 
 fn parse_user_id(s: &str) -> Result<UserId, String> {
