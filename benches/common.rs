@@ -37,6 +37,10 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     App::start(config).await.expect("app starts")
 }
 
+/// The allocator `kith` itself runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An isolated app for write benches: no rate limit to speak of, a pool of
 /// 32, and `users` users `b0`… with ids 1…`users`.
 #[allow(

@@ -75,30 +75,29 @@ enum Media {
 }
 
 impl Media {
-    /// Picks from `Accept`; `None` when it names nothing Kith can send.
-    fn negotiate(headers: &HeaderMap) -> Option<Self> {
-        let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-            return Some(Self::Json);
-        };
-        let mut found = None;
-        for range in accept.split(',') {
+    /// `application/graphql-response+json` when `Accept` asks for it (with
+    /// a non-zero `q`); JSON otherwise — also when `Accept` is missing or
+    /// names nothing Kith can send (the spec allows that instead of `406`).
+    fn negotiate(headers: &HeaderMap) -> Self {
+        let accept = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let asks = accept.split(',').any(|range| {
             let mut parts = range.split(';').map(str::trim);
-            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                p.split_once('=').is_some_and(|(k, v)| {
-                    k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>() == Ok(0.0)
+            let media = parts.next().unwrap_or_default();
+            media.eq_ignore_ascii_case("application/graphql-response+json")
+                && !parts.any(|p| {
+                    p.split_once('=').is_some_and(|(k, v)| {
+                        k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>() == Ok(0.0)
+                    })
                 })
-            });
-            if refused {
-                continue;
-            }
-            match media.as_str() {
-                "application/graphql-response+json" => return Some(Self::GraphqlResponse),
-                "application/json" | "application/*" | "*/*" => found = Some(Self::Json),
-                _ => {}
-            }
+        });
+        if asks {
+            Self::GraphqlResponse
+        } else {
+            Self::Json
         }
-        found
     }
 
     fn content_type(self) -> HeaderValue {
@@ -144,7 +143,7 @@ impl Refusal {
 
 async fn graphql_post(State(state): State<HttpState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let media = Media::negotiate(&parts.headers).unwrap_or(Media::Json);
+    let media = Media::negotiate(&parts.headers);
     let parsed = async {
         check_json_content_type(&parts.headers)?;
         let config = &state.app.config;
@@ -189,7 +188,7 @@ async fn graphql_get(
     if param("query").is_none() && wants_html {
         return graphiql().await.into_response();
     }
-    let media = Media::negotiate(&headers).unwrap_or(Media::Json);
+    let media = Media::negotiate(&headers);
     let parsed = (|| {
         let json_param = |name: &str| -> Result<Value, Refusal> {
             match param(name) {

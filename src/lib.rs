@@ -33,9 +33,3 @@ pub mod pipeline;
 pub mod read;
 pub mod store;
 pub mod write;
-
-/// mimalloc instead of glibc's allocator: a request allocates and frees many
-/// small objects across threads (parsed documents, JSON values, futures), and
-/// glibc's `malloc`/`free` took a seventh of the CPU in a profile.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

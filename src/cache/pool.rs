@@ -19,6 +19,9 @@ use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError,
 /// How often an open breaker checks whether Redis is back.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
+/// The key the breaker's probe writes (it expires within a second).
+const PROBE_KEY: &str = "kith:breaker-probe";
+
 /// Server error codes that mean "this Redis cannot serve now; retry later".
 const UNAVAILABLE_CODES: [&str; 6] = [
     "LOADING",
@@ -255,14 +258,25 @@ impl RedisPool {
             tracing::warn!("Redis unavailable; serving without it until it answers again");
             loop {
                 tokio::time::sleep(PROBE_INTERVAL).await;
-                let ping = async {
+                // A write, not a PING: a replica (`READONLY`) or a primary
+                // without its replicas (`MASTERDOWN`) answers PING but still
+                // cannot take Kith's writes. A full Redis (`OOM`) can serve.
+                let probe = async {
                     let mut conn = client
                         .get_multiplexed_async_connection_with_config(&config)
                         .await?;
-                    redis::cmd("PING").query_async::<()>(&mut conn).await
+                    redis::cmd("SET")
+                        .arg(PROBE_KEY)
+                        .arg(1)
+                        .arg("PX")
+                        .arg(1000)
+                        .query_async::<()>(&mut conn)
+                        .await
                 };
-                if ping.await.is_ok() {
-                    break;
+                match probe.await {
+                    Ok(()) => break,
+                    Err(e) if e.code() == Some("OOM") => break,
+                    Err(_) => {}
                 }
             }
             breaker.generation.fetch_add(1, Ordering::AcqRel);

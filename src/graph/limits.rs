@@ -230,8 +230,12 @@ impl<'a> Sizes<'a> {
     }
 }
 
-/// Query text the document cache may hold, in bytes.
+/// Query text the document cache may hold, in bytes (parsed documents take
+/// a small multiple of their text).
 const DOCUMENT_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Longest query text the document cache keeps.
+const MAX_CACHED_QUERY_BYTES: usize = 16 * 1024;
 
 impl ExtensionFactory for Limits {
     fn create(&self) -> Arc<dyn Extension> {
@@ -262,15 +266,20 @@ impl Extension for Limits {
         mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        let doc = match self.documents.get(&request.query) {
-            Some(doc) => doc,
-            None => {
-                let doc = Arc::new(async_graphql::parser::parse_query(&request.query)?);
-                self.documents.insert(request.query.clone(), doc.clone());
-                doc
-            }
+        let (doc, cached) = match self.documents.get(&request.query) {
+            Some(doc) => (doc, true),
+            None => (
+                Arc::new(async_graphql::parser::parse_query(&request.query)?),
+                false,
+            ),
         };
         self.check(&doc, &request.variables)?;
+        // Only documents that passed, and only ordinary-sized ones: the cache
+        // is for the few texts clients send again and again, not for every
+        // text a client can make up.
+        if !cached && request.query.len() <= MAX_CACHED_QUERY_BYTES {
+            self.documents.insert(request.query.clone(), doc.clone());
+        }
         request.set_parsed_query(ExecutableDocument::clone(&doc));
         next.run(ctx, request).await
     }

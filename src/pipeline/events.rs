@@ -56,6 +56,7 @@ pub struct FollowEvent {
 impl FollowEvent {
     /// A new event with a fresh id.
     pub fn new(
+        event_id: Uuid,
         event_type: FollowEventType,
         from: UserId,
         to: UserId,
@@ -65,7 +66,7 @@ impl FollowEvent {
     ) -> Self {
         Self {
             schema_version: SCHEMA_VERSION,
-            event_id: Uuid::new_v4(),
+            event_id,
             event_type,
             from,
             to,

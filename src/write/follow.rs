@@ -113,7 +113,8 @@ fn outcome(
                 EdgeChange::Follow => FollowEventType::FollowCreated,
                 EdgeChange::Unfollow => FollowEventType::FollowCanceled,
             };
-            let mut event = FollowEvent::new(
+            let event = FollowEvent::new(
+                event_id,
                 event_type,
                 actor,
                 target.id,
@@ -121,7 +122,6 @@ fn outcome(
                 followed_at,
                 occurred_at,
             );
-            event.event_id = event_id;
             (Some(stats.ok_or_else(missing)?), Some(event))
         }
         _ => (None, None),

@@ -111,6 +111,7 @@ fn events(kind: FollowEventType, changed: &[Changed]) -> Vec<FollowEvent> {
         .iter()
         .filter_map(|c| {
             Some(FollowEvent::new(
+                uuid::Uuid::new_v4(),
                 kind,
                 UserId::new(c.from_user_id)?,
                 UserId::new(c.to_user_id)?,

@@ -65,7 +65,15 @@ async fn hostile_shapes_are_refused_before_any_statement() {
         assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
         assert_eq!(statements, 0, "statements ran for a refused request: {r}");
     }
-    // Offsets in variables, sent or defaulted.
+    // Offsets in variables, sent or defaulted. The first text is accepted
+    // (and its parsed document cached) before it comes with a deep offset.
+    let (r, _) = statements_of(
+        &t,
+        "query($id: ID!, $o: Int) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
+        json!({ "id": id, "o": 5 }),
+    )
+    .await;
+    assert_ok(&r);
     for (query, variables) in [
         (
             "query($id: ID!, $o: Int) { user(id: $id) { followers(first: 1, offset: $o) { totalCount } } }",
@@ -242,7 +250,12 @@ async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
 
 #[tokio::test]
 async fn a_statement_past_statement_timeout_answers_timeout() {
-    let t = spawn_app_with(|c| c.statement_timeout_ms = 200).await;
+    // The request deadline is far away: only PostgreSQL can stop this one.
+    let t = spawn_app_with(|c| {
+        c.statement_timeout_ms = 200;
+        c.request_timeout_ms = 60_000;
+    })
+    .await;
     let alice = t.user("alice").await;
     let id = kith::graph::ids::user_id(alice).to_string();
     let lock = lock_users(&t).await;
@@ -254,6 +267,11 @@ async fn a_statement_past_statement_timeout_answers_timeout() {
         )
         .await;
     assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
+    let metrics = t.app.metrics.render(None);
+    assert!(
+        metrics.contains("kith_requests_timed_out_total 0"),
+        "{metrics}"
+    );
     drop(lock);
     all_connections_idle(&t, 10).await;
 }
@@ -271,7 +289,6 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
     assert_eq!(source, Source::Postgres);
     // A fill is registered before `page` returns; none was.
     assert!(t.app.fills_in_flight.lock().unwrap().is_empty());
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(t.cached_list(list).await, None, "a count filled the cache");
     // A real page does fill, in this same setting.
     pages::page(&t.app, list, PageRequest::After(None, 10), Some(30))
@@ -293,7 +310,6 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
             .unwrap();
         assert_eq!((page.items.len(), source), (10, Source::Postgres));
         assert!(t.app.fills_in_flight.lock().unwrap().is_empty());
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(t.cached_list(list).await, None);
 }
@@ -414,8 +430,16 @@ async fn a_follow_holds_no_postgres_connection_while_it_waits_for_redis() {
     // Its rate-limit token is taken; now the one Redis connection is busy.
     let redis = t.app.redis.get().await.unwrap();
     drop(lock);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    // The follow committed and waits for Redis to write its caches through;
+    // The follow commits, then waits for Redis to write its caches through.
+    let committed_since = std::time::Instant::now();
+    while t.outbox().await.is_empty() {
+        assert!(
+            committed_since.elapsed() < Duration::from_secs(10),
+            "the follow never committed"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // Committed and waiting for Redis (it holds no other resource):
     // the PostgreSQL connection must be free for everyone else meanwhile.
     let pg = tokio::time::timeout(Duration::from_millis(1000), t.app.pg.get()).await;
     assert!(

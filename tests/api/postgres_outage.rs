@@ -41,7 +41,29 @@ async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Until the server has ended every one of them.
+    let since = std::time::Instant::now();
+    loop {
+        #[derive(diesel::QueryableByName)]
+        struct Left {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let left: Left = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1",
+            )
+            .bind::<Text, _>(&name),
+            &mut admin,
+        )
+        .await
+        .unwrap();
+        if left.n == 0 {
+            break;
+        }
+        assert!(since.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
 
     let mut codes = Vec::new();
     for _ in 0..12 {

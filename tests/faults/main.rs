@@ -105,6 +105,7 @@ struct Counts {
     refused: AtomicU64,
     open: AtomicU64,
     internal: AtomicU64,
+    timeout: AtomicU64,
     content_sent: AtomicU64,
     content_duplicates: AtomicU64,
 }
@@ -593,7 +594,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          | left open (error or no answer) | {} |\n| final answers for open and hot pairs | {pins} |\n\
          | pairs checked against the truth | {} |\n\
          | content events acknowledged | {} (of them sent twice on purpose: {}) |\n\
-         | answered INTERNAL (must be 0) | {} |\n\
+         | answered INTERNAL (must be 0) | {} |\n| answered TIMEOUT | {} |\n\
          | faults: kill -9 of kith run + restart | {} |\n| faults: Redis FLUSHALL | {} |\n\
          | faults: Redis stop/start | {} |\n\
          | faults: broker stop/start | {} |\n| faults: PostgreSQL crash-restart | {} |\n\n\
@@ -610,6 +611,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         counts.content_sent.load(Ordering::Relaxed),
         counts.content_duplicates.load(Ordering::Relaxed),
         counts.internal.load(Ordering::Relaxed),
+        counts.timeout.load(Ordering::Relaxed),
         faults.get(&Fault::KillKith).unwrap_or(&0),
         faults.get(&Fault::FlushRedis).unwrap_or(&0),
         faults.get(&Fault::RestartRedis).unwrap_or(&0),
