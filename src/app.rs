@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
 use crate::read::RoundTrips;
+use crate::read::users::UserCache;
 use crate::store::lists::Page;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
@@ -32,6 +33,8 @@ pub struct App {
     pub metrics: Metrics,
     /// Round trips made by reads (PostgreSQL statements, Redis calls).
     pub round_trips: RoundTrips,
+    /// User rows held in process, dropped when PostgreSQL notifies a change.
+    pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Lists this process is filling now (in-process single flight).
@@ -111,6 +114,11 @@ impl App {
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
             metrics: Metrics::default(),
             round_trips,
+            users: UserCache::new(
+                &config.database_url,
+                config.user_cache_capacity,
+                Duration::from_secs(config.user_cache_ttl_secs),
+            ),
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))

@@ -121,6 +121,10 @@ pub struct Config {
     pub hot_page_ttl_ms: u64,
     /// How long a DataLoader collects keys before its batched fetch, ms.
     pub loader_delay_ms: u64,
+    /// Users held in process (0 = none).
+    pub user_cache_capacity: u64,
+    /// Longest life of a user held in process, seconds (0 = none held).
+    pub user_cache_ttl_secs: u64,
     /// Deepest GraphQL selection accepted.
     pub max_query_depth: usize,
     /// Most complex GraphQL query accepted.
@@ -199,6 +203,8 @@ impl Config {
             hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS", "100000")?,
             hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS", "1000")?,
             loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "1")?,
+            user_cache_capacity: parse(&lookup, "KITH_USER_CACHE_CAPACITY", "100000")?,
+            user_cache_ttl_secs: parse(&lookup, "KITH_USER_CACHE_TTL_SECS", "60")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             max_offset: parse(&lookup, "KITH_MAX_OFFSET", "10000")?,

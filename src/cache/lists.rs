@@ -26,6 +26,13 @@ static PAGE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_page.lua")));
 static FILL_COMMIT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_commit.lua")));
+static MEMBERS: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_members.lua")));
+
+/// The scripts a batched read ([`queue_page`], [`queue_members`]) invokes by hash.
+pub fn read_scripts() -> [&'static redis::Script; 2] {
+    [&PAGE, &MEMBERS]
+}
 
 /// How long a filler may take before its claim lapses.
 pub const FILL_LEASE: Duration = Duration::from_secs(10);
@@ -168,6 +175,21 @@ pub async fn read_page(
     list: ListKey,
     request: PageRequest,
 ) -> redis::RedisResult<Result<Page, PageMiss>> {
+    let mut pipe = redis::pipe();
+    queue_page(&mut pipe, keys, list, request);
+    let reply: Vec<redis::Value> = super::query_with_scripts(conn, &pipe, &[&PAGE]).await?;
+    Ok(reply
+        .first()
+        .map_or(Err(PageMiss::NotCached), |r| parse_page(r, request.size())))
+}
+
+/// Queues the page script for `request` on `pipe` (one reply: [`parse_page`]).
+pub fn queue_page(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    list: ListKey,
+    request: PageRequest,
+) {
     let [zset, _, coverage] = keys.list(list);
     let (mode, cursor, limit, offset) = match request {
         PageRequest::After(cursor, n) => ("after", cursor, n, 0),
@@ -177,40 +199,104 @@ pub async fn read_page(
     let (score, cursor_member) = cursor.map_or((String::new(), String::new()), |c| {
         (c.followed_at_ms.to_string(), member(c.user))
     });
-    let reply: Vec<redis::Value> = PAGE
-        .key(zset)
-        .key(coverage)
-        .arg(mode)
-        .arg(score)
-        .arg(cursor_member)
-        .arg(limit)
-        .arg(offset)
-        .invoke_async(conn)
-        .await?;
+    pipe.invoke_script(
+        PAGE.key(zset)
+            .key(coverage)
+            .arg(mode)
+            .arg(score)
+            .arg(cursor_member)
+            .arg(limit)
+            .arg(offset),
+    );
+}
+
+/// The page in one reply of the page script.
+pub fn parse_page(reply: &redis::Value, limit: usize) -> Result<Page, PageMiss> {
+    let reply: Vec<redis::Value> =
+        redis::from_redis_value_ref(reply).map_err(|_| PageMiss::NotCached)?;
     let int = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).unwrap_or(0);
     match reply.first().map(int) {
         Some(1) => {}
-        Some(0) | None => return Ok(Err(PageMiss::NotCached)),
-        Some(_) => return Ok(Err(PageMiss::NotCovered)),
+        Some(0) | None => return Err(PageMiss::NotCached),
+        Some(_) => return Err(PageMiss::NotCovered),
     }
     let mut items = Vec::with_capacity(limit);
     for pair in reply.get(3..).unwrap_or_default().chunks_exact(2) {
         let Ok(name) = redis::from_redis_value_ref::<String>(&pair[0]) else {
-            return Ok(Err(PageMiss::NotCached));
+            return Err(PageMiss::NotCached);
         };
         let Some(user) = parse_member(&name) else {
-            return Ok(Err(PageMiss::NotCached));
+            return Err(PageMiss::NotCached);
         };
         items.push(Position {
             followed_at_ms: int(&pair[1]),
             user,
         });
     }
-    Ok(Ok(Page {
+    Ok(Page {
         items,
         more: reply.get(1).map(int) == Some(1),
         other: reply.get(2).map(int) == Some(1),
-    }))
+    })
+}
+
+/// What a cached list says about some users' membership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Membership {
+    /// The list is not cached: it says nothing.
+    NotCached,
+    /// Per user asked, in order: `Some(follow time ms)` when in the list,
+    /// `Some(None)` when known to be absent, `None` when the cache cannot
+    /// tell (absent from a list of which only the newest part is cached).
+    Known(Vec<Option<Option<i64>>>),
+}
+
+/// Queues "which of `users` does `list` hold" on `pipe` (one reply:
+/// [`parse_members`]). `users` must not be empty.
+pub fn queue_members(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    list: ListKey,
+    users: &[UserId],
+) {
+    let [zset, _, coverage] = keys.list(list);
+    let mut invocation = MEMBERS.key(zset);
+    invocation.key(coverage);
+    for user in users {
+        invocation.arg(member(*user));
+    }
+    pipe.invoke_script(&invocation);
+}
+
+/// The membership in one reply of the members script, for `n` users asked.
+pub fn parse_members(reply: &redis::Value, n: usize) -> Membership {
+    let Ok(reply) = redis::from_redis_value_ref::<Vec<redis::Value>>(reply) else {
+        return Membership::NotCached;
+    };
+    let whole = match reply
+        .first()
+        .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
+    {
+        Some(1) => true,
+        Some(2) => false,
+        _ => return Membership::NotCached,
+    };
+    if reply.len() != n + 1 {
+        return Membership::NotCached;
+    }
+    Membership::Known(
+        reply[1..]
+            .iter()
+            .map(|v| {
+                let score = redis::from_redis_value_ref::<String>(v).unwrap_or_default();
+                match score.parse::<f64>() {
+                    Ok(ms) => Some(Some(ms as i64)),
+                    Err(_) if whole => Some(None),
+                    Err(_) => None,
+                }
+            })
+            .collect(),
+    )
 }
 
 /// The members of a cached list, newest first (for checks and tools), or

@@ -32,6 +32,36 @@ pub async fn write_through(
     pipe.query_async(conn).await
 }
 
+/// Runs `pipe`, which invokes `scripts` by hash (`EVALSHA`). When Redis does
+/// not know one of them (`NOSCRIPT`: after a restart, a failover or `SCRIPT
+/// FLUSH`), loads them and runs `pipe` once more — so only for pipelines that
+/// may safely run twice, such as reads.
+pub async fn query_with_scripts<T: redis::FromRedisValue>(
+    conn: &mut impl ConnectionLike,
+    pipe: &redis::Pipeline,
+    scripts: &[&redis::Script],
+) -> redis::RedisResult<T> {
+    match pipe.query_async(conn).await {
+        Err(e) if has_code(&e, "NOSCRIPT") => {
+            let mut load = redis::pipe();
+            for script in scripts {
+                load.load_script(script).ignore();
+            }
+            load.query_async::<()>(conn).await?;
+            pipe.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
+/// True when Redis answered `code` to the command, or to any command of a pipeline.
+fn has_code(e: &redis::RedisError, code: &str) -> bool {
+    e.code() == Some(code)
+        || e.clone()
+            .into_server_errors()
+            .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == code))
+}
+
 /// Redis's `maxmemory-policy`, read with `CONFIG GET` or, where a managed
 /// Redis disables `CONFIG`, from `INFO memory`; `None` when neither tells.
 pub async fn eviction_policy(
@@ -57,8 +87,5 @@ pub async fn eviction_policy(
 /// True when Redis refused a write for lack of memory (`OOM`), alone or
 /// anywhere in a pipeline.
 pub fn out_of_memory(e: &redis::RedisError) -> bool {
-    e.code() == Some("OOM")
-        || e.clone()
-            .into_server_errors()
-            .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == "OOM"))
+    has_code(e, "OOM")
 }

@@ -153,8 +153,7 @@ impl FollowEdge {
     async fn node(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
         let loaders = ctx.data_unchecked::<Loaders>();
         let user = loaders
-            .users
-            .load_one(self.position.user)
+            .user(self.position.user)
             .await
             .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
         // The connection kept only edges whose user this request loaded.
@@ -194,29 +193,28 @@ impl FollowConnection {
 /// users, so that the round trips of a page do not depend on its size nor on
 /// how the executor happens to interleave the edges' resolvers. Failures are
 /// left for the field resolvers to report.
-async fn prime(ctx: &Context<'_>, loaders: &Loaders, items: &[Position]) {
+async fn prime(ctx: &Context<'_>, loaders: &Loaders, ids: &[UserId]) {
     let node = ctx.look_ahead().field("edges").field("node");
-    if items.is_empty() || !node.exists() {
+    if ids.is_empty() || !node.exists() {
         return;
     }
-    let ids: Vec<UserId> = items.iter().map(|p| p.user).collect();
     let me = viewer(ctx).optional().ok().flatten();
     let relations = async {
         match me {
             Some(me) if node.field("viewerRelation").exists() => {
-                let pairs = ids.iter().filter(|id| **id != me).map(|id| (me, *id));
-                let _ = loaders.relations.load_many(pairs).await;
+                let pairs: Vec<(UserId, UserId)> = ids.iter().map(|id| (me, *id)).collect();
+                let _ = loaders.relations(&pairs).await;
             }
             _ => {}
         }
     };
     let counters = async {
         if node.field("counters").exists() {
-            let _ = loaders.counters.load_many(ids.iter().copied()).await;
+            let _ = loaders.counters_many(ids).await;
         }
     };
     let users = async {
-        let _ = loaders.users.load_many(ids.iter().copied()).await;
+        let _ = loaders.users(ids).await;
     };
     tokio::join!(users, counters, relations);
 }
@@ -233,25 +231,40 @@ pub async fn resolve(
         ListKey::Following(owner) | ListKey::Followers(owner) => owner,
     };
     let loaders = ctx.data_unchecked::<Loaders>();
-    let counters = loaders
-        .counters
-        .load_one(owner)
-        .await
-        .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?
-        .unwrap_or_default();
+    let app = app(ctx);
+    // The owner's counters (for `totalCount` and to tell a hot list) and the
+    // cached page travel in one Redis round trip, with the level's other reads.
+    let hot = pages::hot_cached(app, list, request).await;
+    let (counters, cached) = tokio::join!(loaders.counters(owner), async {
+        match hot {
+            Some(_) => None,
+            None => Some(loaders.cached_page(list, request).await),
+        }
+    });
+    let counters = counters.map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
     let total = u64::from(match list {
         ListKey::Following(_) => counters.followings,
         ListKey::Followers(_) => counters.followers,
     });
-    let (page, _source) = pages::page(app(ctx), list, request, Some(total))
-        .await
-        .gql()?;
-    prime(ctx, loaders, &page.items).await;
+    let page = match (hot, cached) {
+        (Some(page), _) => page,
+        (None, cached) => {
+            let cached = cached
+                .transpose()
+                .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?
+                .unwrap_or(Err(None));
+            pages::complete(app, list, request, Some(total), cached)
+                .await
+                .gql()?
+                .0
+        }
+    };
+    let ids: Vec<UserId> = page.items.iter().map(|p| p.user).collect();
+    prime(ctx, loaders, &ids).await;
     // Suspended and deleted accounts are left out (their edges are being
     // taken out of the list); the page's cursors still mark where it ends.
     let shown = loaders
-        .users
-        .load_many(page.items.iter().map(|p| p.user))
+        .users(&ids)
         .await
         .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
     let edges: Vec<FollowEdge> = page

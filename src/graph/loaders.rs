@@ -1,5 +1,7 @@
-//! DataLoaders: every user, counter and relationship a request needs is
-//! fetched in one batch per kind, whatever the shape of the query.
+//! DataLoaders: every user, counter, relationship and cached page a request
+//! needs is fetched in one batch, whatever the shape of the query. Users come
+//! from the in-process user cache where it holds them; counters, relations
+//! and pages of one level of the query share one Redis round trip.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,30 +9,46 @@ use std::sync::Arc;
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
 use crate::app::App;
+use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
+use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
-use crate::read;
+use crate::read::batch::{self, Answer, Read};
 use crate::store::following::PairState;
+use crate::store::lists::{Page, PageRequest};
 use crate::store::users;
+
+/// A loader's failure, shared by every key of its batch.
+pub type LoadError = Arc<ApiError>;
 
 /// Users by id (deleted accounts are absent).
 pub struct UserLoader(Arc<App>);
 
 impl Loader<UserId> for UserLoader {
     type Value = User;
-    type Error = Arc<ApiError>;
+    type Error = LoadError;
 
     async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, User>, Self::Error> {
-        let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
-        let found = users::find_many(&mut conn, keys)
-            .await
-            .map_err(|e| Arc::new(e.into()))?;
-        Ok(found
-            .into_iter()
-            .filter(|u| u.status != UserStatus::Deleted)
-            .map(|u| (u.id, u))
-            .collect())
+        let cache = &self.0.users;
+        let mut found = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        for id in keys {
+            match cache.get(*id) {
+                Some(user) => found.push(user),
+                None => missing.push(*id),
+            }
+        }
+        if !missing.is_empty() {
+            let seen = cache.generation();
+            let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
+            let read = users::find_many(&mut conn, &missing)
+                .await
+                .map_err(|e| Arc::new(e.into()))?;
+            cache.insert(seen, &read);
+            found.extend(read);
+        }
+        Ok(visible(found).map(|u| (u.id, u)).collect())
     }
 }
 
@@ -40,62 +58,55 @@ pub struct HandleLoader(Arc<App>);
 
 impl Loader<String> for HandleLoader {
     type Value = User;
-    type Error = Arc<ApiError>;
+    type Error = LoadError;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, User>, Self::Error> {
-        let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
-        let found = users::find_by_handles(&mut conn, keys)
-            .await
-            .map_err(|e| Arc::new(e.into()))?;
-        Ok(found
-            .into_iter()
-            .filter(|u| u.status != UserStatus::Deleted)
-            .map(|u| (u.handle.clone(), u))
-            .collect())
+        let cache = &self.0.users;
+        let mut found = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        for handle in keys {
+            match cache.get_by_handle(handle) {
+                Some(user) => found.push(user),
+                None => missing.push(handle.clone()),
+            }
+        }
+        if !missing.is_empty() {
+            let seen = cache.generation();
+            let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
+            let read = users::find_by_handles(&mut conn, &missing)
+                .await
+                .map_err(|e| Arc::new(e.into()))?;
+            cache.insert(seen, &read);
+            found.extend(read);
+        }
+        Ok(visible(found).map(|u| (u.handle.clone(), u)).collect())
     }
 }
 
-/// Counter records by user.
-pub struct CounterLoader(Arc<App>);
-
-impl Loader<UserId> for CounterLoader {
-    type Value = CounterRecord;
-    type Error = Arc<ApiError>;
-
-    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, CounterRecord>, Self::Error> {
-        let loaded = read::counters::load(&self.0, keys)
-            .await
-            .map_err(Arc::new)?;
-        self.0.sampled_check.counters_read(&self.0, keys);
-        Ok(loaded)
-    }
+fn visible(users: Vec<User>) -> impl Iterator<Item = User> {
+    users
+        .into_iter()
+        .filter(|u| u.status != UserStatus::Deleted)
 }
 
-/// Relationships by `(subject, other)`.
-pub struct RelationLoader(Arc<App>);
+/// Counters, relations and cached pages: one Redis round trip per batch.
+pub struct CacheLoader(Arc<App>);
 
-impl Loader<(UserId, UserId)> for RelationLoader {
-    type Value = PairState;
-    type Error = Arc<ApiError>;
+impl Loader<Read> for CacheLoader {
+    type Value = Answer;
+    type Error = LoadError;
 
-    async fn load(
-        &self,
-        keys: &[(UserId, UserId)],
-    ) -> Result<HashMap<(UserId, UserId), PairState>, Self::Error> {
-        read::relations::load(&self.0, keys).await.map_err(Arc::new)
+    async fn load(&self, keys: &[Read]) -> Result<HashMap<Read, Answer>, Self::Error> {
+        batch::load(&self.0, keys).await.map_err(Arc::new)
     }
 }
 
 /// The loaders of one request; each caches what it loaded for that request only.
 pub struct Loaders {
-    /// Users by id.
-    pub users: DataLoader<UserLoader, HashMapCache>,
-    /// Users by handle.
-    pub handles: DataLoader<HandleLoader, HashMapCache>,
-    /// Counters by user.
-    pub counters: DataLoader<CounterLoader, HashMapCache>,
-    /// Relationships by pair.
-    pub relations: DataLoader<RelationLoader, HashMapCache>,
+    app: Arc<App>,
+    users: DataLoader<UserLoader, HashMapCache>,
+    handles: DataLoader<HandleLoader, HashMapCache>,
+    reads: DataLoader<CacheLoader, HashMapCache>,
 }
 
 impl Loaders {
@@ -103,11 +114,118 @@ impl Loaders {
     pub fn new(app: &Arc<App>) -> Self {
         let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
         Self {
+            app: app.clone(),
             users: batched(UserLoader(app.clone()), delay),
             handles: batched(HandleLoader(app.clone()), delay),
-            counters: batched(CounterLoader(app.clone()), delay),
-            relations: batched(RelationLoader(app.clone()), delay),
+            reads: batched(CacheLoader(app.clone()), delay),
         }
+    }
+
+    /// The user `id`, unless unknown or deleted.
+    pub async fn user(&self, id: UserId) -> Result<Option<User>, LoadError> {
+        if let Some(user) = self.app.users.get(id) {
+            return Ok((user.status != UserStatus::Deleted).then_some(user));
+        }
+        self.users.load_one(id).await
+    }
+
+    /// The users of `ids` that are neither unknown nor deleted.
+    pub async fn users(&self, ids: &[UserId]) -> Result<HashMap<UserId, User>, LoadError> {
+        let mut found = HashMap::new();
+        let mut missing = Vec::new();
+        for &id in ids {
+            match self.app.users.get(id) {
+                Some(user) => {
+                    if user.status != UserStatus::Deleted {
+                        found.insert(id, user);
+                    }
+                }
+                None => missing.push(id),
+            }
+        }
+        if !missing.is_empty() {
+            found.extend(self.users.load_many(missing).await?);
+        }
+        Ok(found)
+    }
+
+    /// The user with this handle, unless unknown or deleted.
+    pub async fn user_by_handle(&self, handle: String) -> Result<Option<User>, LoadError> {
+        if let Some(user) = self.app.users.get_by_handle(&handle) {
+            return Ok((user.status != UserStatus::Deleted).then_some(user));
+        }
+        self.handles.load_one(handle).await
+    }
+
+    /// The counters of `user` (zero for a user without any).
+    pub async fn counters(&self, user: UserId) -> Result<CounterRecord, LoadError> {
+        Ok(match self.reads.load_one(Read::Counters(user)).await? {
+            Some(Answer::Counters(record)) => record,
+            _ => CounterRecord::default(),
+        })
+    }
+
+    /// The counters of each of `users`.
+    pub async fn counters_many(
+        &self,
+        users: &[UserId],
+    ) -> Result<HashMap<UserId, CounterRecord>, LoadError> {
+        let reads: Vec<Read> = users.iter().copied().map(Read::Counters).collect();
+        let answers = self.reads.load_many(reads).await?;
+        Ok(answers
+            .into_iter()
+            .filter_map(|(read, answer)| match (read, answer) {
+                (Read::Counters(user), Answer::Counters(record)) => Some((user, record)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// How `a` relates to `b`.
+    pub async fn relation(&self, a: UserId, b: UserId) -> Result<PairState, LoadError> {
+        if a == b {
+            return Ok(PairState::default());
+        }
+        Ok(match self.reads.load_one(Read::Relation(a, b)).await? {
+            Some(Answer::Relation(state)) => state,
+            _ => PairState::default(),
+        })
+    }
+
+    /// How each `(a, b)` of `pairs` relates (pairs of one user with itself
+    /// are left out: they relate by nothing).
+    pub async fn relations(
+        &self,
+        pairs: &[(UserId, UserId)],
+    ) -> Result<HashMap<(UserId, UserId), PairState>, LoadError> {
+        let reads: Vec<Read> = pairs
+            .iter()
+            .filter(|(a, b)| a != b)
+            .map(|&(a, b)| Read::Relation(a, b))
+            .collect();
+        let answers = self.reads.load_many(reads).await?;
+        Ok(answers
+            .into_iter()
+            .filter_map(|(read, answer)| match (read, answer) {
+                (Read::Relation(a, b), Answer::Relation(state)) => Some(((a, b), state)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The page of `list`, if its cache covers it (batched with the level's
+    /// other reads); the caller completes a miss with [`crate::read::pages::complete`].
+    pub async fn cached_page(
+        &self,
+        list: ListKey,
+        request: PageRequest,
+    ) -> Result<Result<Arc<Page>, Option<PageMiss>>, LoadError> {
+        Ok(
+            match self.reads.load_one(Read::Page(list, request)).await? {
+                Some(Answer::Page(page)) => page,
+                _ => Err(None),
+            },
+        )
     }
 }
 

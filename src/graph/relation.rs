@@ -22,6 +22,15 @@ pub struct Relationship {
 
 impl From<PairState> for Relationship {
     fn from(state: PairState) -> Self {
+        // Follow times are shown to the millisecond wherever they are read
+        // from (the list caches keep milliseconds, PostgreSQL microseconds).
+        let ms = |t: Option<DateTime<Utc>>| {
+            t.and_then(|t| DateTime::from_timestamp_millis(t.timestamp_millis()))
+        };
+        let state = PairState {
+            a_follows_b: ms(state.a_follows_b),
+            b_follows_a: ms(state.b_follows_a),
+        };
         Self {
             following: state.a_follows_b.is_some(),
             followed_by: state.b_follows_a.is_some(),

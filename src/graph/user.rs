@@ -38,11 +38,9 @@ impl UserNode {
     async fn counters(&self, ctx: &Context<'_>) -> async_graphql::Result<Counters> {
         let record = ctx
             .data_unchecked::<Loaders>()
-            .counters
-            .load_one(self.0.id)
+            .counters(self.0.id)
             .await
-            .map_err(|e| e.as_ref().extend())?
-            .unwrap_or_default();
+            .map_err(|e| e.as_ref().extend())?;
         Ok(Counters::from(record))
     }
 
@@ -116,16 +114,11 @@ pub(crate) async fn relation(
     subject: UserId,
     other: UserId,
 ) -> async_graphql::Result<Relationship> {
-    if subject == other {
-        return Ok(PairState::default().into());
-    }
     let state = ctx
         .data_unchecked::<Loaders>()
-        .relations
-        .load_one((subject, other))
+        .relation(subject, other)
         .await
-        .map_err(|e| e.as_ref().extend())?
-        .unwrap_or_default();
+        .map_err(|e| e.as_ref().extend())?;
     Ok(state.into())
 }
 
@@ -163,8 +156,7 @@ pub(crate) async fn load_visible(
 ) -> async_graphql::Result<Option<UserNode>> {
     let user = ctx
         .data_unchecked::<Loaders>()
-        .users
-        .load_one(id)
+        .user(id)
         .await
         .map_err(|e| e.as_ref().extend())?;
     Ok(user.map(UserNode))
@@ -204,8 +196,7 @@ impl UserQuery {
         }
         let user = ctx
             .data_unchecked::<Loaders>()
-            .handles
-            .load_one(handle)
+            .user_by_handle(handle)
             .await
             .map_err(|e| e.as_ref().extend())?;
         Ok(user.map(UserNode))
@@ -221,8 +212,7 @@ impl UserQuery {
         let ids = decode_many(&ids).gql()?;
         let found = ctx
             .data_unchecked::<Loaders>()
-            .users
-            .load_many(ids.iter().copied())
+            .users(&ids)
             .await
             .map_err(|e| e.as_ref().extend())?;
         Ok(ids
@@ -242,10 +232,8 @@ impl UserQuery {
         let me = viewer(ctx).require().gql()?;
         let ids = decode_many(&ids).gql()?;
         let loaders = ctx.data_unchecked::<Loaders>();
-        let (users, relations) = tokio::join!(
-            loaders.users.load_many(ids.iter().copied()),
-            loaders.relations.load_many(ids.iter().map(|id| (me, *id))),
-        );
+        let pairs: Vec<(UserId, UserId)> = ids.iter().map(|id| (me, *id)).collect();
+        let (users, relations) = tokio::join!(loaders.users(&ids), loaders.relations(&pairs));
         let users = users.map_err(|e| e.as_ref().extend())?;
         let relations = relations.map_err(|e| e.as_ref().extend())?;
         Ok(ids

@@ -1,9 +1,12 @@
-//! The read model behind the GraphQL types: list pages (cache first, then
-//! PostgreSQL), counters and relationships, each batched per request.
+//! The read model behind the GraphQL types: user rows (held in process),
+//! list pages, counters and relationships (caches first, then PostgreSQL),
+//! batched per request.
 
+pub mod batch;
 pub mod counters;
 pub mod pages;
 pub mod relations;
+pub mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

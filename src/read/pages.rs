@@ -34,12 +34,37 @@ pub async fn page(
     request: PageRequest,
     total: Option<u64>,
 ) -> Result<(Page, Source), ApiError> {
+    if let Some(page) = hot_cached(app, list, request).await {
+        return Ok((page, Source::Hot));
+    }
+    let cached = from_cache(app, list, request).await.map(Arc::new);
+    complete(app, list, request, total, cached).await
+}
+
+/// The page from the in-process hot-list cache, if it holds `list` (only
+/// hot lists are held) and the page lies within its newest edges.
+pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
+    let (offset, n) = hot_window(request)?;
+    let hot = app.hot_lists.get(&list).await?;
+    Some(slice(&hot, offset, n))
+}
+
+/// Completes a page whose list-cache read gave `cached`: from process
+/// memory when the list is hot, else the cached page, else PostgreSQL
+/// (starting a fill when the list was not cached).
+pub async fn complete(
+    app: &Arc<App>,
+    list: ListKey,
+    request: PageRequest,
+    total: Option<u64>,
+    cached: Result<Arc<Page>, Option<PageMiss>>,
+) -> Result<(Page, Source), ApiError> {
     let hot = total.is_some_and(|n| n >= app.config.hot_threshold);
     if hot && let Some(page) = from_hot(app, list, request).await? {
         return Ok((page, Source::Hot));
     }
-    match from_cache(app, list, request).await {
-        Ok(page) => return Ok((page, Source::Cache)),
+    match cached {
+        Ok(page) => return Ok((Arc::unwrap_or_clone(page), Source::Cache)),
         // A page of nothing (`first: 0`, asked for `totalCount`) is no sign
         // that anyone will page this list.
         Err(Some(PageMiss::NotCached)) if request.size() > 0 => start_fill(app, list),
@@ -52,20 +77,36 @@ pub async fn page(
     ))
 }
 
+/// `(offset, n)` of a request the hot cache can serve.
+fn hot_window(request: PageRequest) -> Option<(usize, usize)> {
+    let (offset, n) = match request {
+        PageRequest::After(None, n) => (0, n),
+        PageRequest::Offset(offset, n) => (offset, n),
+        _ => return None,
+    };
+    (offset + n <= HOT_EDGES).then_some((offset, n))
+}
+
+fn slice(hot: &Page, offset: usize, n: usize) -> Page {
+    let items = &hot.items;
+    let end = (offset + n).min(items.len());
+    let start = offset.min(end);
+    Page {
+        items: items[start..end].to_vec(),
+        more: end < items.len() || hot.more,
+        other: offset > 0 && !items.is_empty(),
+    }
+}
+
 /// Serves first pages (at most [`HOT_EDGES`] deep) of a hot list from memory.
 async fn from_hot(
     app: &Arc<App>,
     list: ListKey,
     request: PageRequest,
 ) -> Result<Option<Page>, ApiError> {
-    let (offset, n) = match request {
-        PageRequest::After(None, n) => (0, n),
-        PageRequest::Offset(offset, n) => (offset, n),
-        _ => return Ok(None),
-    };
-    if offset + n > HOT_EDGES {
+    let Some((offset, n)) = hot_window(request) else {
         return Ok(None);
-    }
+    };
     let loader = async {
         let request = PageRequest::After(None, HOT_EDGES);
         let page = match from_cache(app, list, request).await {
@@ -82,14 +123,7 @@ async fn from_hot(
         .try_get_with(list, loader)
         .await
         .map_err(|e| ApiError::shared(&e))?;
-    let items = &hot.items;
-    let end = (offset + n).min(items.len());
-    let start = offset.min(end);
-    Ok(Some(Page {
-        items: items[start..end].to_vec(),
-        more: end < items.len() || hot.more,
-        other: offset > 0 && !items.is_empty(),
-    }))
+    Ok(Some(slice(&hot, offset, n)))
 }
 
 /// The Redis list cache; `Err(None)` when Redis itself failed (logged).
@@ -118,7 +152,7 @@ async fn from_cache(
 /// Starts filling `list` in the background unless this process already is,
 /// or as many fills as `KITH_MAX_CONCURRENT_FILLS` allows run already (the
 /// page is served from PostgreSQL either way; a later read fills the list).
-fn start_fill(app: &Arc<App>, list: ListKey) {
+pub(crate) fn start_fill(app: &Arc<App>, list: ListKey) {
     let Ok(permit) = app.fill_permits.clone().try_acquire_owned() else {
         return;
     };

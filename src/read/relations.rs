@@ -1,41 +1,48 @@
-//! How users relate, for many pairs at once: one query over the truth
-//! (`following`) in both directions. `followedBy` reads the truth too, never
-//! the lagging projection.
+//! How users relate, for many pairs at once. Both directions come from the
+//! truth: the cached *following* lists (kept by the write path and the
+//! projector from `following`, never from the lagging `follower` projection)
+//! where they can tell, else one query over `following` for the rest.
 
 use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following::{self, PairState};
 
-/// The state of each `(subject, other)` pair.
-pub async fn load(
+/// Active edges among the directed `(from, to)` pairs, with their follow
+/// times, read from `following` in one statement.
+pub async fn from_truth(
     app: &App,
-    pairs: &[(UserId, UserId)],
-) -> Result<HashMap<(UserId, UserId), PairState>, ApiError> {
-    let mut directed: Vec<(UserId, UserId)> = Vec::with_capacity(pairs.len() * 2);
-    for (a, b) in pairs {
-        directed.push((*a, *b));
-        directed.push((*b, *a));
+    directed: &[(UserId, UserId)],
+) -> Result<HashMap<(UserId, UserId), DateTime<Utc>>, ApiError> {
+    if directed.is_empty() {
+        return Ok(HashMap::new());
     }
     let mut conn = app.pg.get().await?;
-    let rows = following::rows(&mut conn, &directed).await?;
-    let mut active = HashMap::new();
-    for row in rows.iter().filter(|r| r.active) {
-        if let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
-        {
-            active.insert((from, to), row.followed_at);
-        }
-    }
-    Ok(pairs
+    let rows = following::rows(&mut conn, directed).await?;
+    Ok(rows
         .iter()
-        .map(|(a, b)| {
-            let state = PairState {
-                a_follows_b: active.get(&(*a, *b)).copied(),
-                b_follows_a: active.get(&(*b, *a)).copied(),
-            };
-            ((*a, *b), state)
+        .filter(|r| r.active)
+        .filter_map(|row| {
+            Some((
+                (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?),
+                row.followed_at,
+            ))
         })
         .collect())
+}
+
+/// The state of `(a, b)` given the active directed edges.
+pub fn pair_state(
+    active: &HashMap<(UserId, UserId), DateTime<Utc>>,
+    a: UserId,
+    b: UserId,
+) -> PairState {
+    PairState {
+        a_follows_b: active.get(&(a, b)).copied(),
+        b_follows_a: active.get(&(b, a)).copied(),
+    }
 }

@@ -14,7 +14,7 @@ use crate::cache::ListKey;
 use crate::model::UserId;
 
 /// A position in a list: an edge's follow time and the other user.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Position {
     /// Follow time, ms.
     pub followed_at_ms: i64,
@@ -23,7 +23,7 @@ pub struct Position {
 }
 
 /// How a page is chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PageRequest {
     /// The `limit` edges after (older than) the cursor, or the newest.
     After(Option<Position>, usize),

@@ -67,6 +67,8 @@ pub async fn set_status(
         let mut conn = app.pg.get().await?;
         users::set_status(&mut conn, user, status).await?
     };
+    // Shown at once here; other processes drop it as PostgreSQL's notice arrives.
+    app.users.invalidate(&[user]);
     let mut summary = Summary {
         previous,
         ..Summary::default()

@@ -629,6 +629,28 @@ pub async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
 }
 
 impl TestApp {
+    /// Waits until the in-process user cache serves (its listening session is up).
+    pub async fn users_cached(&self) {
+        eventually("the user cache listens", 10, || async {
+            self.app.users.is_serving().then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until a change of `user`'s row made outside this process has
+    /// reached its user cache (PostgreSQL's notice takes milliseconds).
+    pub async fn user_change_seen(&self, user: UserId) {
+        let fresh = {
+            let mut conn = self.conn().await;
+            kith::store::users::find(&mut conn, user).await.unwrap()
+        };
+        eventually("the user cache drops the old row", 5, || async {
+            let cached = self.app.users.get(user);
+            (cached.is_none() || cached == fresh).then_some(())
+        })
+        .await;
+    }
+
     /// Runs a statement on the test's schema (for injecting faults).
     pub async fn sql(&self, statement: &str) {
         diesel::sql_query(statement)

@@ -158,6 +158,7 @@ async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
         .await
         .unwrap();
     drop(conn);
+    t.user_change_seen(star).await;
     assert_eq!(
         handles(&followers_page(&t, watcher, 10).await),
         vec!["lastfan"]

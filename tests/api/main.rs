@@ -25,4 +25,5 @@ mod redis_outage;
 mod redis_policy;
 mod schema_snapshot;
 mod seed;
+mod user_cache;
 mod write_path;

@@ -1,0 +1,182 @@
+//! One Redis round trip for everything a level of a query reads from the
+//! caches: counter records, relations (membership in cached following
+//! lists) and list pages, in one pipeline of single-key commands and
+//! scripts (so that under Redis Cluster it splits per node, never across a
+//! slot). What the caches cannot answer is then read from PostgreSQL, one
+//! statement per kind; with warm caches, none.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::{counters, pages, relations};
+use crate::app::App;
+use crate::cache::counters::{self as records, CounterRecord};
+use crate::cache::lists::{self, Membership, PageMiss};
+use crate::cache::{self, ListKey};
+use crate::error::ApiError;
+use crate::model::UserId;
+use crate::store::following::PairState;
+use crate::store::lists::{Page, PageRequest};
+
+/// One thing a request reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Read {
+    /// A user's counters.
+    Counters(UserId),
+    /// How the first user relates to the second.
+    Relation(UserId, UserId),
+    /// A page of a list, if the list cache covers it.
+    Page(ListKey, PageRequest),
+}
+
+/// The answer to one [`Read`].
+#[derive(Clone, Debug)]
+pub enum Answer {
+    /// The counters.
+    Counters(CounterRecord),
+    /// The relation.
+    Relation(PairState),
+    /// The page, or why the cache could not serve it (`None`: Redis failed).
+    Page(Result<Arc<Page>, Option<PageMiss>>),
+}
+
+/// Answers `reads`: one Redis round trip, then PostgreSQL for what the
+/// caches could not tell (counters and relations; a page the cache cannot
+/// serve is left to [`pages::complete`]).
+pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer>, ApiError> {
+    let mut users = Vec::new();
+    let mut pairs = Vec::new();
+    let mut page_reads = Vec::new();
+    for read in reads {
+        match *read {
+            Read::Counters(user) => users.push(user),
+            Read::Relation(a, b) => pairs.push((a, b)),
+            Read::Page(list, request) => page_reads.push((list, request)),
+        }
+    }
+    // Each direction of each pair is a lookup in the follower's following list.
+    let mut lookups: BTreeMap<UserId, Vec<UserId>> = BTreeMap::new();
+    for (a, b) in &pairs {
+        for (from, to) in [(*a, *b), (*b, *a)] {
+            let members = lookups.entry(from).or_default();
+            if !members.contains(&to) {
+                members.push(to);
+            }
+        }
+    }
+
+    let mut pipe = redis::pipe();
+    for user in &users {
+        pipe.cmd("GET").arg(app.keys.counter_record(*user));
+    }
+    for (owner, members) in &lookups {
+        lists::queue_members(&mut pipe, &app.keys, ListKey::Following(*owner), members);
+    }
+    for (list, request) in &page_reads {
+        lists::queue_page(&mut pipe, &app.keys, *list, *request);
+    }
+    let replies = query(app, &pipe).await;
+    let cache_answered = replies.is_some();
+    let mut replies = replies.as_deref().map(|r| r.iter());
+    let mut next = || replies.as_mut().and_then(|r| r.next());
+
+    let mut out = HashMap::with_capacity(reads.len());
+    let mut missing = Vec::new();
+    for user in &users {
+        match next().and_then(decode_record) {
+            Some(record) => {
+                out.insert(Read::Counters(*user), Answer::Counters(record));
+            }
+            None => missing.push(*user),
+        }
+    }
+    let mut known: HashMap<(UserId, UserId), Option<DateTime<Utc>>> = HashMap::new();
+    let mut unknown = Vec::new();
+    for (owner, members) in &lookups {
+        let membership = next().map_or(Membership::NotCached, |r| {
+            lists::parse_members(r, members.len())
+        });
+        let answers = match membership {
+            Membership::Known(answers) => answers,
+            Membership::NotCached => {
+                if cache_answered {
+                    pages::start_fill(app, ListKey::Following(*owner));
+                }
+                vec![None; members.len()]
+            }
+        };
+        for (member, answer) in members.iter().zip(answers) {
+            match answer {
+                Some(ms) => {
+                    known.insert((*owner, *member), ms.map(time));
+                }
+                None => unknown.push((*owner, *member)),
+            }
+        }
+    }
+    for (list, request) in &page_reads {
+        let page = match next() {
+            Some(reply) => lists::parse_page(reply, request.size())
+                .map(Arc::new)
+                .map_err(Some),
+            None => Err(None),
+        };
+        out.insert(Read::Page(*list, *request), Answer::Page(page));
+    }
+
+    let (rebuilt, truth) = tokio::try_join!(
+        counters::rebuild(app, &missing),
+        relations::from_truth(app, &unknown)
+    )?;
+    for (user, record) in rebuilt {
+        out.insert(Read::Counters(user), Answer::Counters(record));
+    }
+    for pair in unknown {
+        known.insert(pair, truth.get(&pair).copied());
+    }
+    let follows = |from: UserId, to: UserId| known.get(&(from, to)).copied().flatten();
+    for (a, b) in pairs {
+        let state = PairState {
+            a_follows_b: follows(a, b),
+            b_follows_a: follows(b, a),
+        };
+        out.insert(Read::Relation(a, b), Answer::Relation(state));
+    }
+    if !users.is_empty() {
+        app.sampled_check.counters_read(app, &users);
+    }
+    Ok(out)
+}
+
+/// Runs the batch; `None` (logged) when Redis failed, so that everything
+/// is read from PostgreSQL instead.
+async fn query(app: &App, pipe: &redis::Pipeline) -> Option<Vec<redis::Value>> {
+    if pipe.is_empty() {
+        return Some(Vec::new());
+    }
+    let result = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        app.round_trips.redis();
+        cache::query_with_scripts(&mut *redis, pipe, &lists::read_scripts())
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match result.await {
+        Ok(replies) => Some(replies),
+        Err(error) => {
+            tracing::warn!(%error, "caches unreadable; reading PostgreSQL");
+            None
+        }
+    }
+}
+
+fn decode_record(reply: &redis::Value) -> Option<CounterRecord> {
+    let bytes: Option<Vec<u8>> = redis::from_redis_value_ref(reply).ok()?;
+    records::CounterRecord::decode(&bytes?)
+}
+
+fn time(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}

@@ -1,0 +1,292 @@
+//! User rows held in process, so that a warm read never asks PostgreSQL who a
+//! user is.
+//!
+//! Invalidation: a trigger on `users` sends `NOTIFY kith_users` with the
+//! changed ids when an update or delete commits (whatever made it: Kith, the
+//! `kith user` commands in another process, an operator's `psql`). Each
+//! process holds one listening session and drops those ids as the notice
+//! arrives, so a change shows in every process within the notice's delivery
+//! time (milliseconds). A change made through this process
+//! ([`crate::write::lifecycle`]) is dropped locally at once as well.
+//!
+//! The cache serves only while its session listens: until `LISTEN` has
+//! succeeded, and from the moment the session breaks until it is back, it is
+//! empty and every read goes to PostgreSQL (a notice sent meanwhile would be
+//! lost). `KITH_USER_CACHE_TTL_SECS` caps the life of any entry regardless.
+//!
+//! A loader that read a row just before a change committed must not cache
+//! it after the change's notice was handled: every invalidation bumps a
+//! generation, and a loader's rows are kept only if no invalidation happened
+//! between its read and its insert (checked again after inserting).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Once, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+
+use crate::model::{User, UserId};
+
+/// The notification channel the `users` trigger writes to.
+pub const CHANNEL: &str = "kith_users";
+
+/// How long the listener waits before reconnecting after a failure.
+const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+/// In-process user rows, by id and by handle.
+pub struct UserCache {
+    by_id: moka::sync::Cache<UserId, User>,
+    by_handle: moka::sync::Cache<String, UserId>,
+    generation: AtomicU64,
+    listening: AtomicBool,
+    enabled: bool,
+    started: Once,
+    database_url: String,
+    session_name: String,
+}
+
+impl UserCache {
+    /// A cache of up to `capacity` users, each kept at most `ttl`; a zero
+    /// `ttl` or `capacity` turns it off (every read goes to PostgreSQL).
+    pub fn new(database_url: &str, capacity: u64, ttl: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            by_id: moka::sync::Cache::builder()
+                .max_capacity(capacity.max(1))
+                .time_to_live(ttl.max(Duration::from_millis(1)))
+                .build(),
+            by_handle: moka::sync::Cache::builder()
+                .max_capacity(capacity.max(1))
+                .time_to_live(ttl.max(Duration::from_millis(1)))
+                .build(),
+            generation: AtomicU64::new(0),
+            listening: AtomicBool::new(false),
+            enabled: capacity > 0 && !ttl.is_zero(),
+            started: Once::new(),
+            database_url: database_url.to_owned(),
+            session_name: format!("kith-users-{}", uuid::Uuid::new_v4().simple()),
+        })
+    }
+
+    /// The `application_name` of the listening session (for operators and tests).
+    pub fn session_name(&self) -> &str {
+        &self.session_name
+    }
+
+    /// True while the cache serves (its listening session is up).
+    pub fn is_serving(self: &Arc<Self>) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        self.start();
+        self.listening.load(Ordering::SeqCst)
+    }
+
+    /// The cached user `id`, if any.
+    pub fn get(self: &Arc<Self>, id: UserId) -> Option<User> {
+        if !self.is_serving() {
+            return None;
+        }
+        self.by_id.get(&id)
+    }
+
+    /// The cached user whose handle is `handle`, if any.
+    pub fn get_by_handle(self: &Arc<Self>, handle: &str) -> Option<User> {
+        let id = self.by_handle.get(handle)?;
+        // A renamed user no longer answers to its old handle.
+        self.get(id).filter(|u| u.handle == handle)
+    }
+
+    /// The generation to pass to [`Self::insert`] for rows read from now on.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Caches `users`, read from PostgreSQL after [`Self::generation`]
+    /// returned `seen` — unless an invalidation happened since.
+    pub fn insert(self: &Arc<Self>, seen: u64, users: &[User]) {
+        if users.is_empty() || !self.is_serving() || self.generation() != seen {
+            return;
+        }
+        for user in users {
+            self.by_handle.insert(user.handle.clone(), user.id);
+            self.by_id.insert(user.id, user.clone());
+        }
+        if self.generation() != seen {
+            for user in users {
+                self.by_id.invalidate(&user.id);
+            }
+        }
+    }
+
+    /// Drops the rows of `ids`.
+    pub fn invalidate(&self, ids: &[UserId]) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        for id in ids {
+            self.by_id.invalidate(id);
+        }
+    }
+
+    /// Drops every row.
+    pub fn clear(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.by_id.invalidate_all();
+        self.by_handle.invalidate_all();
+    }
+
+    /// Applies one notice: comma-separated ids, or `*` for everything.
+    fn apply_notice(&self, payload: &str) {
+        if payload == "*" {
+            self.clear();
+            return;
+        }
+        let ids: Vec<UserId> = payload
+            .split(',')
+            .filter_map(|id| id.trim().parse().ok().and_then(UserId::new))
+            .collect();
+        self.invalidate(&ids);
+    }
+
+    fn start(self: &Arc<Self>) {
+        self.started.call_once(|| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let url = with_application_name(&self.database_url, &self.session_name);
+                runtime.spawn(listen(Arc::downgrade(self), url));
+            }
+        });
+    }
+
+    fn set_listening(&self, on: bool) {
+        // Whatever was cached may have missed a notice: start empty either way.
+        self.clear();
+        self.listening.store(on, Ordering::SeqCst);
+        self.clear();
+    }
+}
+
+fn with_application_name(url: &str, name: &str) -> String {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{separator}application_name={name}")
+    } else {
+        format!("{url} application_name={name}")
+    }
+}
+
+/// Holds the listening session for as long as the cache lives, reconnecting
+/// after any failure.
+async fn listen(cache: Weak<UserCache>, url: String) {
+    let url = crate::store::pool::with_keepalives(&url);
+    loop {
+        if cache.strong_count() == 0 {
+            return;
+        }
+        if let Err(error) = listen_once(&cache, &url).await {
+            tracing::warn!(%error, "user cache: listening session lost; reading users from PostgreSQL");
+        }
+        if let Some(cache) = cache.upgrade() {
+            cache.set_listening(false);
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
+}
+
+async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    if tx.send(Ok(n.payload().to_owned())).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            }
+        }
+    });
+    let result = async {
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        match cache.upgrade() {
+            Some(cache) => cache.set_listening(true),
+            None => return Ok(()),
+        }
+        let mut alive = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                notice = notices.recv() => match notice {
+                    Some(Ok(payload)) => match cache.upgrade() {
+                        Some(cache) => cache.apply_notice(&payload),
+                        None => return Ok(()),
+                    },
+                    Some(Err(e)) => return Err(e),
+                    None => return Ok(()),
+                },
+                _ = alive.tick() => {
+                    if cache.strong_count() == 0 {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    driver.abort();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::UserStatus;
+
+    fn user(id: i64, handle: &str) -> User {
+        User {
+            id: UserId::new(id).unwrap(),
+            handle: handle.to_owned(),
+            display_name: handle.to_owned(),
+            status: UserStatus::Active,
+        }
+    }
+
+    fn serving_cache() -> Arc<UserCache> {
+        let cache = UserCache::new("postgres://unused", 100, Duration::from_secs(60));
+        // No runtime here: the listener is never started; pretend it listens.
+        cache.started.call_once(|| {});
+        cache.listening.store(true, Ordering::SeqCst);
+        cache
+    }
+
+    #[test]
+    fn a_row_read_before_an_invalidation_is_not_cached() {
+        let cache = serving_cache();
+        let seen = cache.generation();
+        cache.apply_notice("1,2");
+        cache.insert(seen, &[user(1, "a")]);
+        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+        cache.insert(cache.generation(), &[user(1, "a")]);
+        assert_eq!(cache.get(UserId::new(1).unwrap()).unwrap().handle, "a");
+        cache.apply_notice("1");
+        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+    }
+
+    #[test]
+    fn handles_follow_renames_and_a_silent_cache_serves_nothing() {
+        let cache = serving_cache();
+        cache.insert(cache.generation(), &[user(1, "old")]);
+        assert!(cache.get_by_handle("old").is_some());
+        cache.apply_notice("1");
+        cache.insert(cache.generation(), &[user(1, "new")]);
+        assert!(cache.get_by_handle("old").is_none(), "renamed away");
+        assert!(cache.get_by_handle("new").is_some());
+        cache.set_listening(false);
+        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+        cache.insert(cache.generation(), &[user(1, "new")]);
+        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+    }
+}
