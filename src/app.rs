@@ -33,6 +33,8 @@ pub struct App {
     pub metrics: Metrics,
     /// Round trips made by reads (PostgreSQL statements, Redis calls).
     pub round_trips: RoundTrips,
+    /// Wakes this process's outbox relay after a commit ([`crate::pipeline::wake`]).
+    pub relay_wake: tokio::sync::Notify,
     /// User rows held in process, dropped when PostgreSQL notifies a change.
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
@@ -114,6 +116,7 @@ impl App {
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
             metrics: Metrics::default(),
             round_trips,
+            relay_wake: tokio::sync::Notify::new(),
             users: UserCache::new(
                 &config.database_url,
                 config.user_cache_capacity,

@@ -19,7 +19,7 @@
 //! | `KITH_TOPIC_MIN_INSYNC_REPLICAS` | `2` | `min.insync.replicas` of topics Kith creates (the local stack sets 1) |
 //! | `KITH_CONSUMER_GROUP` | `kith-projector` | the projector's consumer group |
 //! | `KITH_RELAY_BATCH` | `500` | outbox rows published per relay round |
-//! | `KITH_RELAY_POLL_MS` | `5000` | relay fallback poll when no NOTIFY arrives |
+//! | `KITH_RELAY_POLL_MS` | `1000` | relay fallback poll when no wake-up arrives (writers wake relays after each commit) |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
 //! | `KITH_PROJECTOR_LEASE_MS` | `5000` | how long a projector's hold on a partition outlives its last heartbeat |
@@ -187,7 +187,7 @@ impl Config {
             topic_min_insync_replicas: parse(&lookup, "KITH_TOPIC_MIN_INSYNC_REPLICAS", "2")?,
             consumer_group: text("KITH_CONSUMER_GROUP", "kith-projector"),
             relay_batch: parse(&lookup, "KITH_RELAY_BATCH", "500")?,
-            relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "5000")?,
+            relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "1000")?,
             projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
             fetch_wait_ms: parse(&lookup, "KITH_FETCH_WAIT_MS", "10")?,
             projector_lease_ms: parse(&lookup, "KITH_PROJECTOR_LEASE_MS", "5000")?,

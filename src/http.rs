@@ -494,7 +494,10 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         .flatten();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.app.metrics.render(backlog),
+        state
+            .app
+            .metrics
+            .render(backlog, state.app.round_trips.snapshot()),
     )
 }
 

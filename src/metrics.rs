@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds (seconds) of the pipeline-lag histogram buckets.
-const LAG_BUCKETS: [f64; 14] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+const LAG_BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
 /// A fixed-bucket histogram.
@@ -84,8 +84,10 @@ impl Metrics {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition; `backlog` is the outbox size when known.
-    pub fn render(&self, backlog: Option<i64>) -> String {
+    /// The Prometheus text exposition; `backlog` is the outbox size when
+    /// known, `round_trips` the `(PostgreSQL statements, read-path Redis
+    /// round trips)` of this process so far.
+    pub fn render(&self, backlog: Option<i64>, round_trips: (u64, u64)) -> String {
         let mut out = String::new();
         let counters = [
             (
@@ -121,6 +123,14 @@ impl Metrics {
                 value.load(Ordering::Relaxed)
             );
         }
+        let (statements, redis) = round_trips;
+        let _ = writeln!(
+            out,
+            "# HELP kith_postgres_statements_total Statements run on the PostgreSQL pool.\n\
+             # TYPE kith_postgres_statements_total counter\nkith_postgres_statements_total {statements}\n\
+             # HELP kith_read_redis_round_trips_total Redis round trips made by reads.\n\
+             # TYPE kith_read_redis_round_trips_total counter\nkith_read_redis_round_trips_total {redis}"
+        );
         if let Some(backlog) = backlog {
             let _ = writeln!(
                 out,
@@ -146,9 +156,11 @@ mod tests {
         Metrics::add(&metrics.events_relayed, 3);
         metrics.pipeline_lag.observe(0.004);
         metrics.pipeline_lag.observe(2.0);
-        let text = metrics.render(Some(7));
+        let text = metrics.render(Some(7), (3, 4));
         assert!(text.contains("kith_events_relayed_total 3\n"));
         assert!(text.contains("kith_relay_backlog 7\n"));
+        assert!(text.contains("kith_postgres_statements_total 3\n"));
+        assert!(text.contains("kith_read_redis_round_trips_total 4\n"));
         assert!(text.contains("kith_pipeline_lag_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("kith_pipeline_lag_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("kith_pipeline_lag_seconds_count 2\n"));

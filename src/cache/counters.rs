@@ -90,6 +90,11 @@ impl CounterRecord {
     }
 }
 
+/// The script the queued stores invoke by hash (see [`super::run_writes`]).
+pub fn store_script() -> &'static redis::Script {
+    &SET_IF_NEWER
+}
+
 /// Queues "store each record unless a newer one is cached" on `pipe`.
 pub fn queue_store(
     pipe: &mut redis::Pipeline,
@@ -115,10 +120,6 @@ fn queue(
     records: &[(UserId, CounterRecord)],
     replace_equal: bool,
 ) {
-    if records.is_empty() {
-        return;
-    }
-    pipe.load_script(&SET_IF_NEWER).ignore();
     for (user, record) in records {
         pipe.invoke_script(
             SET_IF_NEWER

@@ -47,6 +47,11 @@ impl RedisKeys {
         format!("{}chk:cnt:{{{user}}}", self.prefix)
     }
 
+    /// The pub/sub channel that wakes outbox relays after a commit.
+    pub fn relay_wake_channel(&self) -> String {
+        format!("{}kith:outbox", self.prefix)
+    }
+
     /// The follow/unfollow token bucket of `user`.
     pub fn follow_rate_limit(&self, user: UserId) -> String {
         format!("{}rl:follow:{{{user}}}", self.prefix)

@@ -65,12 +65,13 @@ pub struct EdgeState {
     pub version: i64,
 }
 
+/// The script the queued edge states invoke by hash (see [`super::run_writes`]).
+pub fn apply_script() -> &'static redis::Script {
+    &APPLY_EDGE
+}
+
 /// Queues "apply each edge state to its list, if cached and newer" on `pipe`.
 pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
-    if edges.is_empty() {
-        return;
-    }
-    pipe.load_script(&APPLY_EDGE).ignore();
     for edge in edges {
         pipe.invoke_script(
             APPLY_EDGE

@@ -26,10 +26,38 @@ pub async fn write_through(
     if records.is_empty() && edges.is_empty() {
         return Ok(());
     }
+    run_writes(conn, &write_through_pipe(keys, records, edges)).await
+}
+
+/// The pipeline of [`write_through`], for callers that add to it.
+pub fn write_through_pipe(
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     counters::queue_store(&mut pipe, keys, records);
     lists::queue_apply(&mut pipe, keys, edges);
-    pipe.query_async(conn).await
+    pipe
+}
+
+/// Runs a pipeline of cache writes (the version-guarded scripts of
+/// [`counters`] and [`lists`], by hash). Every such write may run twice
+/// (a second run finds its version applied and changes nothing), so a
+/// `NOSCRIPT` answer is met by loading the scripts and running it again.
+pub async fn run_writes(
+    conn: &mut impl ConnectionLike,
+    pipe: &redis::Pipeline,
+) -> redis::RedisResult<()> {
+    if pipe.is_empty() {
+        return Ok(());
+    }
+    query_with_scripts(
+        conn,
+        pipe,
+        &[counters::store_script(), lists::apply_script()],
+    )
+    .await
 }
 
 /// Runs `pipe`, which invokes `scripts` by hash (`EVALSHA`). When Redis does

@@ -115,7 +115,7 @@ pub async fn rebuild_records(app: &App, users: &[UserId]) -> Result<u64, Pipelin
     let mut pipe = redis::pipe();
     counters::queue_repair(&mut pipe, &app.keys, &records);
     let mut redis = app.redis.get().await?;
-    pipe.query_async::<()>(&mut *redis).await?;
+    crate::cache::run_writes(&mut *redis, &pipe).await?;
     Ok(records.len() as u64)
 }
 

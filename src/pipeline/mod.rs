@@ -9,6 +9,7 @@ pub mod events;
 pub mod kafka;
 pub mod projector;
 pub mod relay;
+pub mod wake;
 
 use std::time::Duration;
 

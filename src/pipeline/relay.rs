@@ -3,7 +3,8 @@
 //!
 //! One relay is active per schema: it holds a PostgreSQL advisory lock on its
 //! own session, so several relay processes can run and the others stand by.
-//! It wakes on `NOTIFY` from the outbox trigger, with a slow fallback poll,
+//! It wakes when a writer says it committed events ([`super::wake`]), with a
+//! fallback poll,
 //! and publishes in batches of up to `KITH_RELAY_BATCH` rows in id order,
 //! keyed by the follower's id so one follower's edges stay in commit order.
 //! When the broker is unreachable it backs off and keeps the rows; the API
@@ -13,12 +14,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::sql_types::{Bool, Text};
+use diesel::sql_types::Bool;
 use diesel::{QueryableByName, sql_query};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use futures_util::{FutureExt as _, StreamExt as _};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
+use super::wake::Wakeups;
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::metrics::Metrics;
@@ -74,12 +75,6 @@ struct Locked {
     locked: bool,
 }
 
-#[derive(QueryableByName)]
-struct Channel {
-    #[diesel(sql_type = Text)]
-    channel: String,
-}
-
 /// Waits for leadership, then publishes until shutdown or a failure.
 async fn lead(
     app: &App,
@@ -87,7 +82,7 @@ async fn lead(
     shutdown: &mut Shutdown,
     backoff: &mut Backoff,
 ) -> Result<(), PipelineError> {
-    // A dedicated session: the advisory lock and LISTEN live and die with it.
+    // A dedicated session: the advisory lock lives and dies with it.
     let mut conn = AsyncPgConnection::establish(&crate::store::pool::with_keepalives(
         &app.config.database_url,
     ))
@@ -105,13 +100,8 @@ async fn lead(
             return Ok(());
         }
     }
-    let Channel { channel } = sql_query("SELECT 'kith_outbox_' || current_schema() AS channel")
-        .get_result(&mut conn)
-        .await?;
-    sql_query(format!("LISTEN \"{channel}\""))
-        .execute(&mut conn)
-        .await?;
-    tracing::info!(%channel, "outbox relay active");
+    let mut wakeups = Wakeups::new(app).await;
+    tracing::info!("outbox relay active");
     let poll = Duration::from_millis(app.config.relay_poll_ms);
 
     loop {
@@ -121,19 +111,13 @@ async fn lead(
         // Wake-ups so far are answered by the reads below; one that arrives
         // after them is still there when we wait, so no commit is left for
         // the fallback poll.
-        {
-            let notifications = conn.notifications_stream();
-            futures_util::pin_mut!(notifications);
-            while let Some(Some(_)) = notifications.next().now_or_never() {}
-        }
+        wakeups.drain(app);
         let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
         // Every round, so a busy outbox never starves them.
         let letters = dead_letters::unpublished(&mut conn, DEAD_LETTERS_PER_ROUND).await?;
         if batch.is_empty() && letters.is_empty() {
-            let notifications = conn.notifications_stream();
-            futures_util::pin_mut!(notifications);
             tokio::select! {
-                _ = tokio::time::timeout(poll, notifications.next()) => {}
+                () = wakeups.wait(app, poll) => {}
                 () = shutdown.wait() => return Ok(()),
             }
             continue;

@@ -8,6 +8,7 @@ use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
+use crate::pipeline::wake;
 use crate::store::following::{self, EdgeChangeRow, PairState};
 use crate::store::stats::UserStats;
 
@@ -68,6 +69,7 @@ pub async fn change_edge(
     };
     let outcome = outcome(row, actor, target, change, event_id)?;
     if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
+        app.relay_wake.notify_one();
         write_through_for_actor(app, stats, event).await;
     }
     Ok(outcome)
@@ -136,7 +138,8 @@ fn outcome(
 }
 
 /// Read-your-writes: the actor's counter record and cached following list
-/// show the change before the mutation returns. Both writes are version-guarded
+/// show the change before the mutation returns; relays in other processes
+/// are woken in the same round trip. Both writes are version-guarded
 /// no-ops when the projector (or a later mutation) got there first. A failure
 /// here is only logged: the change is committed, and the projector repairs
 /// the caches when the event reaches it.
@@ -149,9 +152,12 @@ async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEve
         followed_at_ms: event.followed_at_ms,
         version: event.version,
     }];
+    // The same round trip wakes relays in other processes.
+    let mut pipe = cache::write_through_pipe(&app.keys, &record, &edge);
+    wake::queue_publish(&mut pipe, &app.keys);
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        cache::write_through(&mut *redis, &app.keys, &record, &edge)
+        cache::run_writes(&mut *redis, &pipe)
             .await
             .map_err(|e| e.to_string())
     };

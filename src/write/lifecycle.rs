@@ -105,6 +105,7 @@ async fn settle_account(
             users::transition_done(&mut conn, user, status).await?;
             return Ok(());
         }
+        crate::pipeline::wake::wake(app).await;
     }
 }
 

@@ -348,8 +348,12 @@ impl Job {
 impl TestApp {
     /// Starts the outbox relay.
     pub fn start_relay(&self) -> Job {
+        self.start_relay_for(self.app.clone())
+    }
+
+    /// Starts the outbox relay on another `App` (as another process would run it).
+    pub fn start_relay_for(&self, app: Arc<App>) -> Job {
         let (trigger, shutdown) = kith::pipeline::Shutdown::new();
-        let app = self.app.clone();
         let handle = tokio::spawn(async move {
             kith::pipeline::relay::run(app, shutdown).await;
             Ok(())

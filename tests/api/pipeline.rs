@@ -78,7 +78,7 @@ async fn a_follow_reaches_every_derived_view() {
     );
     assert_eq!(t.cached_list(ListKey::Following(alice)).await, Some(vec![]));
 
-    let metrics = t.app.metrics.render(None);
+    let metrics = t.app.metrics.render(None, (0, 0));
     assert!(
         metrics.contains("kith_events_relayed_total 3\n"),
         "{metrics}"
@@ -592,6 +592,44 @@ async fn a_commit_whose_answer_is_lost_is_taken_as_done_and_the_partition_goes_o
     assert_eq!(t.counter_record(target).await.unwrap().followers, 6);
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_relay_in_another_process_is_woken_by_each_commit() {
+    // The relay runs on its own `App` (its own pools, no shared memory with
+    // the writer): only the writer's Redis wake-up can move events before
+    // a fallback poll far longer than the test.
+    let t = spawn_app_with(|c| {
+        c.relay_poll_ms = 600_000;
+        c.rate_limit_capacity = 1000;
+    })
+    .await;
+    let target = t.user("target").await;
+    let mut fans = Vec::new();
+    for i in 0..5 {
+        fans.push(t.user(&format!("fan{i}")).await);
+    }
+    let elsewhere = kith::app::App::start(t.app.config.clone()).await.unwrap();
+    let relay = t.start_relay_for(elsewhere);
+    // Leadership taken and subscribed: an event before this may wait for the poll.
+    t.follow(fans[0], target).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    t.follow(fans[1], target).await;
+    eventually("the relay is up", 5, || async {
+        (crate::helpers::backlog(&t).await == 0).then_some(())
+    })
+    .await;
+    for fan in &fans[2..] {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let committed = std::time::Instant::now();
+        t.follow(*fan, target).await;
+        eventually("a commit relayed by the other process", 3, || async {
+            (crate::helpers::backlog(&t).await == 0).then_some(())
+        })
+        .await;
+        assert!(committed.elapsed() < Duration::from_secs(2));
+    }
+    relay.stop().await.unwrap();
 }
 
 #[tokio::test]

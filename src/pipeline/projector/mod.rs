@@ -457,6 +457,8 @@ impl Projector {
         }
         Metrics::add(&self.app.metrics.events_applied, applied as u64);
         if dead_lettered > 0 {
+            // The relay mirrors them to the dead-letter topic.
+            crate::pipeline::wake::wake(&self.app).await;
             Metrics::add(&self.app.metrics.events_dead_lettered, dead_lettered as u64);
             tracing::warn!(
                 dead_lettered,

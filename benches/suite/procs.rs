@@ -1,0 +1,97 @@
+//! CPU time and memory of the processes on the machine, from `/proc`.
+
+use std::collections::BTreeMap;
+
+/// CPU seconds used so far, by process group.
+#[derive(Clone, Debug, Default)]
+pub struct Cpu(pub BTreeMap<&'static str, f64>);
+
+/// The groups measured: Kith, PostgreSQL (every backend), Redis, the
+/// broker, and this bench (the load generator).
+pub const GROUPS: [&str; 5] = ["kith", "postgres", "redis", "broker", "bench"];
+
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// `(comm, utime + stime in ticks)` of one process.
+fn stat(pid: &str) -> Option<(String, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text[open + 1..close].to_owned();
+    let fields: Vec<&str> = text[close + 2..].split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((comm, utime + stime))
+}
+
+/// CPU seconds of each group now. Processes that ended are not counted (a
+/// phase's figure is the difference of two readings of long-lived processes).
+pub fn cpu(kith_pid: u32) -> Cpu {
+    let hz = ticks_per_second();
+    let me = std::process::id().to_string();
+    let kith = kith_pid.to_string();
+    let mut out: BTreeMap<&'static str, f64> = GROUPS.iter().map(|g| (*g, 0.0)).collect();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Cpu(out);
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let pid = entry.file_name().to_string_lossy().to_string();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Some((comm, ticks)) = stat(&pid) else {
+            continue;
+        };
+        let group = if pid == kith {
+            "kith"
+        } else if pid == me {
+            "bench"
+        } else if comm == "postgres" {
+            "postgres"
+        } else if comm.starts_with("redis-server") {
+            "redis"
+        } else if comm == "tansu" {
+            "broker"
+        } else {
+            continue;
+        };
+        *out.get_mut(group).expect("group") += ticks as f64 / hz;
+    }
+    Cpu(out)
+}
+
+impl Cpu {
+    /// CPU seconds per group between `earlier` and `self`.
+    pub fn since(&self, earlier: &Cpu) -> Cpu {
+        Cpu(self
+            .0
+            .iter()
+            .map(|(g, s)| (*g, (s - earlier.0.get(g).copied().unwrap_or(0.0)).max(0.0)))
+            .collect())
+    }
+
+    /// CPU seconds of `group`.
+    pub fn of(&self, group: &str) -> f64 {
+        self.0.get(group).copied().unwrap_or(0.0)
+    }
+}
+
+/// `(VmRSS, VmHWM)` of `pid` in MiB.
+pub fn memory_mib(pid: u32) -> (f64, f64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}

@@ -1,0 +1,127 @@
+//! Waking the outbox relay when events commit — without PostgreSQL's
+//! `NOTIFY`. A transaction that notifies holds a database-wide lock from
+//! just before its commit to its end, so every writing transaction would
+//! commit (and flush its WAL) one after another, never in a group: on this
+//! project's two-core machine, 16 clients inserting one row each reached
+//! 17,600 commits/s without a notifying trigger and 4,600 with one.
+//!
+//! Instead a writer, after its commit:
+//! - wakes the relay of its own process (`kith run`) through a
+//!   [`tokio::sync::Notify`];
+//! - publishes on the Redis channel `{prefix}kith:outbox`, in the same
+//!   pipeline as its cache write-through (no extra round trip), for a relay
+//!   in another process, which subscribes to it.
+//!
+//! A wake-up lost to a crash between the commit and the publish, or to Redis
+//! being away, only delays its events until the next wake-up or the relay's
+//! fallback poll (`KITH_RELAY_POLL_MS`); nothing is lost either way.
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+
+use crate::app::App;
+use crate::cache::RedisKeys;
+
+/// The Redis channel relays listen on.
+pub fn channel(keys: &RedisKeys) -> String {
+    keys.relay_wake_channel()
+}
+
+/// Queues the cross-process wake-up on a pipeline the writer sends anyway.
+pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
+    pipe.cmd("PUBLISH").arg(channel(keys)).arg("").ignore();
+}
+
+/// Wakes every relay after a commit that appended outbox rows: this
+/// process's at once, others' through Redis (best effort, logged).
+pub async fn wake(app: &App) {
+    app.relay_wake.notify_one();
+    let published = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        let mut pipe = redis::pipe();
+        queue_publish(&mut pipe, &app.keys);
+        pipe.query_async::<()>(&mut *redis)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    if let Err(error) = published.await {
+        tracing::debug!(%error, "relay wake-up not published; the relay's poll will find the events");
+    }
+}
+
+/// What an active relay waits on between rounds.
+pub struct Wakeups {
+    subscription: Option<redis::aio::PubSubStream>,
+    redis_url: String,
+    channel: String,
+}
+
+/// How long subscribing may take before the relay goes on without it.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Wakeups {
+    /// Subscribes to the wake-up channel (retried later if Redis is away).
+    pub async fn new(app: &App) -> Self {
+        let mut wakeups = Self {
+            subscription: None,
+            redis_url: app.config.redis_url.clone(),
+            channel: channel(&app.keys),
+        };
+        wakeups.subscribe().await;
+        wakeups
+    }
+
+    async fn subscribe(&mut self) {
+        let subscribed = async {
+            let client = redis::Client::open(self.redis_url.as_str())?;
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&self.channel).await?;
+            Ok::<_, redis::RedisError>(pubsub.into_on_message())
+        };
+        match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribed).await {
+            Ok(Ok(stream)) => self.subscription = Some(stream),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "relay: no wake-ups from other processes until Redis is back");
+            }
+            Err(_) => tracing::warn!("relay: subscribing to wake-ups timed out"),
+        }
+    }
+
+    /// Forgets wake-ups already received: the read that follows answers them.
+    pub fn drain(&mut self, app: &App) {
+        // A stored local permit is consumed here (or harmlessly later).
+        let local = app.relay_wake.notified();
+        futures_util::pin_mut!(local);
+        let _ = futures_util::FutureExt::now_or_never(local.as_mut());
+        if let Some(stream) = self.subscription.as_mut() {
+            while let Some(message) = futures_util::FutureExt::now_or_never(stream.next()) {
+                if message.is_none() {
+                    self.subscription = None;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Waits for a wake-up (local or from another process) or `poll`.
+    pub async fn wait(&mut self, app: &App, poll: Duration) {
+        if self.subscription.is_none() {
+            self.subscribe().await;
+        }
+        let remote = async {
+            match self.subscription.as_mut() {
+                Some(stream) => stream.next().await.is_some(),
+                None => std::future::pending().await,
+            }
+        };
+        let lost = tokio::select! {
+            () = app.relay_wake.notified() => false,
+            open = remote => !open,
+            () = tokio::time::sleep(poll) => false,
+        };
+        if lost {
+            self.subscription = None;
+        }
+    }
+}
