@@ -107,7 +107,41 @@ pub enum FillClaim {
     Busy,
 }
 
-/// Claims the fill of `list` under `token`; `rebuild` claims a cached list too.
+/// Claims the fill of each of `lists` under `token` in one round trip;
+/// `rebuild` claims cached lists too.
+pub async fn begin_fills(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    lists: &[ListKey],
+    token: &str,
+    rebuild: bool,
+) -> redis::RedisResult<Vec<FillClaim>> {
+    if lists.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for list in lists {
+        pipe.invoke_script(
+            FILL_BEGIN
+                .key(&keys.list(*list)[..])
+                .arg(token)
+                .arg(FILL_LEASE.as_millis() as u64)
+                .arg(if rebuild { "1" } else { "0" }),
+        );
+    }
+    // Run twice only if Redis knew no script: then nothing was claimed.
+    let answers: Vec<i64> = super::query_with_scripts(conn, &pipe, &[&FILL_BEGIN]).await?;
+    Ok(answers
+        .into_iter()
+        .map(|answer| match answer {
+            1 => FillClaim::Granted,
+            0 => FillClaim::Cached,
+            _ => FillClaim::Busy,
+        })
+        .collect())
+}
+
+/// Claims the fill of `list` under `token` (see [`begin_fills`]).
 pub async fn begin_fill(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
@@ -115,23 +149,11 @@ pub async fn begin_fill(
     token: &str,
     rebuild: bool,
 ) -> redis::RedisResult<FillClaim> {
-    let answer: i64 = FILL_BEGIN
-        .key(&keys.list(list)[..])
-        .arg(token)
-        .arg(FILL_LEASE.as_millis() as u64)
-        .arg(if rebuild { "1" } else { "0" })
-        .invoke_async(conn)
-        .await?;
-    Ok(match answer {
-        1 => FillClaim::Granted,
-        0 => FillClaim::Cached,
-        _ => FillClaim::Busy,
-    })
+    let mut claims = begin_fills(conn, keys, &[list], token, rebuild).await?;
+    Ok(claims.pop().unwrap_or(FillClaim::Busy))
 }
 
-/// Merges `entries` (newest first, as read after [`begin_fill`]) and marks the
-/// coverage: the whole list when `complete`, else down to the last entry.
-/// Returns false when the claim had lapsed (nothing written).
+/// Commits the fill of one list (see [`commit_fills`]).
 pub async fn commit_fill(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
@@ -141,23 +163,60 @@ pub async fn commit_fill(
     entries: &[ListEntry],
     complete: bool,
 ) -> redis::RedisResult<bool> {
-    let coverage = match (complete, entries.last()) {
-        (false, Some(last)) => format!("{}:{}", last.followed_at_ms, member(last.user)),
-        _ => "all".to_owned(),
+    let fill = Fill {
+        list,
+        entries,
+        complete,
     };
-    let mut invocation = FILL_COMMIT.key(&keys.list(list)[..]);
-    invocation
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .arg(coverage);
-    for entry in entries {
-        invocation
-            .arg(member(entry.user))
-            .arg(entry.followed_at_ms)
-            .arg(entry.version);
+    let mut committed = commit_fills(conn, keys, token, ttl, &[fill]).await?;
+    Ok(committed.pop().unwrap_or(false))
+}
+
+/// One claimed list's rows, read after [`begin_fills`], newest first.
+pub struct Fill<'a> {
+    /// The list.
+    pub list: ListKey,
+    /// Its newest edges.
+    pub entries: &'a [ListEntry],
+    /// True when `entries` is the whole list.
+    pub complete: bool,
+}
+
+/// Merges each fill's entries and marks its coverage (the whole list when
+/// complete, else down to its last entry), in one round trip. Returns, per
+/// fill, false when its claim had lapsed (nothing written).
+pub async fn commit_fills(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    token: &str,
+    ttl: Duration,
+    fills: &[Fill<'_>],
+) -> redis::RedisResult<Vec<bool>> {
+    if fills.is_empty() {
+        return Ok(Vec::new());
     }
-    let committed: i64 = invocation.invoke_async(conn).await?;
-    Ok(committed == 1)
+    let mut pipe = redis::pipe();
+    for fill in fills {
+        let coverage = match (fill.complete, fill.entries.last()) {
+            (false, Some(last)) => format!("{}:{}", last.followed_at_ms, member(last.user)),
+            _ => "all".to_owned(),
+        };
+        let mut invocation = FILL_COMMIT.key(&keys.list(fill.list)[..]);
+        invocation
+            .arg(token)
+            .arg(ttl.as_millis() as u64)
+            .arg(coverage);
+        for entry in fill.entries {
+            invocation
+                .arg(member(entry.user))
+                .arg(entry.followed_at_ms)
+                .arg(entry.version);
+        }
+        pipe.invoke_script(&invocation);
+    }
+    // Run twice only if Redis knew no script: then nothing was committed.
+    let committed: Vec<i64> = super::query_with_scripts(conn, &pipe, &[&FILL_COMMIT]).await?;
+    Ok(committed.into_iter().map(|c| c == 1).collect())
 }
 
 /// Why a list cache could not serve a page.

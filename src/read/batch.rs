@@ -94,6 +94,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     }
     let mut known: HashMap<(UserId, UserId), Option<DateTime<Utc>>> = HashMap::new();
     let mut unknown = Vec::new();
+    let mut uncached = Vec::new();
     for (owner, members) in &lookups {
         let membership = next().map_or(Membership::NotCached, |r| {
             lists::parse_members(r, members.len())
@@ -102,7 +103,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
             Membership::Known(answers) => answers,
             Membership::NotCached => {
                 if cache_answered {
-                    pages::start_fill(app, ListKey::Following(*owner));
+                    uncached.push(ListKey::Following(*owner));
                 }
                 vec![None; members.len()]
             }
@@ -116,6 +117,8 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
             }
         }
     }
+    // Read from PostgreSQL below this time; filled together for the next.
+    pages::start_fills(app, uncached);
     for (list, request) in &page_reads {
         let page = match next() {
             Some(reply) => lists::parse_page(reply, request.size())

@@ -4,12 +4,14 @@
 //! in the background, once: one filler per process (an in-flight set) and
 //! one across processes (the Redis claim of `lua/list_fill_begin.lua`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::app::App;
 use crate::cache::ListKey;
-use crate::cache::lists::{self, FillClaim, ListEntry, PageMiss};
+use crate::cache::lists::{self, Fill, FillClaim, ListEntry, PageMiss};
 use crate::error::ApiError;
+use crate::model::UserId;
 use crate::store::lists::{self as store_lists, Page, PageRequest};
 
 /// Where a page came from (for tests and metrics).
@@ -149,67 +151,125 @@ async fn from_cache(
     }
 }
 
-/// Starts filling `list` in the background unless this process already is,
-/// or as many fills as `KITH_MAX_CONCURRENT_FILLS` allows run already (the
-/// page is served from PostgreSQL either way; a later read fills the list).
+/// Starts filling `list` in the background (see [`start_fills`]).
 pub(crate) fn start_fill(app: &Arc<App>, list: ListKey) {
+    start_fills(app, vec![list]);
+}
+
+/// Most lists one background fill takes on.
+const FILLS_PER_TASK: usize = 64;
+
+/// Starts filling `lists` in the background, together (two statements and
+/// two Redis round trips for all of them), leaving out the ones this process
+/// is filling already — unless as many fills as `KITH_MAX_CONCURRENT_FILLS`
+/// allows run already (the reads are served from PostgreSQL either way; a
+/// later read fills the lists).
+pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
+    if lists.is_empty() {
+        return;
+    }
     let Ok(permit) = app.fill_permits.clone().try_acquire_owned() else {
         return;
     };
-    if !app.fills_in_flight.lock().expect("fills lock").insert(list) {
+    {
+        let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
+        lists.retain(|list| in_flight.insert(*list));
+        lists.truncate(FILLS_PER_TASK);
+    }
+    if lists.is_empty() {
         return;
     }
     let app = app.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        if let Err(error) = fill(&app, list, false).await {
-            tracing::warn!(%error, ?list, "list cache fill failed");
+        if let Err(error) = fill_many(&app, &lists, false).await {
+            tracing::warn!(%error, lists = lists.len(), "list cache fill failed");
         }
-        app.fills_in_flight
-            .lock()
-            .expect("fills lock")
-            .remove(&list);
+        let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
+        for list in &lists {
+            in_flight.remove(list);
+        }
     });
 }
 
 /// Fills `list` with its newest edges, unless another filler holds the
 /// claim (or, unless `rebuild`, the list is cached already).
 pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiError> {
+    Ok(fill_many(app, &[list], rebuild).await? == 1)
+}
+
+/// Fills each of `lists` with its newest edges, unless another filler holds
+/// its claim (or, unless `rebuild`, it is cached already); returns how many
+/// were filled. One Redis round trip claims them all, one statement per
+/// kind of list reads them, one round trip commits them.
+pub async fn fill_many(app: &App, lists: &[ListKey], rebuild: bool) -> Result<usize, ApiError> {
     let token = uuid::Uuid::new_v4().to_string();
     // Never hold a connection of one pool while waiting for the other's.
-    let claim = {
+    let claims = {
         let mut redis = app.redis.get().await?;
-        lists::begin_fill(&mut *redis, &app.keys, list, &token, rebuild).await?
+        lists::begin_fills(&mut *redis, &app.keys, lists, &token, rebuild).await?
     };
-    if claim != FillClaim::Granted {
-        return Ok(false);
+    let granted: Vec<ListKey> = lists
+        .iter()
+        .zip(claims)
+        .filter(|(_, claim)| *claim == FillClaim::Granted)
+        .map(|(list, _)| *list)
+        .collect();
+    if granted.is_empty() {
+        return Ok(0);
     }
     let size = app.config.list_cache_size;
-    let rows = {
+    let mut rows: HashMap<ListKey, Vec<ListEntry>> =
+        granted.iter().map(|list| (*list, Vec::new())).collect();
+    {
         let mut conn = app.pg.get().await?;
-        store_lists::newest(&mut conn, list, size).await?
-    };
-    let complete = rows.len() < size;
-    let entries: Vec<ListEntry> = rows
+        for following in [true, false] {
+            let owners: Vec<UserId> = granted
+                .iter()
+                .filter_map(|list| match (list, following) {
+                    (ListKey::Following(owner), true) | (ListKey::Followers(owner), false) => {
+                        Some(*owner)
+                    }
+                    _ => None,
+                })
+                .collect();
+            if owners.is_empty() {
+                continue;
+            }
+            for owned in store_lists::newest_many(&mut conn, following, &owners, size).await? {
+                let (Some(owner), Some(user)) =
+                    (UserId::new(owned.owner), UserId::new(owned.row.member))
+                else {
+                    continue;
+                };
+                let list = if following {
+                    ListKey::Following(owner)
+                } else {
+                    ListKey::Followers(owner)
+                };
+                if let Some(entries) = rows.get_mut(&list) {
+                    entries.push(ListEntry {
+                        user,
+                        followed_at_ms: owned.row.followed_at.timestamp_millis(),
+                        version: owned.row.version,
+                    });
+                }
+            }
+        }
+    }
+    let fills: Vec<Fill<'_>> = granted
         .iter()
-        .filter_map(|row| {
-            Some(ListEntry {
-                user: crate::model::UserId::new(row.member)?,
-                followed_at_ms: row.followed_at.timestamp_millis(),
-                version: row.version,
-            })
+        .map(|list| {
+            let entries = rows.get(list).map_or(&[][..], Vec::as_slice);
+            Fill {
+                list: *list,
+                entries,
+                complete: entries.len() < size,
+            }
         })
         .collect();
     let ttl = std::time::Duration::from_secs(app.config.list_cache_ttl_secs);
     let mut redis = app.redis.get().await?;
-    Ok(lists::commit_fill(
-        &mut *redis,
-        &app.keys,
-        list,
-        &token,
-        ttl,
-        &entries,
-        complete,
-    )
-    .await?)
+    let committed = lists::commit_fills(&mut *redis, &app.keys, &token, ttl, &fills).await?;
+    Ok(committed.into_iter().filter(|c| *c).count())
 }

@@ -184,6 +184,47 @@ pub async fn newest(conn: &mut PgConn, list: ListKey, limit: usize) -> QueryResu
     .await
 }
 
+/// One row of [`newest_many`]: a member of `owner`'s list.
+#[derive(QueryableByName)]
+pub struct OwnedRow {
+    /// The list's owner.
+    #[diesel(sql_type = BigInt)]
+    pub owner: i64,
+    /// The member, its follow time and edge version.
+    #[diesel(embed)]
+    pub row: NewestRow,
+}
+
+/// The newest `limit` active edges of each list of `owners` (all of one
+/// kind: `following` lists when `following`, else followers lists), in one
+/// statement, each list an index walk that stops at `limit`.
+pub async fn newest_many(
+    conn: &mut PgConn,
+    following: bool,
+    owners: &[UserId],
+    limit: usize,
+) -> QueryResult<Vec<OwnedRow>> {
+    let probe = UserId::new(1).expect("positive");
+    let (table, owner_col, member_col, _) = shape(if following {
+        ListKey::Following(probe)
+    } else {
+        ListKey::Followers(probe)
+    });
+    let owners: Vec<i64> = owners.iter().map(|o| o.get()).collect();
+    diesel::sql_query(format!(
+        "SELECT o.owner, e.member, e.followed_at, e.version
+           FROM unnest($1::bigint[]) AS o(owner)
+           CROSS JOIN LATERAL (
+               SELECT {member_col} AS member, followed_at, version FROM {table}
+                WHERE {owner_col} = o.owner AND active
+                ORDER BY followed_at DESC, {member_col} DESC LIMIT $2) e"
+    ))
+    .bind::<diesel::sql_types::Array<BigInt>, _>(owners)
+    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
+    .load(conn)
+    .await
+}
+
 /// One page of a list's active edges, newest first, strictly older than
 /// `after` and no older than `down_to` (both optional), with versions: what
 /// a list cache covering down to `down_to` must hold.
