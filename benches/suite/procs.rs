@@ -95,3 +95,118 @@ pub fn memory_mib(pid: u32) -> (f64, f64) {
     };
     (field("VmRSS:"), field("VmHWM:"))
 }
+
+/// A `perf record` of one process (sampled at 999 Hz, no call graphs: a
+/// flat profile of where the CPU time goes).
+pub struct PerfRecord {
+    child: std::process::Child,
+    data: std::path::PathBuf,
+}
+
+/// Starts recording `pid` into `data`, or `None` when `perf` is missing.
+pub fn perf_start(pid: u32, data: &std::path::Path) -> Option<PerfRecord> {
+    let child = std::process::Command::new("perf")
+        .args(["record", "-F", "999", "-p", &pid.to_string(), "-o"])
+        .arg(data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    Some(PerfRecord {
+        child,
+        data: data.to_owned(),
+    })
+}
+
+/// Where the CPU time of a profiled process went, as in the split.
+const CATEGORIES: [(&str, &[&str]); 12] = [
+    (
+        "allocator (malloc/free)",
+        &[
+            "mi_", "malloc", "free", "realloc", "calloc", "je_", "jemalloc",
+        ],
+    ),
+    ("GraphQL parsing (pest)", &["pest", "async_graphql_parser"]),
+    ("async-graphql execution", &["async_graphql"]),
+    ("tokio", &["tokio::"]),
+    (
+        "hashing",
+        &[
+            "hashbrown",
+            "ahash",
+            "siphash",
+            "core::hash",
+            "Hasher",
+            "fxhash",
+            "foldhash",
+        ],
+    ),
+    (
+        "PostgreSQL client",
+        &["tokio_postgres", "postgres_protocol", "diesel"],
+    ),
+    ("Redis client", &["redis::"]),
+    ("JSON", &["serde_json", "serde::"]),
+    (
+        "HTTP (hyper/axum)",
+        &["hyper", "axum", "http::", "httparse", "tower"],
+    ),
+    ("HMAC/SHA-256 (tokens)", &["hmac", "sha2", "sha256"]),
+    (
+        "memcpy/memmove/memset",
+        &["memcpy", "memmove", "memset", "memcmp"],
+    ),
+    ("moka caches", &["moka"]),
+];
+
+impl PerfRecord {
+    /// Stops recording and returns `(category, % of samples)`, kernel first.
+    pub fn finish(mut self) -> Vec<(String, f64)> {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let output = std::process::Command::new("perf")
+            .args([
+                "report",
+                "--stdio",
+                "--no-children",
+                "--sort",
+                "dso,sym",
+                "-q",
+                "-i",
+            ])
+            .arg(&self.data)
+            .output();
+        let Ok(output) = output else {
+            return Vec::new();
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let mut split: BTreeMap<String, f64> = BTreeMap::new();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let Some(percent) = words
+                .next()
+                .and_then(|p| p.strip_suffix('%'))
+                .and_then(|p| p.parse::<f64>().ok())
+            else {
+                continue;
+            };
+            let dso = words.next().unwrap_or("");
+            let marker = words.next().unwrap_or("");
+            let symbol: String = words.collect::<Vec<_>>().join(" ");
+            let category = if marker == "[k]" || dso.contains("kernel") {
+                "kernel"
+            } else {
+                CATEGORIES
+                    .iter()
+                    .find(|(_, needles)| needles.iter().any(|n| symbol.contains(n)))
+                    .map_or("other", |(name, _)| name)
+            };
+            *split.entry(category.to_owned()).or_default() += percent;
+        }
+        let mut split: Vec<(String, f64)> = split.into_iter().collect();
+        split.sort_by(|a, b| b.1.total_cmp(&a.1));
+        split
+    }
+}
