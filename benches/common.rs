@@ -38,8 +38,14 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
 }
 
 /// The allocator `kith` itself runs with.
+#[cfg(not(feature = "jemalloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// jemalloc instead, to compare (`--features jemalloc`).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// An isolated app for write benches: no rate limit to speak of, a pool of
 /// 32, and `users` users `b0`… with ids 1…`users`.

@@ -10,10 +10,15 @@
 -- ARGV[1]  a token naming this filler
 -- ARGV[2]  lease in ms: a filler that dies frees the claim when it ends
 -- ARGV[3]  optional: '1' rebuilds a list that is cached (a repair)
--- Returns  1 this caller fills, 0 the list is already cached, -1 another fill is running
+-- Returns  1 this caller fills (or already claimed it), 0 the list is already cached,
+--          -1 another fill is running
 
 local marker = redis.call('GET', KEYS[3])
 if marker then
+  -- The same filler asking again (a pipeline run twice) keeps its claim.
+  if marker == 'filling:' .. ARGV[1] then
+    return 1
+  end
   if string.sub(marker, 1, 8) == 'filling:' then
     return -1
   end

@@ -9,11 +9,16 @@ use crate::cache::{self, ListKey, RedisKeys, RedisPool};
 use crate::config::Config;
 use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
+use crate::model::UserId;
 use crate::read::RoundTrips;
 use crate::read::users::UserCache;
 use crate::store::lists::Page;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
+
+/// How long this process reads a user's relations from PostgreSQL after it
+/// failed to write that user's cached following list.
+const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
 
 /// Shared state of one Kith process, handed around as `Arc<App>`.
 pub struct App {
@@ -35,6 +40,10 @@ pub struct App {
     pub round_trips: RoundTrips,
     /// Wakes this process's outbox relay after a commit ([`crate::pipeline::wake`]).
     pub relay_wake: tokio::sync::Notify,
+    /// Users whose cached following list this process failed to update after
+    /// a change it made: their relations are read from PostgreSQL until the
+    /// entry expires (by then the projector has written the list).
+    pub unsynced_following: moka::sync::Cache<UserId, ()>,
     /// User rows held in process, dropped when PostgreSQL notifies a change.
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
@@ -117,6 +126,10 @@ impl App {
             metrics: Metrics::default(),
             round_trips,
             relay_wake: tokio::sync::Notify::new(),
+            unsynced_following: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(UNSYNCED_FOLLOWING_TTL)
+                .build(),
             users: UserCache::new(
                 &config.database_url,
                 config.user_cache_capacity,

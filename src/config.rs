@@ -31,6 +31,8 @@
 //! | `KITH_HOT_FOLLOWERS` | `100000` | list size from which first pages are also held in process |
 //! | `KITH_HOT_PAGE_TTL_MS` | `1000` | life of an in-process hot page |
 //! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
+//! | `KITH_USER_CACHE_CAPACITY` | `100000` | user rows held in process (0: none) |
+//! | `KITH_USER_CACHE_TTL_SECS` | `60` | longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held) |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
 //! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |

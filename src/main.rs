@@ -427,8 +427,14 @@ async fn session(config: &Config) -> anyhow::Result<diesel_async::AsyncPgConnect
 /// small objects across threads (parsed documents, JSON values, futures), and
 /// glibc's `malloc`/`free` took a seventh of the CPU in a profile. Set here,
 /// in the binary (and in the benches), not in the library.
+#[cfg(not(feature = "jemalloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// jemalloc instead, to compare (`--features jemalloc`).
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn parse_user_id(s: &str) -> Result<UserId, String> {
     s.parse()

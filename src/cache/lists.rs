@@ -305,10 +305,19 @@ pub fn parse_page(reply: &redis::Value, limit: usize) -> Result<Page, PageMiss> 
 pub enum Membership {
     /// The list is not cached: it says nothing.
     NotCached,
-    /// Per user asked, in order: `Some(follow time ms)` when in the list,
-    /// `Some(None)` when known to be absent, `None` when the cache cannot
-    /// tell (absent from a list of which only the newest part is cached).
-    Known(Vec<Option<Option<i64>>>),
+    /// Per user asked, in order.
+    Known(Vec<Member>),
+}
+
+/// What a cached list says about one user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Member {
+    /// In the list, followed at this time (ms).
+    In(i64),
+    /// Not in the list (the whole list is cached).
+    Absent,
+    /// Not in the cached part of a list cached only in part: unknown.
+    Unknown,
 }
 
 /// Queues "which of `users` does `list` hold" on `pipe` (one reply:
@@ -350,9 +359,9 @@ pub fn parse_members(reply: &redis::Value, n: usize) -> Membership {
             .map(|v| {
                 let score = redis::from_redis_value_ref::<String>(v).unwrap_or_default();
                 match score.parse::<f64>() {
-                    Ok(ms) => Some(Some(ms as i64)),
-                    Err(_) if whole => Some(None),
-                    Err(_) => None,
+                    Ok(ms) => Member::In(ms as i64),
+                    Err(_) if whole => Member::Absent,
+                    Err(_) => Member::Unknown,
                 }
             })
             .collect(),

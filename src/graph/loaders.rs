@@ -3,8 +3,8 @@
 //! from the in-process user cache where it holds them; counters, relations
 //! and pages of one level of the query share one Redis round trip.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
@@ -104,6 +104,8 @@ impl Loader<Read> for CacheLoader {
 /// The loaders of one request; each caches what it loaded for that request only.
 pub struct Loaders {
     app: Arc<App>,
+    seen_ids: Mutex<HashSet<UserId>>,
+    seen_handles: Mutex<HashSet<String>>,
     users: DataLoader<UserLoader, HashMapCache>,
     handles: DataLoader<HandleLoader, HashMapCache>,
     reads: DataLoader<CacheLoader, HashMapCache>,
@@ -115,6 +117,8 @@ impl Loaders {
         let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
         Self {
             app: app.clone(),
+            seen_ids: Mutex::default(),
+            seen_handles: Mutex::default(),
             users: batched(UserLoader(app.clone()), delay),
             handles: batched(HandleLoader(app.clone()), delay),
             reads: batched(CacheLoader(app.clone()), delay),
@@ -123,38 +127,45 @@ impl Loaders {
 
     /// The user `id`, unless unknown or deleted.
     pub async fn user(&self, id: UserId) -> Result<Option<User>, LoadError> {
-        if let Some(user) = self.app.users.get(id) {
-            return Ok((user.status != UserStatus::Deleted).then_some(user));
-        }
-        self.users.load_one(id).await
+        Ok(self.users(&[id]).await?.remove(&id))
     }
 
     /// The users of `ids` that are neither unknown nor deleted.
+    ///
+    /// Rows held in process are fed to the request's loader the first time
+    /// the request asks for them, so they cost no batch; after that the
+    /// request keeps seeing the row it saw first, even if the process cache
+    /// drops or replaces it meanwhile (a page that showed a user never loses
+    /// it to a deletion committed while the page resolves).
     pub async fn users(&self, ids: &[UserId]) -> Result<HashMap<UserId, User>, LoadError> {
-        let mut found = HashMap::new();
-        let mut missing = Vec::new();
-        for &id in ids {
-            match self.app.users.get(id) {
-                Some(user) => {
-                    if user.status != UserStatus::Deleted {
-                        found.insert(id, user);
-                    }
-                }
-                None => missing.push(id),
-            }
+        let fresh: Vec<(UserId, User)> = {
+            let mut seen = self.seen_ids.lock().expect("seen lock");
+            ids.iter()
+                .filter(|id| seen.insert(**id))
+                .filter_map(|id| Some((*id, self.app.users.get(*id)?)))
+                .collect()
+        };
+        if !fresh.is_empty() {
+            self.users.feed_many(fresh).await;
         }
-        if !missing.is_empty() {
-            found.extend(self.users.load_many(missing).await?);
-        }
+        let mut found = self.users.load_many(ids.iter().copied()).await?;
+        found.retain(|_, user| user.status != UserStatus::Deleted);
         Ok(found)
     }
 
-    /// The user with this handle, unless unknown or deleted.
+    /// The user with this handle, unless unknown or deleted (fed from the
+    /// process cache the same way as [`Self::users`]).
     pub async fn user_by_handle(&self, handle: String) -> Result<Option<User>, LoadError> {
-        if let Some(user) = self.app.users.get_by_handle(&handle) {
-            return Ok((user.status != UserStatus::Deleted).then_some(user));
+        let fresh = self
+            .seen_handles
+            .lock()
+            .expect("seen lock")
+            .insert(handle.clone());
+        if fresh && let Some(user) = self.app.users.get_by_handle(&handle) {
+            self.handles.feed_one(handle.clone(), user).await;
         }
-        self.handles.load_one(handle).await
+        let user = self.handles.load_one(handle).await?;
+        Ok(user.filter(|u| u.status != UserStatus::Deleted))
     }
 
     /// The counters of `user` (zero for a user without any).

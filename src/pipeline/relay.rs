@@ -4,8 +4,7 @@
 //! One relay is active per schema: it holds a PostgreSQL advisory lock on its
 //! own session, so several relay processes can run and the others stand by.
 //! It wakes when a writer says it committed events ([`super::wake`]), with a
-//! fallback poll,
-//! and publishes in batches of up to `KITH_RELAY_BATCH` rows in id order,
+//! fallback poll, and publishes in batches of up to `KITH_RELAY_BATCH` rows in id order,
 //! keyed by the follower's id so one follower's edges stay in commit order.
 //! When the broker is unreachable it backs off and keeps the rows; the API
 //! keeps accepting writes meanwhile. It also mirrors the projector's dead

@@ -55,7 +55,11 @@ pub struct Wakeups {
     subscription: Option<redis::aio::PubSubStream>,
     redis_url: String,
     channel: String,
+    next_attempt: tokio::time::Instant,
 }
+
+/// How often a relay without a subscription tries to subscribe again.
+const RESUBSCRIBE_EVERY: Duration = Duration::from_secs(5);
 
 /// How long subscribing may take before the relay goes on without it.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -67,12 +71,15 @@ impl Wakeups {
             subscription: None,
             redis_url: app.config.redis_url.clone(),
             channel: channel(&app.keys),
+            next_attempt: tokio::time::Instant::now(),
         };
         wakeups.subscribe().await;
         wakeups
     }
 
     async fn subscribe(&mut self) {
+        // While Redis is away, try again at most every RESUBSCRIBE_EVERY.
+        self.next_attempt = tokio::time::Instant::now() + RESUBSCRIBE_EVERY;
         let subscribed = async {
             let client = redis::Client::open(self.redis_url.as_str())?;
             let mut pubsub = client.get_async_pubsub().await?;
@@ -106,7 +113,7 @@ impl Wakeups {
 
     /// Waits for a wake-up (local or from another process) or `poll`.
     pub async fn wait(&mut self, app: &App, poll: Duration) {
-        if self.subscription.is_none() {
+        if self.subscription.is_none() && tokio::time::Instant::now() >= self.next_attempt {
             self.subscribe().await;
         }
         let remote = async {

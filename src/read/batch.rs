@@ -13,7 +13,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::{counters, pages, relations};
 use crate::app::App;
 use crate::cache::counters::{self as records, CounterRecord};
-use crate::cache::lists::{self, Membership, PageMiss};
+use crate::cache::lists::{self, Member, Membership, PageMiss};
 use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::UserId;
@@ -71,6 +71,15 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     for user in &users {
         pipe.cmd("GET").arg(app.keys.counter_record(*user));
     }
+    // A list this process failed to update is not asked: PostgreSQL answers.
+    let mut unknown = Vec::new();
+    lookups.retain(|owner, members| {
+        let synced = !app.unsynced_following.contains_key(owner);
+        if !synced {
+            unknown.extend(members.iter().map(|m| (*owner, *m)));
+        }
+        synced
+    });
     for (owner, members) in &lookups {
         lists::queue_members(&mut pipe, &app.keys, ListKey::Following(*owner), members);
     }
@@ -93,7 +102,6 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
         }
     }
     let mut known: HashMap<(UserId, UserId), Option<DateTime<Utc>>> = HashMap::new();
-    let mut unknown = Vec::new();
     let mut uncached = Vec::new();
     for (owner, members) in &lookups {
         let membership = next().map_or(Membership::NotCached, |r| {
@@ -105,15 +113,19 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
                 if cache_answered {
                     uncached.push(ListKey::Following(*owner));
                 }
-                vec![None; members.len()]
+                vec![Member::Unknown; members.len()]
             }
         };
         for (member, answer) in members.iter().zip(answers) {
+            let pair = (*owner, *member);
             match answer {
-                Some(ms) => {
-                    known.insert((*owner, *member), ms.map(time));
+                Member::In(ms) => {
+                    known.insert(pair, Some(time(ms)));
                 }
-                None => unknown.push((*owner, *member)),
+                Member::Absent => {
+                    known.insert(pair, None);
+                }
+                Member::Unknown => unknown.push(pair),
             }
         }
     }

@@ -173,8 +173,10 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
     };
     {
         let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
-        lists.retain(|list| in_flight.insert(*list));
+        lists.retain(|list| !in_flight.contains(list));
+        // The rest is filled by a later read.
         lists.truncate(FILLS_PER_TASK);
+        in_flight.extend(lists.iter().copied());
     }
     if lists.is_empty() {
         return;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::UserId;
-use crate::store::following::{self, PairState};
+use crate::store::following;
 
 /// Active edges among the directed `(from, to)` pairs, with their follow
 /// times, read from `following` in one statement.
@@ -33,16 +33,4 @@ pub async fn from_truth(
             ))
         })
         .collect())
-}
-
-/// The state of `(a, b)` given the active directed edges.
-pub fn pair_state(
-    active: &HashMap<(UserId, UserId), DateTime<Utc>>,
-    a: UserId,
-    b: UserId,
-) -> PairState {
-    PairState {
-        a_follows_b: active.get(&(a, b)).copied(),
-        b_follows_a: active.get(&(b, a)).copied(),
-    }
 }

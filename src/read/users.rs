@@ -1,8 +1,8 @@
 //! User rows held in process, so that a warm read never asks PostgreSQL who a
 //! user is.
 //!
-//! Invalidation: a trigger on `users` sends `NOTIFY kith_users` with the
-//! changed ids when an update or delete commits (whatever made it: Kith, the
+//! Invalidation: a trigger on `users` sends `NOTIFY kith_users_<schema>` with
+//! the changed ids when an update or delete commits (whatever made it: Kith, the
 //! `kith user` commands in another process, an operator's `psql`). Each
 //! process holds one listening session and drops those ids as the notice
 //! arrives, so a change shows in every process within the notice's delivery
@@ -27,8 +27,11 @@ use futures_util::StreamExt as _;
 
 use crate::model::{User, UserId};
 
-/// The notification channel the `users` trigger writes to.
-pub const CHANNEL: &str = "kith_users";
+/// The notification channel of the `users` trigger, before the schema name.
+pub const CHANNEL_PREFIX: &str = "kith_users_";
+
+/// How long the listening session may take to answer its periodic check.
+const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long the listener waits before reconnecting after a failure.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
@@ -211,7 +214,14 @@ async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_pos
         }
     });
     let result = async {
-        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        let schema: String = client
+            .query_one("SELECT current_schema()", &[])
+            .await?
+            .get(0);
+        let channel = format!("{CHANNEL_PREFIX}{schema}").replace('"', "\"\"");
+        client
+            .batch_execute(&format!("LISTEN \"{channel}\""))
+            .await?;
         match cache.upgrade() {
             Some(cache) => cache.set_listening(true),
             None => return Ok(()),
@@ -230,6 +240,13 @@ async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_pos
                 _ = alive.tick() => {
                     if cache.strong_count() == 0 {
                         return Ok(());
+                    }
+                    // A session that went quiet without closing (a network
+                    // partition, a failover) would deliver nothing: prove it alive.
+                    match tokio::time::timeout(ALIVE_TIMEOUT, client.simple_query("")).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return Err(e),
+                        Err(_) => return Ok(()),
                     }
                 }
             }

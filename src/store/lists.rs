@@ -64,11 +64,27 @@ struct Row {
     probe: bool,
 }
 
-/// (table, owner column, member column) of a list.
+/// (table, owner column, member column) of following lists (`following`)
+/// or followers lists.
+fn columns(following: bool) -> (&'static str, &'static str, &'static str) {
+    if following {
+        ("following", "from_user_id", "to_user_id")
+    } else {
+        ("follower", "to_user_id", "from_user_id")
+    }
+}
+
+/// (table, owner column, member column, owner) of a list.
 fn shape(list: ListKey) -> (&'static str, &'static str, &'static str, UserId) {
     match list {
-        ListKey::Following(owner) => ("following", "from_user_id", "to_user_id", owner),
-        ListKey::Followers(owner) => ("follower", "to_user_id", "from_user_id", owner),
+        ListKey::Following(owner) => {
+            let (table, owner_col, member_col) = columns(true);
+            (table, owner_col, member_col, owner)
+        }
+        ListKey::Followers(owner) => {
+            let (table, owner_col, member_col) = columns(false);
+            (table, owner_col, member_col, owner)
+        }
     }
 }
 
@@ -204,13 +220,10 @@ pub async fn newest_many(
     owners: &[UserId],
     limit: usize,
 ) -> QueryResult<Vec<OwnedRow>> {
-    let probe = UserId::new(1).expect("positive");
-    let (table, owner_col, member_col, _) = shape(if following {
-        ListKey::Following(probe)
-    } else {
-        ListKey::Followers(probe)
-    });
+    let (table, owner_col, member_col) = columns(following);
     let owners: Vec<i64> = owners.iter().map(|o| o.get()).collect();
+    // Raw SQL: diesel's DSL has no LATERAL join; the table and columns are
+    // constants of this module, never input.
     diesel::sql_query(format!(
         "SELECT o.owner, e.member, e.followed_at, e.version
            FROM unnest($1::bigint[]) AS o(owner)

@@ -163,6 +163,9 @@ async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEve
     };
     if let Err(error) = result.await {
         tracing::warn!(%error, actor = %event.from, "read-your-writes cache update failed");
+        // This process reads the actor's relations from the truth until the
+        // projector has surely repaired the list.
+        app.unsynced_following.insert(event.from, ());
     }
     app.hot_lists
         .invalidate(&ListKey::Following(event.from))

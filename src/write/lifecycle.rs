@@ -22,9 +22,11 @@ use std::time::Duration;
 use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
+use crate::cache::lists::EdgeState;
+use crate::cache::{self, ListKey};
 use crate::model::{UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
-use crate::pipeline::{PipelineError, Shutdown};
+use crate::pipeline::{PipelineError, Shutdown, wake};
 use crate::store::following::Changed;
 use crate::store::{PgConn, following, hidden_edges, outbox, stats, users};
 
@@ -90,14 +92,16 @@ async fn settle_account(
     loop {
         let n = match status {
             UserStatus::Active => {
-                let n = restore_batch(app, user).await?;
-                summary.restored += n.0;
-                n.1
+                let (changed, dealt) = restore_batch(app, user).await?;
+                summary.restored += changed.len() as u64;
+                write_through(app, &changed, true).await;
+                dealt
             }
             UserStatus::Suspended | UserStatus::Deleted => {
-                let n = hide_batch(app, user).await?;
-                summary.hidden += n;
-                n
+                let changed = hide_batch(app, user).await?;
+                summary.hidden += changed.len() as u64;
+                write_through(app, &changed, false).await;
+                changed.len() as u64
             }
         };
         if n == 0 {
@@ -105,7 +109,44 @@ async fn settle_account(
             users::transition_done(&mut conn, user, status).await?;
             return Ok(());
         }
-        crate::pipeline::wake::wake(app).await;
+    }
+}
+
+/// After a batch committed: the followers' cached following lists show it at
+/// once (relations are read from them; the projector would only get there a
+/// pipeline lag later), and the relays are woken for its outbox events.
+async fn write_through(app: &App, changed: &[Changed], active: bool) {
+    if changed.is_empty() {
+        return;
+    }
+    app.relay_wake.notify_one();
+    let edges: Vec<EdgeState> = changed
+        .iter()
+        .filter_map(|c| {
+            Some(EdgeState {
+                list: ListKey::Following(UserId::new(c.from_user_id)?),
+                other: UserId::new(c.to_user_id)?,
+                active,
+                followed_at_ms: c.transition.followed_at.timestamp_millis(),
+                version: c.transition.version,
+            })
+        })
+        .collect();
+    let mut pipe = cache::write_through_pipe(&app.keys, &[], &edges);
+    wake::queue_publish(&mut pipe, &app.keys);
+    let result = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        cache::run_writes(&mut *redis, &pipe)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    if let Err(error) = result.await {
+        tracing::warn!(%error, edges = edges.len(), "lifecycle: cached following lists not updated; the projector will");
+        for edge in &edges {
+            if let ListKey::Following(owner) = edge.list {
+                app.unsynced_following.insert(owner, ());
+            }
+        }
     }
 }
 
@@ -139,16 +180,16 @@ fn followings_deltas(changed: &[Changed], delta: i64) -> Vec<(UserId, i64)> {
 
 /// One transaction: up to [`BATCH`] active edges of `user` made inactive and
 /// remembered. Returns how many.
-async fn hide_batch(app: &App, user: UserId) -> Result<u64, PipelineError> {
+async fn hide_batch(app: &App, user: UserId) -> Result<Vec<Changed>, PipelineError> {
     let mut conn = app.pg.get().await?;
     conn.transaction::<_, PipelineError, _>(async |conn| {
         // A restore that overtook this change stops it.
         if users::status_of(conn, user).await? == Some(UserStatus::Active) {
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let pairs = following::lock_active_edges_of(conn, user, BATCH).await?;
         if pairs.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let changed = following::deactivate_many(conn, &pairs).await?;
         // The followers' counts are set from the truth (rows locked, then
@@ -161,7 +202,7 @@ async fn hide_batch(app: &App, user: UserId) -> Result<u64, PipelineError> {
         stats::repair_counts(conn, &followers).await?;
         outbox::append_many(conn, &events(FollowEventType::FollowCanceled, &changed)).await?;
         hidden_edges::insert(conn, user, &changed).await?;
-        Ok(changed.len() as u64)
+        Ok(changed)
     })
     .await
 }
@@ -169,20 +210,20 @@ async fn hide_batch(app: &App, user: UserId) -> Result<u64, PipelineError> {
 /// One transaction: up to [`BATCH`] hidden edges of `user` made active again
 /// (or handed to the other end's account when that one is not active).
 /// Returns (edges restored, hidden edges dealt with).
-async fn restore_batch(app: &App, user: UserId) -> Result<(u64, u64), PipelineError> {
+async fn restore_batch(app: &App, user: UserId) -> Result<(Vec<Changed>, u64), PipelineError> {
     let mut conn = app.pg.get().await?;
     conn.transaction::<_, PipelineError, _>(async |conn| restore_in(conn, user).await)
         .await
 }
 
-async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(u64, u64), PipelineError> {
+async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(Vec<Changed>, u64), PipelineError> {
     // A suspension that overtook this restore stops it.
     if users::status_of(conn, user).await? != Some(UserStatus::Active) {
-        return Ok((0, 0));
+        return Ok((Vec::new(), 0));
     }
     let batch = hidden_edges::lock_batch(conn, user, BATCH).await?;
     if batch.is_empty() {
-        return Ok((0, 0));
+        return Ok((Vec::new(), 0));
     }
     let mut others: Vec<UserId> = batch
         .iter()
@@ -230,7 +271,7 @@ async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(u64, u64), Pipel
         .map(|h| (h.from_user_id, h.to_user_id))
         .collect();
     hidden_edges::delete(conn, user, &done).await?;
-    Ok((changed.len() as u64, batch.len() as u64))
+    Ok((changed, batch.len() as u64))
 }
 
 /// Finishes what status changes left: active edges of accounts that are not

