@@ -168,8 +168,9 @@ async fn a_follow_through_graphql_is_one_statement() {
     let statements = t.app.round_trips.snapshot().0 - before;
     // `kith_change_edge`: both parties, the transition, the counters, the
     // outbox event and the relation for the payload, in one call (it was
-    // seven statements, BEGIN and COMMIT included).
-    assert_eq!(statements, 1, "PostgreSQL statements for one follow");
+    // seven statements, BEGIN and COMMIT included) — then an empty query
+    // whose answer proves the call's commit went through.
+    assert_eq!(statements, 2, "PostgreSQL round trips for one follow");
 }
 
 #[tokio::test]
@@ -232,7 +233,9 @@ async fn a_follow_or_unfollow_is_one_postgres_statement() {
     ] {
         let before = statements();
         let outcome = change_edge(&t.app, alice, bob, change).await.unwrap();
-        assert_eq!(statements() - before, 1, "{change:?}");
+        // The call, then (when it wrote) the empty query that confirms its commit.
+        let expected = if changed { 2 } else { 1 };
+        assert_eq!(statements() - before, expected, "{change:?}");
         assert_eq!(outcome.changed, changed, "{change:?}");
         assert_eq!(outcome.target.handle, "bob");
     }
