@@ -446,7 +446,7 @@ async fn main() {
     std::fs::create_dir_all(&reports).unwrap();
     let log = std::fs::File::create(reports.join("bench-kith.log")).unwrap();
     let c = &app.config;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
         .arg("run")
         .env("DATABASE_URL", &c.database_url)
         .env("KITH_REDIS_PREFIX", &c.redis_prefix)
@@ -462,10 +462,11 @@ async fn main() {
         .stderr(log)
         .spawn()
         .expect("kith run starts");
+    let child = Child(child);
     let mut bench = Bench {
         app: app.clone(),
         addr,
-        kith_pid: child.id(),
+        kith_pid: child.0.id(),
         phase: Duration::from_secs(seconds),
         first_id: summary.first_id,
         users: summary.users,
@@ -780,10 +781,7 @@ async fn main() {
         (bytes as f64 / members.max(1) as f64, members)
     };
 
-    let _ = std::process::Command::new("kill")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
+    drop(child);
 
     // ------------------------------------------------------------ report
     let follow_ratio = follow_phase.throughput / pg_tps;
@@ -974,6 +972,19 @@ async fn main() {
     let _ = diesel::sql_query(format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut admin)
         .await;
+}
+
+/// The `kith run` under test: stopped (SIGTERM, then waited for) when the
+/// bench ends, by a panic too.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg(self.0.id().to_string())
+            .status();
+        let _ = self.0.wait();
+    }
 }
 
 /// The configured `DATABASE_URL`, without the bench schema.
