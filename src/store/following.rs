@@ -96,26 +96,16 @@ pub async fn change_edge(
     follow: bool,
     event_id: uuid::Uuid,
 ) -> QueryResult<EdgeChangeRow> {
-    use diesel_async::SimpleAsyncConnection as _;
-    let row: EdgeChangeRow = diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4)")
-        .bind::<BigInt, _>(actor.get())
-        .bind::<BigInt, _>(target.get())
-        .bind::<Bool, _>(follow)
-        .bind::<diesel::sql_types::Uuid, _>(event_id)
-        .get_result(conn)
-        .await?;
-    // The row arrives before the statement's implicit transaction commits
-    // (the extended protocol commits at the Sync that follows it, and the
-    // client stops listening at the row's CommandComplete): a server that
-    // crashed in between would have answered a change that never happened.
-    // The answer to a query sent after it on the same session proves the
-    // commit went through; a lost session leaves the outcome open
-    // (`UNAVAILABLE`), never falsely done. Answers that wrote nothing
-    // (a repeat, a refusal) need no proof.
-    if row.edge_version.is_some() {
-        conn.batch_execute("").await?;
-    }
-    Ok(row)
+    let rows: Vec<EdgeChangeRow> =
+        diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4)")
+            .bind::<BigInt, _>(actor.get())
+            .bind::<BigInt, _>(target.get())
+            .bind::<Bool, _>(follow)
+            .bind::<diesel::sql_types::Uuid, _>(event_id)
+            .load(conn)
+            .await?;
+    // Answered only once committed (see `committed`).
+    super::committed(rows).ok_or(diesel::result::Error::NotFound)
 }
 
 /// How two users relate, read from the truth in both directions.

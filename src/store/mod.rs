@@ -19,3 +19,14 @@ pub mod stats;
 pub mod users;
 
 pub use pool::{PgConn, PgPool};
+
+/// The row of a statement that writes outside a transaction, once its
+/// commit is done: pass it what `.load()` (not `.get_result()`) returned.
+/// Such a statement commits at the protocol's `Sync`, after its row is sent;
+/// `get_result` answers at the row, so a crash before the commit would
+/// answer a write that never happened, and a read on another session right
+/// after could still miss it. `load` reads to the end (`ReadyForQuery`),
+/// after the commit, and reports its failure. `None` when no row came.
+pub fn committed<T>(rows: Vec<T>) -> Option<T> {
+    rows.into_iter().next()
+}

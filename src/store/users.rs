@@ -83,7 +83,7 @@ pub async fn create(
         #[diesel(sql_type = BigInt)]
         id: i64,
     }
-    let created: Created = diesel::sql_query(
+    let created: Vec<Created> = diesel::sql_query(
         "WITH new_user AS (
              INSERT INTO users (handle, display_name, status) VALUES ($1, $2, $3) RETURNING id
          ), stats AS (
@@ -94,8 +94,10 @@ pub async fn create(
     .bind::<Text, _>(handle)
     .bind::<Text, _>(display_name)
     .bind::<Text, _>(status.as_str())
-    .get_result(conn)
+    .load(conn)
     .await?;
+    // Answered only once committed (see `committed`).
+    let created = super::committed(created).ok_or(diesel::result::Error::NotFound)?;
     Ok(UserId::new(created.id).expect("identity ids are positive"))
 }
 
@@ -129,7 +131,7 @@ pub async fn set_status(
         status: String,
     }
     // The change is recorded as pending until its edges are carried along.
-    let old: Option<Old> = diesel::sql_query(
+    let old: Vec<Old> = diesel::sql_query(
         "WITH old AS (SELECT status FROM users WHERE id = $1 FOR UPDATE),
               pending AS (
                   INSERT INTO account_transition (account_id, status)
@@ -141,10 +143,11 @@ pub async fn set_status(
     )
     .bind::<BigInt, _>(id.get())
     .bind::<Text, _>(status.as_str())
-    .get_result(conn)
-    .await
-    .optional()?;
-    Ok(old.map(|o| UserStatus::from_db(&o.status)))
+    .load(conn)
+    .await?;
+    // Answered only once committed (see `committed`): the edges are carried
+    // along next, on other sessions that must see the new status.
+    Ok(super::committed(old).map(|o| UserStatus::from_db(&o.status)))
 }
 
 /// Status changes whose edges are not all carried along yet.

@@ -168,9 +168,8 @@ async fn a_follow_through_graphql_is_one_statement() {
     let statements = t.app.round_trips.snapshot().0 - before;
     // `kith_change_edge`: both parties, the transition, the counters, the
     // outbox event and the relation for the payload, in one call (it was
-    // seven statements, BEGIN and COMMIT included) — then an empty query
-    // whose answer proves the call's commit went through.
-    assert_eq!(statements, 2, "PostgreSQL round trips for one follow");
+    // seven statements, BEGIN and COMMIT included).
+    assert_eq!(statements, 1, "PostgreSQL statements for one follow");
 }
 
 #[tokio::test]
@@ -233,9 +232,7 @@ async fn a_follow_or_unfollow_is_one_postgres_statement() {
     ] {
         let before = statements();
         let outcome = change_edge(&t.app, alice, bob, change).await.unwrap();
-        // The call, then (when it wrote) the empty query that confirms its commit.
-        let expected = if changed { 2 } else { 1 };
-        assert_eq!(statements() - before, expected, "{change:?}");
+        assert_eq!(statements() - before, 1, "{change:?}");
         assert_eq!(outcome.changed, changed, "{change:?}");
         assert_eq!(outcome.target.handle, "bob");
     }
@@ -264,4 +261,57 @@ async fn a_follow_or_unfollow_is_one_postgres_statement() {
     let refused = change_edge(&t.app, nobody, alice, EdgeChange::Follow).await;
     assert_eq!(refused.unwrap_err().code(), "UNAUTHENTICATED");
     assert_eq!(t.outbox().await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_follow_whose_commit_dies_is_never_answered_done() {
+    use diesel_async::RunQueryDsl as _;
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    // The commit of a follow waits two seconds: the function's row is sent,
+    // the commit has not happened yet.
+    t.sql(
+        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$",
+    )
+    .await;
+    t.sql(
+        "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
+    )
+    .await;
+    // The server ends that session while it commits.
+    let kill = async {
+        #[derive(diesel::QueryableByName)]
+        struct Killed {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            killed: bool,
+        }
+        crate::helpers::eventually("the follow is committing", 10, || async {
+            let killed: Vec<Killed> = diesel::sql_query(
+                "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+                  WHERE wait_event = 'PgSleep' AND query LIKE '%kith_change_edge%'
+                    AND pid <> pg_backend_pid()",
+            )
+            .load(&mut *t.conn().await)
+            .await
+            .unwrap();
+            killed.iter().any(|k| k.killed).then_some(())
+        })
+        .await;
+    };
+    let (answer, ()) = tokio::join!(t.follow(alice, bob), kill);
+    assert!(
+        answer["data"]["follow"]["changed"].is_null(),
+        "a follow that never committed was answered: {answer}"
+    );
+    assert_eq!(
+        crate::helpers::error_code(&answer),
+        Some("UNAVAILABLE"),
+        "{answer}"
+    );
+    assert!(
+        t.edge(alice, bob).await.is_none_or(|(active, _)| !active),
+        "the edge is not there"
+    );
 }
