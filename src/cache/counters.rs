@@ -134,9 +134,7 @@ fn queue(
 }
 
 /// Reads the records of `users` in one round trip; `None` where missing or
-/// malformed. One `GET` per record in a pipeline, not an `MGET`: the records
-/// live in different hash slots, and a cluster client splits a pipeline per
-/// node where it would refuse a cross-slot `MGET`.
+/// malformed.
 pub async fn load_many(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
@@ -146,14 +144,25 @@ pub async fn load_many(
         return Ok(Vec::new());
     }
     let mut pipe = redis::pipe();
+    queue_load(&mut pipe, keys, users);
+    let raw: Vec<redis::Value> = pipe.query_async(conn).await?;
+    Ok(raw.iter().map(parse).collect())
+}
+
+/// Queues the reads of `users`' records on `pipe`, one reply each
+/// ([`parse`]): one `GET` per record, not an `MGET` — the records live in
+/// different hash slots, and a cluster client splits a pipeline per node
+/// where it would refuse a cross-slot `MGET`.
+pub fn queue_load(pipe: &mut redis::Pipeline, keys: &RedisKeys, users: &[UserId]) {
     for user in users {
         pipe.cmd("GET").arg(keys.counter_record(*user));
     }
-    let raw: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await?;
-    Ok(raw
-        .into_iter()
-        .map(|bytes| bytes.and_then(|b| CounterRecord::decode(&b)))
-        .collect())
+}
+
+/// The record in one reply of [`queue_load`]; `None` where missing or malformed.
+pub fn parse(reply: &redis::Value) -> Option<CounterRecord> {
+    let bytes: Option<Vec<u8>> = redis::from_redis_value_ref(reply).ok()?;
+    CounterRecord::decode(&bytes?)
 }
 
 #[cfg(test)]

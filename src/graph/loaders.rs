@@ -22,7 +22,7 @@ use crate::store::users;
 /// A loader's failure, shared by every key of its batch.
 pub type LoadError = Arc<ApiError>;
 
-/// Users by id (deleted accounts are absent).
+/// Users by id, whatever their status ([`Loaders`] leaves deleted ones out).
 pub struct UserLoader(Arc<App>);
 
 impl Loader<UserId> for UserLoader {
@@ -48,12 +48,12 @@ impl Loader<UserId> for UserLoader {
             cache.insert(seen, &read);
             found.extend(read);
         }
-        Ok(visible(found).map(|u| (u.id, u)).collect())
+        Ok(found.into_iter().map(|u| (u.id, u)).collect())
     }
 }
 
-/// Users by handle (deleted accounts are absent): every `userByHandle` of a
-/// request in one statement.
+/// Users by handle, whatever their status: every `userByHandle` of a request
+/// in one statement ([`Loaders`] leaves deleted ones out).
 pub struct HandleLoader(Arc<App>);
 
 impl Loader<String> for HandleLoader {
@@ -79,14 +79,8 @@ impl Loader<String> for HandleLoader {
             cache.insert(seen, &read);
             found.extend(read);
         }
-        Ok(visible(found).map(|u| (u.handle.clone(), u)).collect())
+        Ok(found.into_iter().map(|u| (u.handle.clone(), u)).collect())
     }
-}
-
-fn visible(users: Vec<User>) -> impl Iterator<Item = User> {
-    users
-        .into_iter()
-        .filter(|u| u.status != UserStatus::Deleted)
 }
 
 /// Counters, relations and cached pages: one Redis round trip per batch.

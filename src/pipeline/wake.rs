@@ -23,14 +23,12 @@ use futures_util::StreamExt as _;
 use crate::app::App;
 use crate::cache::RedisKeys;
 
-/// The Redis channel relays listen on.
-pub fn channel(keys: &RedisKeys) -> String {
-    keys.relay_wake_channel()
-}
-
 /// Queues the cross-process wake-up on a pipeline the writer sends anyway.
 pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
-    pipe.cmd("PUBLISH").arg(channel(keys)).arg("").ignore();
+    pipe.cmd("PUBLISH")
+        .arg(keys.relay_wake_channel())
+        .arg("")
+        .ignore();
 }
 
 /// Wakes every relay after a commit that appended outbox rows: this
@@ -70,7 +68,7 @@ impl Wakeups {
         let mut wakeups = Self {
             subscription: None,
             redis_url: app.config.redis_url.clone(),
-            channel: channel(&app.keys),
+            channel: app.keys.relay_wake_channel(),
             next_attempt: tokio::time::Instant::now(),
         };
         wakeups.subscribe().await;

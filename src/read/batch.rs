@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 
 use super::{counters, pages, relations};
 use crate::app::App;
@@ -68,9 +68,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     }
 
     let mut pipe = redis::pipe();
-    for user in &users {
-        pipe.cmd("GET").arg(app.keys.counter_record(*user));
-    }
+    records::queue_load(&mut pipe, &app.keys, &users);
     // A list this process failed to update is not asked: PostgreSQL answers.
     let mut unknown = Vec::new();
     lookups.retain(|owner, members| {
@@ -94,7 +92,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     let mut out = HashMap::with_capacity(reads.len());
     let mut missing = Vec::new();
     for user in &users {
-        match next().and_then(decode_record) {
+        match next().and_then(records::parse) {
             Some(record) => {
                 out.insert(Read::Counters(*user), Answer::Counters(record));
             }
@@ -120,7 +118,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
             let pair = (*owner, *member);
             match answer {
                 Member::In(ms) => {
-                    known.insert(pair, Some(time(ms)));
+                    known.insert(pair, DateTime::from_timestamp_millis(ms));
                 }
                 Member::Absent => {
                     known.insert(pair, None);
@@ -185,13 +183,4 @@ async fn query(app: &App, pipe: &redis::Pipeline) -> Option<Vec<redis::Value>> {
             None
         }
     }
-}
-
-fn decode_record(reply: &redis::Value) -> Option<CounterRecord> {
-    let bytes: Option<Vec<u8>> = redis::from_redis_value_ref(reply).ok()?;
-    records::CounterRecord::decode(&bytes?)
-}
-
-fn time(ms: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
 }

@@ -152,7 +152,11 @@ impl UserCache {
     fn start(self: &Arc<Self>) {
         self.started.call_once(|| {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let url = with_application_name(&self.database_url, &self.session_name);
+                let url = crate::store::pool::with_setting(
+                    &self.database_url,
+                    "application_name",
+                    &self.session_name,
+                );
                 runtime.spawn(listen(Arc::downgrade(self), url));
             }
         });
@@ -163,15 +167,6 @@ impl UserCache {
         self.clear();
         self.listening.store(on, Ordering::SeqCst);
         self.clear();
-    }
-}
-
-fn with_application_name(url: &str, name: &str) -> String {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let separator = if url.contains('?') { '&' } else { '?' };
-        format!("{url}{separator}application_name={name}")
-    } else {
-        format!("{url} application_name={name}")
     }
 }
 

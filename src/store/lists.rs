@@ -76,15 +76,16 @@ fn columns(following: bool) -> (&'static str, &'static str, &'static str) {
 
 /// (table, owner column, member column, owner) of a list.
 fn shape(list: ListKey) -> (&'static str, &'static str, &'static str, UserId) {
+    let (following, owner) = kind(list);
+    let (table, owner_col, member_col) = columns(following);
+    (table, owner_col, member_col, owner)
+}
+
+/// Whether `list` is a following list, and its owner.
+fn kind(list: ListKey) -> (bool, UserId) {
     match list {
-        ListKey::Following(owner) => {
-            let (table, owner_col, member_col) = columns(true);
-            (table, owner_col, member_col, owner)
-        }
-        ListKey::Followers(owner) => {
-            let (table, owner_col, member_col) = columns(false);
-            (table, owner_col, member_col, owner)
-        }
+        ListKey::Following(owner) => (true, owner),
+        ListKey::Followers(owner) => (false, owner),
     }
 }
 
@@ -188,16 +189,9 @@ pub struct NewestRow {
 
 /// The newest `limit` active edges of a list, with versions, for a cache fill.
 pub async fn newest(conn: &mut PgConn, list: ListKey, limit: usize) -> QueryResult<Vec<NewestRow>> {
-    let (table, owner_col, member_col, owner) = shape(list);
-    diesel::sql_query(format!(
-        "SELECT {member_col} AS member, followed_at, version FROM {table}
-          WHERE {owner_col} = $1 AND active
-          ORDER BY followed_at DESC, {member_col} DESC LIMIT $2"
-    ))
-    .bind::<BigInt, _>(owner.get())
-    .bind::<BigInt, _>(i64::try_from(limit).unwrap_or(i64::MAX))
-    .load(conn)
-    .await
+    let (following, owner) = kind(list);
+    let rows = newest_many(conn, following, &[owner], limit).await?;
+    Ok(rows.into_iter().map(|owned| owned.row).collect())
 }
 
 /// One row of [`newest_many`]: a member of `owner`'s list.

@@ -72,20 +72,25 @@ pub fn with_keepalives(url: &str) -> String {
         // tokio-postgres reads this one in seconds (libpq: milliseconds).
         ("tcp_user_timeout", "15"),
     ];
-    let url_form = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    let mut out = url.to_owned();
-    for (name, value) in SETTINGS {
-        if url.contains(&format!("{name}=")) {
-            continue;
-        }
-        if url_form {
-            out.push(if out.contains('?') { '&' } else { '?' });
-        } else {
-            out.push(' ');
-        }
-        out.push_str(&format!("{name}={value}"));
+    SETTINGS.iter().fold(url.to_owned(), |url, (name, value)| {
+        with_setting(&url, name, value)
+    })
+}
+
+/// `url` with the connection setting `name=value`, unless `url` sets it
+/// already; in either URL form (`postgres://…?a=b` or `host=… a=b`).
+pub fn with_setting(url: &str, name: &str, value: &str) -> String {
+    if url.contains(&format!("{name}=")) {
+        return url.to_owned();
     }
-    out
+    let separator = if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        ' '
+    } else if url.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    format!("{url}{separator}{name}={value}")
 }
 
 struct StatementCounter(Arc<AtomicU64>);

@@ -2,13 +2,12 @@
 //! actor's `followings` and the outbox event — all of them or none.
 
 use crate::app::App;
+use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
-use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
-use crate::pipeline::wake;
 use crate::store::following::{self, EdgeChangeRow, PairState};
 use crate::store::stats::UserStats;
 
@@ -69,7 +68,6 @@ pub async fn change_edge(
     };
     let outcome = outcome(row, actor, target, change, event_id)?;
     if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
-        app.relay_wake.notify_one();
         write_through_for_actor(app, stats, event).await;
     }
     Ok(outcome)
@@ -137,12 +135,8 @@ fn outcome(
     })
 }
 
-/// Read-your-writes: the actor's counter record and cached following list
-/// show the change before the mutation returns; relays in other processes
-/// are woken in the same round trip. Both writes are version-guarded
-/// no-ops when the projector (or a later mutation) got there first. A failure
-/// here is only logged: the change is committed, and the projector repairs
-/// the caches when the event reaches it.
+/// Read-your-writes for the actor: its counter record and cached following
+/// list show the change before the mutation returns ([`super::after_commit`]).
 async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEvent) {
     let record = [(event.from, CounterRecord::from(stats))];
     let edge = [EdgeState {
@@ -152,22 +146,5 @@ async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEve
         followed_at_ms: event.followed_at_ms,
         version: event.version,
     }];
-    // The same round trip wakes relays in other processes.
-    let mut pipe = cache::write_through_pipe(&app.keys, &record, &edge);
-    wake::queue_publish(&mut pipe, &app.keys);
-    let result = async {
-        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        cache::run_writes(&mut *redis, &pipe)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    if let Err(error) = result.await {
-        tracing::warn!(%error, actor = %event.from, "read-your-writes cache update failed");
-        // This process reads the actor's relations from the truth until the
-        // projector has surely repaired the list.
-        app.unsynced_following.insert(event.from, ());
-    }
-    app.hot_lists
-        .invalidate(&ListKey::Following(event.from))
-        .await;
+    super::after_commit(app, &record, &edge).await;
 }

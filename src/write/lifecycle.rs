@@ -22,11 +22,11 @@ use std::time::Duration;
 use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
+use crate::cache::ListKey;
 use crate::cache::lists::EdgeState;
-use crate::cache::{self, ListKey};
 use crate::model::{UserId, UserStatus};
 use crate::pipeline::events::{FollowEvent, FollowEventType};
-use crate::pipeline::{PipelineError, Shutdown, wake};
+use crate::pipeline::{PipelineError, Shutdown};
 use crate::store::following::Changed;
 use crate::store::{PgConn, following, hidden_edges, outbox, stats, users};
 
@@ -119,7 +119,6 @@ async fn write_through(app: &App, changed: &[Changed], active: bool) {
     if changed.is_empty() {
         return;
     }
-    app.relay_wake.notify_one();
     let edges: Vec<EdgeState> = changed
         .iter()
         .filter_map(|c| {
@@ -132,22 +131,7 @@ async fn write_through(app: &App, changed: &[Changed], active: bool) {
             })
         })
         .collect();
-    let mut pipe = cache::write_through_pipe(&app.keys, &[], &edges);
-    wake::queue_publish(&mut pipe, &app.keys);
-    let result = async {
-        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        cache::run_writes(&mut *redis, &pipe)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    if let Err(error) = result.await {
-        tracing::warn!(%error, edges = edges.len(), "lifecycle: cached following lists not updated; the projector will");
-        for edge in &edges {
-            if let ListKey::Following(owner) = edge.list {
-                app.unsynced_following.insert(owner, ());
-            }
-        }
-    }
+    super::after_commit(app, &[], &edges).await;
 }
 
 fn events(kind: FollowEventType, changed: &[Changed]) -> Vec<FollowEvent> {

@@ -8,3 +8,45 @@ pub mod rate_limit;
 
 pub use follow::{EdgeChange, FollowOutcome, change_edge};
 pub use rate_limit::{RateDecision, RateLimiter};
+
+use crate::app::App;
+use crate::cache::counters::CounterRecord;
+use crate::cache::lists::EdgeState;
+use crate::cache::{self, ListKey};
+use crate::model::UserId;
+use crate::pipeline::wake;
+
+/// After a commit that appended outbox events: the changed counter records
+/// and following lists show it at once (read-your-writes), and every relay is
+/// woken — this process's directly, others' by a `PUBLISH` in the same Redis
+/// round trip. The writes are version-guarded no-ops when the projector got
+/// there first. A failure is only logged: the change is committed and the
+/// projector repairs the caches; until then this process reads the
+/// relations of the lists it could not update from PostgreSQL.
+pub(crate) async fn after_commit(
+    app: &App,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) {
+    app.relay_wake.notify_one();
+    let mut pipe = cache::write_through_pipe(&app.keys, records, edges);
+    wake::queue_publish(&mut pipe, &app.keys);
+    let result = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        cache::run_writes(&mut *redis, &pipe)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let failed = result.await.err();
+    if let Some(error) = &failed {
+        tracing::warn!(%error, edges = edges.len(), "caches not updated after a commit; the projector will");
+    }
+    for edge in edges {
+        if failed.is_some()
+            && let ListKey::Following(owner) = edge.list
+        {
+            app.unsynced_following.insert(owner, ());
+        }
+        app.hot_lists.invalidate(&edge.list).await;
+    }
+}

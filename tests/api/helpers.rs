@@ -633,6 +633,19 @@ pub async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
 }
 
 impl TestApp {
+    /// Waits until the list-cache fills this process started are done.
+    pub async fn fills_finished(&self) {
+        eventually("the fills finish", 10, || async {
+            self.app
+                .fills_in_flight
+                .lock()
+                .unwrap()
+                .is_empty()
+                .then_some(())
+        })
+        .await;
+    }
+
     /// Waits until the in-process user cache serves (its listening session is up).
     pub async fn users_cached(&self) {
         eventually("the user cache listens", 10, || async {

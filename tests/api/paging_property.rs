@@ -230,15 +230,7 @@ async fn page_info_says_false_at_both_ends_from_either_store() {
         let page_info = async |args: &str| {
             // Each read is served by the store this pass is about: no fill
             // left over from the last read, and the cache there or not.
-            crate::helpers::eventually("fills to finish", 10, || async {
-                t.app
-                    .fills_in_flight
-                    .lock()
-                    .unwrap()
-                    .is_empty()
-                    .then_some(())
-            })
-            .await;
+            t.fills_finished().await;
             if !cached {
                 uncache(&t, list).await;
             }

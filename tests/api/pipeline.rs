@@ -594,76 +594,60 @@ async fn a_commit_whose_answer_is_lost_is_taken_as_done_and_the_partition_goes_o
     projector.stop().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_relay_in_another_process_is_woken_by_each_commit() {
-    // The relay runs on its own `App` (its own pools, no shared memory with
-    // the writer): only the writer's Redis wake-up can move events before
-    // a fallback poll far longer than the test.
-    let t = spawn_app_with(|c| {
+/// An app whose relay's fallback poll is far longer than any test: only
+/// wake-ups can move events.
+async fn app_without_relay_poll() -> TestApp {
+    spawn_app_with(|c| {
         c.relay_poll_ms = 600_000;
         c.rate_limit_capacity = 1000;
     })
-    .await;
-    let target = t.user("target").await;
-    let mut fans = Vec::new();
-    for i in 0..5 {
-        fans.push(t.user(&format!("fan{i}")).await);
-    }
-    let elsewhere = kith::app::App::start(t.app.config.clone()).await.unwrap();
-    let relay = t.start_relay_for(elsewhere);
-    // The relay subscribes before its first read, which finds this one.
-    t.follow(fans[0], target).await;
-    eventually("the relay is up", 5, || async {
-        (crate::helpers::backlog(&t).await == 0).then_some(())
-    })
-    .await;
-    for fan in &fans[1..] {
-        // Commits on an idle relay, one at a time.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        t.follow(*fan, target).await;
-        eventually("a commit relayed by the other process", 3, || async {
-            (crate::helpers::backlog(&t).await == 0).then_some(())
-        })
-        .await;
-    }
-    relay.stop().await.unwrap();
+    .await
 }
 
-#[tokio::test]
-async fn each_commit_is_relayed_at_once_without_the_fallback_poll() {
-    // A fallback poll far longer than the test: only notifications can move events.
-    let t = spawn_app_with(|c| {
-        c.relay_poll_ms = 600_000;
-        c.rate_limit_capacity = 1000;
-    })
-    .await;
+/// Commits at every point of a running relay's loop (while it reads, while
+/// it publishes, while it waits), then lone commits on an idle relay: each
+/// must be relayed within seconds, which only a wake-up can do.
+async fn each_commit_is_relayed_by_a_wake_up(t: &TestApp) {
     let target = t.user("target").await;
     let mut fans = Vec::new();
     for i in 0..40 {
         fans.push(t.user(&format!("fan{i}")).await);
     }
-    let relay = t.start_relay();
     let mut rng = crate::rng::Rng(7);
     for fan in &fans {
-        // Commits land at every point of the relay's loop: while it reads,
-        // while it publishes, while it waits.
         tokio::time::sleep(Duration::from_millis(rng.below(30))).await;
         t.follow(*fan, target).await;
     }
     eventually(
         "every commit relayed without the fallback poll",
-        5,
-        || async { (crate::helpers::backlog(&t).await == 0).then_some(()) },
+        10,
+        || async { (crate::helpers::backlog(t).await == 0).then_some(()) },
     )
     .await;
-    // Lone commits on an idle relay, one at a time.
     for fan in fans.iter().take(5) {
+        // The relay goes idle between them.
         tokio::time::sleep(Duration::from_millis(200)).await;
         t.unfollow(*fan, target).await;
         eventually("a lone commit relayed", 3, || async {
-            (crate::helpers::backlog(&t).await == 0).then_some(())
+            (crate::helpers::backlog(t).await == 0).then_some(())
         })
         .await;
     }
+}
+
+#[tokio::test]
+async fn each_commit_is_relayed_at_once_without_the_fallback_poll() {
+    let t = app_without_relay_poll().await;
+    let relay = t.start_relay();
+    each_commit_is_relayed_by_a_wake_up(&t).await;
     relay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_relay_in_another_process_is_woken_by_each_commit() {
+    // A real `kith relay` process: nothing shared with the writer but
+    // PostgreSQL and Redis, so only the writer's Redis wake-up reaches it.
+    let t = app_without_relay_poll().await;
+    let _relay = crate::helpers::KithProcess::start(&t, "relay", &[]);
+    each_commit_is_relayed_by_a_wake_up(&t).await;
 }

@@ -290,15 +290,7 @@ async fn a_warm_profile_query_costs_no_statement_and_two_redis_round_trips() {
         t.app.round_trips.snapshot().0 - before.0
     };
     assert!(cold > 0, "a cold read asks PostgreSQL");
-    eventually("the fills finish", 10, || async {
-        t.app
-            .fills_in_flight
-            .lock()
-            .unwrap()
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    t.fills_finished().await;
 
     let mut costs = Vec::new();
     for n in [5, 20, 60] {
@@ -897,15 +889,7 @@ async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth
     // Cold, then once the fills are done: the same answers, the truth's.
     let cold = ask().await;
     assert_ok(&cold);
-    eventually("the fills finish", 10, || async {
-        t.app
-            .fills_in_flight
-            .lock()
-            .unwrap()
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    t.fills_finished().await;
     let coverage = {
         let mut redis = t.app.redis.get().await.unwrap();
         kith::cache::lists::coverages(&mut *redis, &t.app.keys, &[ListKey::Following(viewer)])
@@ -953,15 +937,7 @@ async fn a_page_of_a_hundred_needing_more_lists_than_one_fill_takes_still_warms(
         let before = t.app.round_trips.snapshot().0;
         assert_ok(&profile(&t, viewer, target, 100).await);
         statements.push(t.app.round_trips.snapshot().0 - before);
-        eventually("the fills finish", 10, || async {
-            t.app
-                .fills_in_flight
-                .lock()
-                .unwrap()
-                .is_empty()
-                .then_some(())
-        })
-        .await;
+        t.fills_finished().await;
     }
     assert_eq!(statements[2], 0, "statements per read: {statements:?}");
 }
