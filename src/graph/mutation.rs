@@ -1,12 +1,15 @@
-//! `Mutation.follow` and `Mutation.unfollow`.
+//! Edge-writing mutations: `follow`, `unfollow`, their batch forms
+//! `followMany` / `unfollowMany`, and `removeFollower`.
 
-use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 
 use super::relation::Relationship;
 use super::user::UserNode;
 use super::{app, ids, viewer};
+use crate::error::ApiError;
 use crate::error::GraphqlResultExt;
-use crate::write::{self, EdgeChange, FollowOutcome};
+use crate::model::UserId;
+use crate::write::{self, EdgeChange, FollowOutcome, TargetError};
 
 /// Input of `follow`.
 #[derive(InputObject)]
@@ -26,14 +29,104 @@ pub struct UnfollowInput {
     pub client_mutation_id: Option<String>,
 }
 
-/// Result of `follow` or `unfollow`.
+/// Input of `followMany` and `unfollowMany`.
+#[derive(InputObject)]
+pub struct EdgesInput {
+    /// Global ids of the users, at most 100. Each costs one rate-limit token.
+    pub user_ids: Vec<ID>,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Input of `removeFollower`.
+#[derive(InputObject)]
+pub struct RemoveFollowerInput {
+    /// Global id of the follower to remove.
+    pub user_id: ID,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Why one user of a batch was not changed.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeErrorCode {
+    /// The viewer itself.
+    SelfTarget,
+    /// Named earlier in the same list; the first mention was applied.
+    Duplicate,
+    /// No such user.
+    NotFound,
+    /// The account cannot be followed (not active).
+    NotFollowable,
+}
+
+/// The error of one user of a batch.
+#[derive(SimpleObject)]
+pub struct EdgeError {
+    /// Stable machine-readable code.
+    pub code: EdgeErrorCode,
+    /// What went wrong, for humans.
+    pub message: String,
+}
+
+impl From<TargetError> for EdgeError {
+    fn from(e: TargetError) -> Self {
+        let (code, message) = match e {
+            TargetError::SelfTarget => (
+                EdgeErrorCode::SelfTarget,
+                "a user cannot follow or unfollow themselves",
+            ),
+            TargetError::Duplicate => (
+                EdgeErrorCode::Duplicate,
+                "this user is named earlier in the list",
+            ),
+            TargetError::NotFound => (EdgeErrorCode::NotFound, "user not found"),
+            TargetError::Unfollowable => {
+                (EdgeErrorCode::NotFollowable, "this user cannot be followed")
+            }
+        };
+        Self {
+            code,
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// The result for one user of `followMany` / `unfollowMany`, in the order asked.
+#[derive(SimpleObject)]
+pub struct EdgeResult {
+    /// The global id as given.
+    pub user_id: ID,
+    /// True when this call changed the edge; false when it was in the asked
+    /// state already or `error` is set.
+    pub changed: bool,
+    /// The user, when the edge was applied.
+    pub user: Option<UserNode>,
+    /// The viewer's relation to the user after the call, when applied.
+    pub viewer_relation: Option<Relationship>,
+    /// Why this user was not applied; null when it was.
+    pub error: Option<EdgeError>,
+}
+
+/// Result of `followMany` or `unfollowMany`.
+#[derive(SimpleObject)]
+pub struct EdgesPayload {
+    /// One result per id given, in the same order.
+    pub results: Vec<EdgeResult>,
+    /// How many edges this call changed.
+    pub changed_count: i32,
+    /// The input's `clientMutationId`.
+    pub client_mutation_id: Option<String>,
+}
+
+/// Result of `follow`, `unfollow` or `removeFollower`.
 #[derive(SimpleObject)]
 pub struct FollowPayload {
     /// False when the edge was already in the requested state; nothing was written.
     pub changed: bool,
-    /// The target user.
+    /// The target user (for `removeFollower`, the follower removed).
     pub user: UserNode,
-    /// The viewer's relation to the target after the mutation.
+    /// The viewer's relation to that user after the mutation.
     pub viewer_relation: Relationship,
     /// The input's `clientMutationId`.
     pub client_mutation_id: Option<String>,
@@ -75,6 +168,95 @@ impl FollowMutation {
         let outcome = run(ctx, &input.user_id, EdgeChange::Unfollow).await?;
         Ok(FollowPayload::new(outcome, input.client_mutation_id))
     }
+
+    /// Makes the viewer follow up to 100 users in one transaction. One
+    /// rate-limit token per id, taken up front: a call the viewer's bucket
+    /// cannot cover is refused whole (`RATE_LIMITED`). Users that cannot be
+    /// followed get an error in their result; the others are applied.
+    async fn follow_many(
+        &self,
+        ctx: &Context<'_>,
+        input: EdgesInput,
+    ) -> async_graphql::Result<EdgesPayload> {
+        run_many(ctx, input, EdgeChange::Follow).await
+    }
+
+    /// Makes the viewer stop following up to 100 users in one transaction;
+    /// rate limited and reported as `followMany`.
+    async fn unfollow_many(
+        &self,
+        ctx: &Context<'_>,
+        input: EdgesInput,
+    ) -> async_graphql::Result<EdgesPayload> {
+        run_many(ctx, input, EdgeChange::Unfollow).await
+    }
+
+    /// Makes a follower of the viewer stop following the viewer: the same
+    /// change as that user's own `unfollow` (their counts, lists and event),
+    /// rate limited as the viewer's edge write. Repeating it changes nothing.
+    async fn remove_follower(
+        &self,
+        ctx: &Context<'_>,
+        input: RemoveFollowerInput,
+    ) -> async_graphql::Result<FollowPayload> {
+        let owner = viewer(ctx).require().gql()?;
+        let follower = ids::decode_user(&input.user_id).gql()?;
+        let outcome = write::remove_follower(app(ctx), owner, follower)
+            .await
+            .gql()?;
+        Ok(FollowPayload::new(outcome, input.client_mutation_id))
+    }
+}
+
+async fn run_many(
+    ctx: &Context<'_>,
+    input: EdgesInput,
+    change: EdgeChange,
+) -> async_graphql::Result<EdgesPayload> {
+    let actor = viewer(ctx).require().gql()?;
+    if input.user_ids.len() > write::MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {} users per call",
+            write::MAX_BATCH
+        )))
+        .gql();
+    }
+    let targets: Vec<UserId> = input
+        .user_ids
+        .iter()
+        .map(ids::decode_user)
+        .collect::<Result<_, _>>()
+        .gql()?;
+    let results = write::change_edges(app(ctx), actor, &targets, change)
+        .await
+        .gql()?;
+    let results: Vec<EdgeResult> = input
+        .user_ids
+        .into_iter()
+        .zip(results)
+        .map(|(user_id, result)| match result {
+            Ok(outcome) => EdgeResult {
+                user_id,
+                changed: outcome.changed,
+                user: Some(UserNode(outcome.target)),
+                viewer_relation: Some(outcome.relation.into()),
+                error: None,
+            },
+            Err(e) => EdgeResult {
+                user_id,
+                changed: false,
+                user: None,
+                viewer_relation: None,
+                error: Some(e.into()),
+            },
+        })
+        .collect();
+    Ok(EdgesPayload {
+        changed_count: i32::try_from(results.iter().filter(|r| r.changed).count())
+            .unwrap_or(i32::MAX),
+        results,
+        client_mutation_id: input.client_mutation_id,
+    })
 }
 
 async fn run(

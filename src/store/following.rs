@@ -108,6 +108,57 @@ pub async fn change_edge(
     super::committed(rows).ok_or(diesel::result::Error::NotFound)
 }
 
+/// `owner` makes `follower` stop following them, in one statement
+/// (`kith_remove_follower`): the same transition as the follower's unfollow.
+/// The row's target is the follower; its pair columns are from the
+/// follower's side.
+pub async fn remove_follower(
+    conn: &mut PgConn,
+    owner: UserId,
+    follower: UserId,
+    event_id: uuid::Uuid,
+) -> QueryResult<EdgeChangeRow> {
+    let rows: Vec<EdgeChangeRow> =
+        diesel::sql_query("SELECT * FROM kith_remove_follower($1, $2, $3)")
+            .bind::<BigInt, _>(owner.get())
+            .bind::<BigInt, _>(follower.get())
+            .bind::<diesel::sql_types::Uuid, _>(event_id)
+            .load(conn)
+            .await?;
+    super::committed(rows).ok_or(diesel::result::Error::NotFound)
+}
+
+/// Follows (`follow`) or unfollows every target as `actor`, in one statement
+/// and so one transaction: `kith_change_edge` once per target, in the order
+/// given — callers give targets in ascending id order, the order every
+/// multi-edge change locks edges in, so two batches of one actor never
+/// deadlock. One row per target, in that order.
+pub async fn change_edges(
+    conn: &mut PgConn,
+    actor: UserId,
+    targets: &[(UserId, uuid::Uuid)],
+    follow: bool,
+) -> QueryResult<Vec<EdgeChangeRow>> {
+    let (ids, events): (Vec<i64>, Vec<uuid::Uuid>) =
+        targets.iter().map(|(id, event)| (id.get(), *event)).unzip();
+    // Raw SQL: diesel has no LATERAL join over a function.
+    let rows: Vec<EdgeChangeRow> = diesel::sql_query(
+        "SELECT r.* FROM unnest($2::bigint[], $3::uuid[]) WITH ORDINALITY AS t(target, event_id, n)
+           CROSS JOIN LATERAL kith_change_edge($1, t.target, $4, t.event_id) r
+          ORDER BY t.n",
+    )
+    .bind::<BigInt, _>(actor.get())
+    .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
+    .bind::<Bool, _>(follow)
+    .load(conn)
+    .await?;
+    if rows.len() != targets.len() {
+        return Err(diesel::result::Error::NotFound);
+    }
+    Ok(rows)
+}
+
 /// How two users relate, read from the truth in both directions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PairState {

@@ -1,6 +1,8 @@
 //! Follow and unfollow: one statement writes the edge transition, the
 //! actor's `followings` and the outbox event — all of them or none.
 
+use std::collections::HashSet;
+
 use crate::app::App;
 use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
@@ -66,39 +68,212 @@ pub async fn change_edge(
         )
         .await?
     };
-    let outcome = outcome(row, actor, target, change, event_id)?;
-    if let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) {
-        write_through_for_actor(app, stats, event).await;
-    }
+    let edge = Edge {
+        from: actor,
+        to: target,
+        change,
+        event_id,
+    };
+    let outcome = outcome(row, edge, target)?;
+    write_through(app, std::slice::from_ref(&outcome), &[]).await;
     Ok(outcome)
 }
 
-/// The mutation's result from the row `kith_change_edge` returned.
-fn outcome(
-    row: EdgeChangeRow,
+/// `owner` makes `follower` stop following them: the follower's unfollow,
+/// with its event, counters and caches, asked by the followed user. Rate
+/// limited like any edge write (the owner's bucket). The outcome's target is
+/// the follower; its relation is the owner's to the follower.
+pub async fn remove_follower(
+    app: &App,
+    owner: UserId,
+    follower: UserId,
+) -> Result<FollowOutcome, ApiError> {
+    if owner == follower {
+        return Err(ApiError::invalid("a user cannot remove themselves"));
+    }
+    app.rate_limiter
+        .acquire(&app.redis, &app.keys, owner)
+        .await?;
+    let event_id = uuid::Uuid::new_v4();
+    let row = {
+        let mut conn = app.pg.get().await?;
+        following::remove_follower(&mut conn, owner, follower, event_id).await?
+    };
+    let edge = Edge {
+        from: follower,
+        to: owner,
+        change: EdgeChange::Unfollow,
+        event_id,
+    };
+    let mut outcome = outcome(row, edge, follower)?;
+    // The owner's followers list shows the removal at once too (the
+    // projector's later write of the same version is a no-op).
+    let followers_edge = outcome.event.as_ref().map(|event| EdgeState {
+        list: ListKey::Followers(owner),
+        other: follower,
+        active: false,
+        followed_at_ms: event.followed_at_ms,
+        version: event.version,
+    });
+    write_through(
+        app,
+        std::slice::from_ref(&outcome),
+        followers_edge.as_slice(),
+    )
+    .await;
+    outcome.relation = PairState {
+        a_follows_b: outcome.relation.b_follows_a,
+        b_follows_a: outcome.relation.a_follows_b,
+    };
+    Ok(outcome)
+}
+
+/// Most targets one batch call takes.
+pub const MAX_BATCH: usize = 100;
+
+/// Why one target of a batch was not applied (the others were).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetError {
+    /// The actor itself.
+    SelfTarget,
+    /// Named earlier in the same list (the first mention applies).
+    Duplicate,
+    /// No such user.
+    NotFound,
+    /// A follow of an account that is not active (suspended, deleted).
+    Unfollowable,
+}
+
+/// One target's result in a batch.
+pub type TargetResult = Result<FollowOutcome, TargetError>;
+
+/// Applies `change` from `actor` to each of `targets` (at most
+/// [`MAX_BATCH`]): one rate-limit token per target, all taken up front
+/// (refused whole with `RATE_LIMITED` when the bucket cannot cover them);
+/// then one statement — one transaction — that applies every valid target.
+/// Results come in the order of `targets`. An actor that may not write fails
+/// the whole call; a target that cannot be applied fails only itself.
+pub async fn change_edges(
+    app: &App,
     actor: UserId,
-    target: UserId,
+    targets: &[UserId],
+    change: EdgeChange,
+) -> Result<Vec<TargetResult>, ApiError> {
+    if targets.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!(
+            "at most {MAX_BATCH} users per call"
+        )));
+    }
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    app.rate_limiter
+        .acquire_many(&app.redis, &app.keys, actor, targets.len())
+        .await?;
+    let mut results: Vec<Option<TargetResult>> = vec![None; targets.len()];
+    let mut valid: Vec<(UserId, usize)> = Vec::with_capacity(targets.len());
+    let mut seen = HashSet::with_capacity(targets.len());
+    for (i, target) in targets.iter().enumerate() {
+        if *target == actor {
+            results[i] = Some(Err(TargetError::SelfTarget));
+        } else if !seen.insert(*target) {
+            results[i] = Some(Err(TargetError::Duplicate));
+        } else {
+            valid.push((*target, i));
+        }
+    }
+    // Ascending ids: the order edges are locked in (see `change_edges`).
+    valid.sort_unstable();
+    let calls: Vec<(UserId, uuid::Uuid)> = valid
+        .iter()
+        .map(|(target, _)| (*target, uuid::Uuid::new_v4()))
+        .collect();
+    let rows = if calls.is_empty() {
+        Vec::new()
+    } else {
+        let mut conn = app.pg.get().await?;
+        following::change_edges(&mut conn, actor, &calls, change == EdgeChange::Follow).await?
+    };
+    let mut applied = Vec::new();
+    for (row, (target, event_id)) in rows.into_iter().zip(calls) {
+        let index = valid
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|(_, i)| *i)
+            .expect("every call comes from a valid target");
+        let edge = Edge {
+            from: actor,
+            to: target,
+            change,
+            event_id,
+        };
+        results[index] = Some(match outcome(row, edge, target) {
+            Ok(outcome) => {
+                applied.push(outcome.clone());
+                Ok(outcome)
+            }
+            Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
+            Err(Refusal::TargetUnfollowable) => Err(TargetError::Unfollowable),
+            Err(other) => return Err(other.into()),
+        });
+    }
+    write_through(app, &applied, &[]).await;
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every target has a result"))
+        .collect())
+}
+
+/// One edge transition asked of PostgreSQL.
+#[derive(Clone, Copy, Debug)]
+struct Edge {
+    from: UserId,
+    to: UserId,
     change: EdgeChange,
     event_id: uuid::Uuid,
-) -> Result<FollowOutcome, ApiError> {
+}
+
+/// Why PostgreSQL did nothing (the `outcome` column).
+#[derive(Debug)]
+enum Refusal {
+    ActorUnknown,
+    ActorSuspended,
+    TargetUnknown,
+    TargetUnfollowable,
+    Unexpected(String),
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::ActorSuspended => ApiError::Forbidden("this account is suspended"),
+            Refusal::ActorUnknown => ApiError::Unauthenticated("the token's user does not exist"),
+            Refusal::TargetUnknown => ApiError::NotFound("user"),
+            Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
+            Refusal::Unexpected(why) => ApiError::internal(anyhow::anyhow!("{why}")),
+        }
+    }
+}
+
+/// The result of `edge` from the row PostgreSQL returned; `described` is the
+/// user the row's target columns describe.
+fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOutcome, Refusal> {
     match row.outcome.as_str() {
         "ok" => {}
-        "actor_suspended" => return Err(ApiError::Forbidden("this account is suspended")),
-        "actor_unknown" => {
-            return Err(ApiError::Unauthenticated("the token's user does not exist"));
-        }
-        "target_unknown" => return Err(ApiError::NotFound("user")),
-        "target_unfollowable" => return Err(ApiError::invalid("this user cannot be followed")),
+        "actor_suspended" => return Err(Refusal::ActorSuspended),
+        "actor_unknown" => return Err(Refusal::ActorUnknown),
+        "target_unknown" => return Err(Refusal::TargetUnknown),
+        "target_unfollowable" => return Err(Refusal::TargetUnfollowable),
         other => {
-            return Err(ApiError::internal(anyhow::anyhow!(
-                "kith_change_edge answered {other:?}"
+            return Err(Refusal::Unexpected(format!(
+                "the edge transition answered {other:?}"
             )));
         }
     }
-    let missing = || ApiError::internal(anyhow::anyhow!("kith_change_edge: incomplete row"));
+    let missing = || Refusal::Unexpected("the edge transition: incomplete row".into());
     let stats = row.stats();
     let target = User {
-        id: target,
+        id: described,
         handle: row.target_handle.ok_or_else(missing)?,
         display_name: row.target_display_name.ok_or_else(missing)?,
         status: UserStatus::from_db(row.target_status.as_deref().ok_or_else(missing)?),
@@ -109,15 +284,15 @@ fn outcome(
     };
     let (actor_stats, event) = match (row.edge_version, row.edge_followed_at, row.occurred_at) {
         (Some(version), Some(followed_at), Some(occurred_at)) => {
-            let event_type = match change {
+            let event_type = match edge.change {
                 EdgeChange::Follow => FollowEventType::FollowCreated,
                 EdgeChange::Unfollow => FollowEventType::FollowCanceled,
             };
             let event = FollowEvent::new(
-                event_id,
+                edge.event_id,
                 event_type,
-                actor,
-                target.id,
+                edge.from,
+                edge.to,
                 version,
                 followed_at,
                 occurred_at,
@@ -135,16 +310,32 @@ fn outcome(
     })
 }
 
-/// Read-your-writes for the actor: its counter record and cached following
-/// list show the change before the mutation returns ([`super::after_commit`]).
-async fn write_through_for_actor(app: &App, stats: &UserStats, event: &FollowEvent) {
-    let record = [(event.from, CounterRecord::from(stats))];
-    let edge = [EdgeState {
-        list: ListKey::Following(event.from),
-        other: event.to,
-        active: event.event_type == FollowEventType::FollowCreated,
-        followed_at_ms: event.followed_at_ms,
-        version: event.version,
-    }];
-    super::after_commit(app, &record, &edge).await;
+/// Read-your-writes for the edges' owners: the counter record of each
+/// event's follower (its latest version) and its cached following list,
+/// plus `extra` list edges, show the changes before the mutation returns
+/// ([`super::after_commit`]). Nothing to do when nothing changed.
+async fn write_through(app: &App, outcomes: &[FollowOutcome], extra: &[EdgeState]) {
+    let mut records: Vec<(UserId, CounterRecord)> = Vec::new();
+    let mut edges: Vec<EdgeState> = extra.to_vec();
+    for outcome in outcomes {
+        let (Some(stats), Some(event)) = (&outcome.actor_stats, &outcome.event) else {
+            continue;
+        };
+        let latest = CounterRecord::from(stats);
+        match records.iter_mut().find(|(user, _)| *user == event.from) {
+            Some((_, record)) if record.version >= latest.version => {}
+            Some((_, record)) => *record = latest,
+            None => records.push((event.from, latest)),
+        }
+        edges.push(EdgeState {
+            list: ListKey::Following(event.from),
+            other: event.to,
+            active: event.event_type == FollowEventType::FollowCreated,
+            followed_at_ms: event.followed_at_ms,
+            version: event.version,
+        });
+    }
+    if !edges.is_empty() {
+        super::after_commit(app, &records, &edges).await;
+    }
 }

@@ -6,7 +6,10 @@ pub mod follow;
 pub mod lifecycle;
 pub mod rate_limit;
 
-pub use follow::{EdgeChange, FollowOutcome, change_edge};
+pub use follow::{
+    EdgeChange, FollowOutcome, MAX_BATCH, TargetError, TargetResult, change_edge, change_edges,
+    remove_follower,
+};
 pub use rate_limit::{RateDecision, RateLimiter};
 
 use crate::app::App;

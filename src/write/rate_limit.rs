@@ -40,12 +40,23 @@ impl RateLimiter {
         keys: &RedisKeys,
         actor: UserId,
     ) -> Result<RateDecision, ApiError> {
+        self.check_many(redis, keys, actor, 1).await
+    }
+
+    /// Takes `cost` tokens from `actor`'s bucket at once, or none.
+    pub async fn check_many(
+        &self,
+        redis: &RedisPool,
+        keys: &RedisKeys,
+        actor: UserId,
+        cost: usize,
+    ) -> Result<RateDecision, ApiError> {
         let mut conn = redis.get().await?;
         let (allowed, remaining, retry_after_ms): (i64, i64, i64) = TOKEN_BUCKET
             .key(keys.follow_rate_limit(actor))
             .arg(self.capacity)
             .arg(self.per_sec)
-            .arg(1)
+            .arg(cost)
             .invoke_async(&mut *conn)
             .await?;
         Ok(RateDecision {
@@ -62,7 +73,26 @@ impl RateLimiter {
         keys: &RedisKeys,
         actor: UserId,
     ) -> Result<RateDecision, ApiError> {
-        let decision = self.check(redis, keys, actor).await?;
+        self.acquire_many(redis, keys, actor, 1).await
+    }
+
+    /// Takes `cost` tokens at once, or none and fails with `RATE_LIMITED`.
+    /// A cost above the bucket's capacity could never be covered: it is
+    /// refused as `INVALID_INPUT`, not told to wait.
+    pub async fn acquire_many(
+        &self,
+        redis: &RedisPool,
+        keys: &RedisKeys,
+        actor: UserId,
+        cost: usize,
+    ) -> Result<RateDecision, ApiError> {
+        if cost > self.capacity as usize {
+            return Err(ApiError::invalid(format!(
+                "one call may change at most {} edges (the rate limit's bucket size)",
+                self.capacity
+            )));
+        }
+        let decision = self.check_many(redis, keys, actor, cost).await?;
         if decision.allowed {
             Ok(decision)
         } else {

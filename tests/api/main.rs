@@ -6,6 +6,7 @@ mod helpers;
 #[path = "../common/rng.rs"]
 mod rng;
 
+mod bulk_edits;
 mod consistency;
 mod errors;
 mod hardening;
