@@ -11,6 +11,7 @@ use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
 use crate::model::UserId;
 use crate::read::RoundTrips;
+use crate::read::intersect::CachedIntersection;
 use crate::read::users::UserCache;
 use crate::store::lists::Page;
 use crate::store::{self, PgPool};
@@ -19,6 +20,8 @@ use crate::write::RateLimiter;
 /// How long this process reads a user's relations from PostgreSQL after it
 /// failed to write that user's cached following list.
 const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
+/// Members of computed intersections held in process, all together.
+const INTERSECTION_CACHE_WEIGHT: u64 = 2_000_000;
 
 /// Shared state of one Kith process, handed around as `Arc<App>`.
 pub struct App {
@@ -48,6 +51,9 @@ pub struct App {
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
+    /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`),
+    /// each valid for the two owners' counter versions it was computed at.
+    pub intersections: moka::future::Cache<(ListKey, ListKey), Arc<CachedIntersection>>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
@@ -138,6 +144,13 @@ impl App {
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
+                .build(),
+            intersections: moka::future::Cache::builder()
+                .max_capacity(INTERSECTION_CACHE_WEIGHT)
+                .weigher(|_, cached: &Arc<CachedIntersection>| {
+                    u32::try_from(cached.result.items.len() + 1).unwrap_or(u32::MAX)
+                })
+                .time_to_live(Duration::from_secs(config.intersection_cache_ttl_secs))
                 .build(),
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),

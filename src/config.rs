@@ -33,6 +33,8 @@
 //! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
 //! | `KITH_USER_CACHE_CAPACITY` | `100000` | user rows held in process (0: none) |
 //! | `KITH_USER_CACHE_TTL_SECS` | `60` | longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held) |
+//! | `KITH_INTERSECTION_WALK_MAX` | `20000` | most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so) |
+//! | `KITH_INTERSECTION_CACHE_TTL_SECS` | `300` | life of a computed `commonFollowing` / `knownFollowers` in process (a follow or unfollow by either user drops it at once) |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
 //! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |
@@ -127,6 +129,10 @@ pub struct Config {
     pub user_cache_capacity: u64,
     /// Longest life of a user held in process, seconds (0 = none held).
     pub user_cache_ttl_secs: u64,
+    /// Most edges of the smaller list an intersection walks.
+    pub intersection_walk_max: usize,
+    /// Life of a computed intersection held in process, seconds.
+    pub intersection_cache_ttl_secs: u64,
     /// Deepest GraphQL selection accepted.
     pub max_query_depth: usize,
     /// Most complex GraphQL query accepted.
@@ -207,6 +213,8 @@ impl Config {
             loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "1")?,
             user_cache_capacity: parse(&lookup, "KITH_USER_CACHE_CAPACITY", "100000")?,
             user_cache_ttl_secs: parse(&lookup, "KITH_USER_CACHE_TTL_SECS", "60")?,
+            intersection_walk_max: parse(&lookup, "KITH_INTERSECTION_WALK_MAX", "20000")?,
+            intersection_cache_ttl_secs: parse(&lookup, "KITH_INTERSECTION_CACHE_TTL_SECS", "300")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             max_offset: parse(&lookup, "KITH_MAX_OFFSET", "10000")?,
@@ -276,6 +284,13 @@ impl Config {
         if self.list_cache_size < 1 || self.list_cache_ttl_secs < 1 || self.hot_page_ttl_ms < 1 {
             return Err(invalid(
                 "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if self.intersection_walk_max < 1 {
+            return Err(invalid(
+                "KITH_INTERSECTION_WALK_MAX",
                 "0",
                 "must be at least 1",
             ));

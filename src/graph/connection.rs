@@ -11,15 +11,15 @@ use async_graphql::{Context, ErrorExtensions as _, Object, SimpleObject};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::count::Count;
-use super::cursor::CursorKeys;
+use super::cursor::{CursorKeys, CursorScope};
 use super::loaders::Loaders;
 use super::user::UserNode;
 use super::{app, viewer};
 use crate::cache::ListKey;
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{UserId, UserStatus};
-use crate::read::pages;
-use crate::store::lists::{PageRequest, Position};
+use crate::read::{intersect, pages};
+use crate::store::lists::{Page, PageRequest, Position};
 
 /// Largest page a client may ask for.
 pub const MAX_PAGE: i32 = 100;
@@ -40,6 +40,15 @@ pub fn page_cost(
     let n = first.or(last).unwrap_or(DEFAULT_PAGE).clamp(0, MAX_PAGE) as usize;
     let skipped = offset.unwrap_or(0).max(0) as usize;
     n.max(1) * child + 1 + skipped.div_ceil(OFFSET_ROWS_PER_UNIT)
+}
+
+/// Complexity of computing an intersection of two lists, besides its page:
+/// a walk of up to `KITH_INTERSECTION_WALK_MAX` edges and their probes.
+pub const INTERSECTION_COST: usize = 1000;
+
+/// The complexity of a page of an intersection.
+pub fn intersection_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
+    page_cost(first, last, None, child) + INTERSECTION_COST
 }
 
 /// The paging arguments of a connection field.
@@ -69,7 +78,7 @@ impl PageArgs {
     fn request(
         &self,
         keys: &CursorKeys,
-        list: ListKey,
+        scope: CursorScope,
         max_offset: i32,
     ) -> Result<(PageRequest, bool), ApiError> {
         let invalid = |m: &str| Err(ApiError::invalid(m));
@@ -101,7 +110,7 @@ impl PageArgs {
             let cursor = self
                 .before
                 .as_deref()
-                .map(|c| keys.decode(list, c))
+                .map(|c| keys.decode(scope, c))
                 .transpose()?;
             return Ok((PageRequest::Before(cursor, n), false));
         }
@@ -109,7 +118,7 @@ impl PageArgs {
         let cursor = self
             .after
             .as_deref()
-            .map(|c| keys.decode(list, c))
+            .map(|c| keys.decode(scope, c))
             .transpose()?;
         Ok((PageRequest::After(cursor, n), true))
     }
@@ -226,7 +235,9 @@ pub async fn resolve(
     args: PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
     let keys = ctx.data_unchecked::<CursorKeys>();
-    let (request, forward) = args.request(keys, list, app(ctx).config.max_offset).gql()?;
+    let (request, forward) = args
+        .request(keys, list.into(), app(ctx).config.max_offset)
+        .gql()?;
     let owner = match list {
         ListKey::Following(owner) | ListKey::Followers(owner) => owner,
     };
@@ -259,10 +270,103 @@ pub async fn resolve(
                 .0
         }
     };
+    build(ctx, list.into(), &page, forward, total).await
+}
+
+/// Two lists whose shared members a connection shows.
+#[derive(Clone, Copy, Debug)]
+pub enum Shared {
+    /// Whom both users follow, by the more recent of the two follow times.
+    Common(UserId, UserId),
+    /// Followers of `user` whom `viewer` follows, by when they followed `user`.
+    KnownFollowers {
+        /// Whose followers.
+        user: UserId,
+        /// Who follows them.
+        viewer: UserId,
+    },
+}
+
+/// Resolves one page of an intersection of two lists ([`intersect`]).
+pub async fn resolve_shared(
+    ctx: &Context<'_>,
+    shared: Shared,
+    args: PageArgs,
+) -> async_graphql::Result<FollowConnection> {
+    let keys = ctx.data_unchecked::<CursorKeys>();
+    let (scope, first, second, order) = match shared {
+        Shared::Common(a, b) => (
+            CursorScope::Common(a, b),
+            ListKey::Following(a),
+            ListKey::Following(b),
+            intersect::Order::Latest,
+        ),
+        Shared::KnownFollowers { user, viewer } => (
+            CursorScope::KnownFollowers(user, viewer),
+            ListKey::Following(viewer),
+            ListKey::Followers(user),
+            intersect::Order::Second,
+        ),
+    };
+    let (request, forward) = args.request(keys, scope, 0).gql()?;
+    let owner = |list: ListKey| match list {
+        ListKey::Following(owner) | ListKey::Followers(owner) => owner,
+    };
+    let (a, b) = (owner(first), owner(second));
+    let loaders = ctx.data_unchecked::<Loaders>();
+    let counters = loaders
+        .counters_many(&[a, b])
+        .await
+        .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
+    let record = |user: UserId| counters.get(&user).copied().unwrap_or_default();
+    let size = |list: ListKey| {
+        let r = record(owner(list));
+        u64::from(match list {
+            ListKey::Following(_) => r.followings,
+            ListKey::Followers(_) => r.followers,
+        })
+    };
+    let task = intersect::Task {
+        first,
+        second,
+        sizes: (size(first), size(second)),
+        order,
+    };
+    let result = intersect::cached(app(ctx), task, (record(a).version, record(b).version))
+        .await
+        .gql()?;
+    let page = intersect::page_of(&result.items, request);
+    build(ctx, scope, &page, forward, result.items.len() as u64).await
+}
+
+/// An empty connection (what an anonymous viewer knows).
+pub fn empty() -> FollowConnection {
+    FollowConnection {
+        edges: Vec::new(),
+        page_info: PageInfo {
+            has_next_page: false,
+            has_previous_page: false,
+            start_cursor: None,
+            end_cursor: None,
+        },
+        total: 0,
+    }
+}
+
+/// The connection of one page of `scope`: its users loaded in one batch
+/// per kind, suspended and deleted ones left out (their edges are being
+/// taken out of the list; the page's cursors still mark where it ends).
+async fn build(
+    ctx: &Context<'_>,
+    scope: CursorScope,
+    page: &Page,
+    forward: bool,
+    total: u64,
+) -> async_graphql::Result<FollowConnection> {
+    let keys = ctx.data_unchecked::<CursorKeys>();
+    let loaders = ctx.data_unchecked::<Loaders>();
     let ids: Vec<UserId> = page.items.iter().map(|p| p.user).collect();
     prime(ctx, loaders, &ids).await;
-    // Suspended and deleted accounts are left out (their edges are being
-    // taken out of the list); the page's cursors still mark where it ends.
     let shown = loaders
         .users(&ids)
         .await
@@ -276,7 +380,7 @@ pub async fn resolve(
                 .is_some_and(|u| u.status == UserStatus::Active)
         })
         .map(|position| FollowEdge {
-            cursor: keys.encode(list, *position),
+            cursor: keys.encode(scope, *position),
             position: *position,
         })
         .collect();
@@ -288,8 +392,8 @@ pub async fn resolve(
     let page_info = PageInfo {
         has_next_page,
         has_previous_page,
-        start_cursor: page.items.first().map(|p| keys.encode(list, *p)),
-        end_cursor: page.items.last().map(|p| keys.encode(list, *p)),
+        start_cursor: page.items.first().map(|p| keys.encode(scope, *p)),
+        end_cursor: page.items.last().map(|p| keys.encode(scope, *p)),
     };
     Ok(FollowConnection {
         edges,

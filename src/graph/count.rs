@@ -1,6 +1,8 @@
 //! `scalar Count`: the type of every counter and `totalCount`.
 
-use async_graphql::{InputValueError, InputValueResult, Number, Scalar, ScalarType, Value};
+use async_graphql::{
+    InputValueError, InputValueResult, Number, Scalar, ScalarType, SimpleObject, Value,
+};
 
 /// A number of things: a non-negative whole number, sent as a JSON number.
 ///
@@ -35,4 +37,13 @@ impl From<u32> for Count {
     fn from(n: u32) -> Self {
         Self(n.into())
     }
+}
+
+/// A count whose work is bounded: exact, or a lower bound past the bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, SimpleObject)]
+pub struct BoundedCount {
+    /// The count — when `exact` is false, at least this many.
+    pub count: Count,
+    /// True when `count` is exact.
+    pub exact: bool,
 }

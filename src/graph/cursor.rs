@@ -1,8 +1,9 @@
-//! Opaque, signed paging cursors: a list, a follow time and a user id.
+//! Opaque, signed paging cursors: a connection, a follow time and a user id.
 //!
-//! A cursor names the list it was issued for, so one list's cursor cannot be
-//! replayed against another, and carries an HMAC, so a tampered cursor is
-//! refused (`BAD_CURSOR`) instead of silently paging somewhere else.
+//! A cursor names the connection it was issued for (a list, or an
+//! intersection of two), so one connection's cursor cannot be replayed
+//! against another, and carries an HMAC, so a tampered cursor is refused
+//! (`BAD_CURSOR`) instead of silently paging somewhere else.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,8 +16,28 @@ use crate::model::UserId;
 use crate::store::lists::Position;
 
 const VERSION: u8 = 1;
-const BODY: usize = 1 + 1 + 8 + 8 + 8;
+/// Version, kind, the scope's first id, the position (follow time, user);
+/// then the scope's other id, if it has one. (A list's cursor is laid out
+/// as before intersections existed: cursors already handed out stay valid.)
+const HEAD: usize = 1 + 1 + 8 + 8 + 8;
 const MAC: usize = 12;
+
+/// The connection a cursor pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CursorScope {
+    /// A follow list.
+    List(ListKey),
+    /// `User.commonFollowing`: whom the first user and the second both follow.
+    Common(UserId, UserId),
+    /// `User.knownFollowers`: followers of the first user whom the second (the viewer) follows.
+    KnownFollowers(UserId, UserId),
+}
+
+impl From<ListKey> for CursorScope {
+    fn from(list: ListKey) -> Self {
+        Self::List(list)
+    }
+}
 
 /// Signs and checks cursors.
 #[derive(Clone)]
@@ -24,10 +45,12 @@ pub struct CursorKeys {
     secret: Vec<u8>,
 }
 
-fn list_parts(list: ListKey) -> (u8, UserId) {
-    match list {
-        ListKey::Following(owner) => (1, owner),
-        ListKey::Followers(owner) => (2, owner),
+fn scope_parts(scope: CursorScope) -> (u8, Vec<UserId>) {
+    match scope {
+        CursorScope::List(ListKey::Following(owner)) => (1, vec![owner]),
+        CursorScope::List(ListKey::Followers(owner)) => (2, vec![owner]),
+        CursorScope::Common(a, b) => (3, vec![a, b]),
+        CursorScope::KnownFollowers(user, viewer) => (4, vec![user, viewer]),
     }
 }
 
@@ -50,36 +73,49 @@ impl CursorKeys {
         tag
     }
 
-    /// The cursor of `position` in `list`.
-    pub fn encode(&self, list: ListKey, position: Position) -> String {
-        let (kind, owner) = list_parts(list);
-        let mut bytes = Vec::with_capacity(BODY + MAC);
+    /// The cursor of `position` in the connection `scope`.
+    pub fn encode(&self, scope: impl Into<CursorScope>, position: Position) -> String {
+        let (kind, owners) = scope_parts(scope.into());
+        let mut bytes = Vec::with_capacity(HEAD + 8 * (owners.len() - 1) + MAC);
         bytes.push(VERSION);
         bytes.push(kind);
-        bytes.extend_from_slice(&owner.get().to_be_bytes());
+        bytes.extend_from_slice(&owners[0].get().to_be_bytes());
         bytes.extend_from_slice(&position.followed_at_ms.to_be_bytes());
         bytes.extend_from_slice(&position.user.get().to_be_bytes());
+        for owner in &owners[1..] {
+            bytes.extend_from_slice(&owner.get().to_be_bytes());
+        }
         let tag = self.tag(&bytes);
         bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    /// The position a cursor names, if it was issued for `list` and is intact.
-    pub fn decode(&self, list: ListKey, cursor: &str) -> Result<Position, ApiError> {
+    /// The position a cursor names, if it was issued for `scope` and is intact.
+    pub fn decode(
+        &self,
+        scope: impl Into<CursorScope>,
+        cursor: &str,
+    ) -> Result<Position, ApiError> {
         let bytes = URL_SAFE_NO_PAD
             .decode(cursor)
             .map_err(|_| ApiError::BadCursor)?;
-        if bytes.len() != BODY + MAC {
+        let (kind, owners) = scope_parts(scope.into());
+        let body_len = HEAD + 8 * (owners.len() - 1);
+        if bytes.len() != body_len + MAC {
             return Err(ApiError::BadCursor);
         }
-        let (body, tag) = bytes.split_at(BODY);
+        let (body, tag) = bytes.split_at(body_len);
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
         mac.update(body);
         mac.verify_truncated_left(tag)
             .map_err(|_| ApiError::BadCursor)?;
-        let (kind, owner) = list_parts(list);
         let i64_at = |i: usize| i64::from_be_bytes(body[i..i + 8].try_into().expect("8 bytes"));
-        if body[0] != VERSION || body[1] != kind || i64_at(2) != owner.get() {
+        let same_scope = i64_at(2) == owners[0].get()
+            && owners[1..]
+                .iter()
+                .enumerate()
+                .all(|(i, owner)| i64_at(HEAD + 8 * i) == owner.get());
+        if body[0] != VERSION || body[1] != kind || !same_scope {
             return Err(ApiError::BadCursor);
         }
         Ok(Position {
@@ -126,5 +162,16 @@ mod tests {
         );
         let other = CursorKeys::new("another-secret-entirely-here");
         assert_eq!(code(other.decode(list, &cursor)), "BAD_CURSOR");
+
+        let common = CursorScope::Common(user(7), user(8));
+        let cursor = keys.encode(common, position);
+        assert_eq!(keys.decode(common, &cursor).unwrap(), position);
+        for wrong in [
+            CursorScope::Common(user(8), user(7)),
+            CursorScope::KnownFollowers(user(7), user(8)),
+            CursorScope::List(list),
+        ] {
+            assert_eq!(code(keys.decode(wrong, &cursor)), "BAD_CURSOR");
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
+use super::count::{BoundedCount, Count};
 use crate::app::App;
 use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
@@ -15,6 +16,7 @@ use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
 use crate::read::batch::{self, Answer, Read};
+use crate::read::intersect;
 use crate::store::following::PairState;
 use crate::store::lists::{Page, PageRequest};
 use crate::store::users;
@@ -95,6 +97,60 @@ impl Loader<Read> for CacheLoader {
     }
 }
 
+/// Most edges `knownFollowersCount` walks (see `Relationship`).
+pub const KNOWN_FOLLOWERS_COUNT_WALK: usize = 1000;
+
+/// `knownFollowersCount` of (subject, other) pairs: how many followers of
+/// the other the subject follows, all pairs of a batch computed together
+/// (one counter read, then [`intersect::compute`]).
+pub struct KnownCountLoader(Arc<App>);
+
+impl Loader<(UserId, UserId)> for KnownCountLoader {
+    type Value = BoundedCount;
+    type Error = LoadError;
+
+    async fn load(
+        &self,
+        keys: &[(UserId, UserId)],
+    ) -> Result<HashMap<(UserId, UserId), BoundedCount>, Self::Error> {
+        let mut users: Vec<UserId> = keys.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        users.sort_unstable();
+        users.dedup();
+        let reads: Vec<Read> = users.iter().copied().map(Read::Counters).collect();
+        let answers = batch::load(&self.0, &reads).await.map_err(Arc::new)?;
+        let counters = |user: UserId| match answers.get(&Read::Counters(user)) {
+            Some(Answer::Counters(record)) => *record,
+            _ => CounterRecord::default(),
+        };
+        let tasks: Vec<intersect::Task> = keys
+            .iter()
+            .map(|(subject, other)| intersect::Task {
+                first: ListKey::Following(*subject),
+                second: ListKey::Followers(*other),
+                sizes: (
+                    counters(*subject).followings.into(),
+                    counters(*other).followers.into(),
+                ),
+                order: intersect::Order::Second,
+            })
+            .collect();
+        let results = intersect::compute(&self.0, &tasks, KNOWN_FOLLOWERS_COUNT_WALK)
+            .await
+            .map_err(Arc::new)?;
+        Ok(keys
+            .iter()
+            .zip(results)
+            .map(|(key, result)| {
+                let count = BoundedCount {
+                    count: Count(result.items.len() as u64),
+                    exact: result.complete,
+                };
+                (*key, count)
+            })
+            .collect())
+    }
+}
+
 /// The loaders of one request; each caches what it loaded for that request only.
 pub struct Loaders {
     app: Arc<App>,
@@ -103,6 +159,7 @@ pub struct Loaders {
     users: DataLoader<UserLoader, HashMapCache>,
     handles: DataLoader<HandleLoader, HashMapCache>,
     reads: DataLoader<CacheLoader, HashMapCache>,
+    known_counts: DataLoader<KnownCountLoader, HashMapCache>,
 }
 
 impl Loaders {
@@ -116,6 +173,7 @@ impl Loaders {
             users: batched(UserLoader(app.clone()), delay),
             handles: batched(HandleLoader(app.clone()), delay),
             reads: batched(CacheLoader(app.clone()), delay),
+            known_counts: batched(KnownCountLoader(app.clone()), delay),
         }
     }
 
@@ -216,6 +274,23 @@ impl Loaders {
                 _ => None,
             })
             .collect())
+    }
+
+    /// How many followers of `other` `subject` follows (bounded; see
+    /// [`KNOWN_FOLLOWERS_COUNT_WALK`]). For a user and itself, its mutuals.
+    pub async fn known_followers_count(
+        &self,
+        subject: UserId,
+        other: UserId,
+    ) -> Result<BoundedCount, LoadError> {
+        Ok(self
+            .known_counts
+            .load_one((subject, other))
+            .await?
+            .unwrap_or(BoundedCount {
+                count: Count(0),
+                exact: true,
+            }))
     }
 
     /// The page of `list`, if its cache covers it (batched with the level's

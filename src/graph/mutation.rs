@@ -133,11 +133,11 @@ pub struct FollowPayload {
 }
 
 impl FollowPayload {
-    fn new(outcome: FollowOutcome, client_mutation_id: Option<String>) -> Self {
+    fn new(viewer: UserId, outcome: FollowOutcome, client_mutation_id: Option<String>) -> Self {
         Self {
             changed: outcome.changed,
+            viewer_relation: Relationship::between(viewer, outcome.target.id, outcome.relation),
             user: UserNode(outcome.target),
-            viewer_relation: outcome.relation.into(),
             client_mutation_id,
         }
     }
@@ -155,8 +155,12 @@ impl FollowMutation {
         ctx: &Context<'_>,
         input: FollowInput,
     ) -> async_graphql::Result<FollowPayload> {
-        let outcome = run(ctx, &input.user_id, EdgeChange::Follow).await?;
-        Ok(FollowPayload::new(outcome, input.client_mutation_id))
+        let (viewer, outcome) = run(ctx, &input.user_id, EdgeChange::Follow).await?;
+        Ok(FollowPayload::new(
+            viewer,
+            outcome,
+            input.client_mutation_id,
+        ))
     }
 
     /// Makes the viewer stop following a user. Repeating it changes nothing.
@@ -165,8 +169,12 @@ impl FollowMutation {
         ctx: &Context<'_>,
         input: UnfollowInput,
     ) -> async_graphql::Result<FollowPayload> {
-        let outcome = run(ctx, &input.user_id, EdgeChange::Unfollow).await?;
-        Ok(FollowPayload::new(outcome, input.client_mutation_id))
+        let (viewer, outcome) = run(ctx, &input.user_id, EdgeChange::Unfollow).await?;
+        Ok(FollowPayload::new(
+            viewer,
+            outcome,
+            input.client_mutation_id,
+        ))
     }
 
     /// Makes the viewer follow up to 100 users in one transaction. One
@@ -204,7 +212,7 @@ impl FollowMutation {
         let outcome = write::remove_follower(app(ctx), owner, follower)
             .await
             .gql()?;
-        Ok(FollowPayload::new(outcome, input.client_mutation_id))
+        Ok(FollowPayload::new(owner, outcome, input.client_mutation_id))
     }
 }
 
@@ -238,8 +246,12 @@ async fn run_many(
             Ok(outcome) => EdgeResult {
                 user_id,
                 changed: outcome.changed,
+                viewer_relation: Some(Relationship::between(
+                    actor,
+                    outcome.target.id,
+                    outcome.relation,
+                )),
                 user: Some(UserNode(outcome.target)),
-                viewer_relation: Some(outcome.relation.into()),
                 error: None,
             },
             Err(e) => EdgeResult {
@@ -263,10 +275,11 @@ async fn run(
     ctx: &Context<'_>,
     target: &ID,
     change: EdgeChange,
-) -> async_graphql::Result<FollowOutcome> {
+) -> async_graphql::Result<(UserId, FollowOutcome)> {
     let actor = viewer(ctx).require().gql()?;
     let target = ids::decode_user(target).gql()?;
-    write::change_edge(app(ctx), actor, target, change)
+    let outcome = write::change_edge(app(ctx), actor, target, change)
         .await
-        .gql()
+        .gql()?;
+    Ok((actor, outcome))
 }

@@ -1,13 +1,23 @@
 //! `type Relationship`: how one user relates to another.
 
-use async_graphql::SimpleObject;
+use async_graphql::{ComplexObject, Context, ErrorExtensions as _, SimpleObject};
 use chrono::{DateTime, Utc};
 
+use super::count::BoundedCount;
+use super::loaders::Loaders;
+use crate::model::UserId;
 use crate::store::following::PairState;
+
+/// Complexity of `knownFollowersCount`: a bounded walk and its probes.
+pub const KNOWN_FOLLOWERS_COUNT_COST: usize = 50;
 
 /// How a user (the subject) relates to another user (the other).
 #[derive(Clone, Copy, Debug, SimpleObject)]
+#[graphql(complex)]
 pub struct Relationship {
+    /// (subject, other).
+    #[graphql(skip)]
+    pub pair: (UserId, UserId),
     /// The subject follows the other user.
     pub following: bool,
     /// The other user follows the subject.
@@ -20,8 +30,29 @@ pub struct Relationship {
     pub followed_by_at: Option<DateTime<Utc>>,
 }
 
-impl From<PairState> for Relationship {
-    fn from(state: PairState) -> Self {
+#[ComplexObject]
+impl Relationship {
+    /// How many followers of the other user the subject follows — on
+    /// `viewerRelation`, the "followers you know" of a profile. Exact while
+    /// the smaller of the two lists (whom the subject follows, who follows
+    /// the other) has at most 1,000 edges; past that, only those 1,000 are
+    /// looked at and the count is a lower bound (`exact: false`).
+    #[graphql(complexity = "KNOWN_FOLLOWERS_COUNT_COST")]
+    async fn known_followers_count(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<BoundedCount> {
+        let (subject, other) = self.pair;
+        ctx.data_unchecked::<Loaders>()
+            .known_followers_count(subject, other)
+            .await
+            .map_err(|e| e.as_ref().extend())
+    }
+}
+
+impl Relationship {
+    /// How `subject` relates to `other`, from their pair's state.
+    pub fn between(subject: UserId, other: UserId, state: PairState) -> Self {
         // Follow times are shown to the millisecond wherever they are read
         // from (the list caches keep milliseconds, PostgreSQL microseconds).
         let ms = |t: Option<DateTime<Utc>>| {
@@ -32,6 +63,7 @@ impl From<PairState> for Relationship {
             b_follows_a: ms(state.b_follows_a),
         };
         Self {
+            pair: (subject, other),
             following: state.a_follows_b.is_some(),
             followed_by: state.b_follows_a.is_some(),
             mutual: state.a_follows_b.is_some() && state.b_follows_a.is_some(),

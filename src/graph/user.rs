@@ -2,7 +2,7 @@
 
 use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
 
-use super::connection::{self, FollowConnection, PageArgs};
+use super::connection::{self, FollowConnection, PageArgs, Shared};
 use super::count::Count;
 use super::loaders::Loaders;
 use super::relation::Relationship;
@@ -86,6 +86,63 @@ impl UserNode {
         connection::resolve(ctx, ListKey::Followers(self.0.id), args).await
     }
 
+    /// Users both this user and `with` follow, newest first by the more
+    /// recent of the two follow times (each edge's `followedAt`). Computed by
+    /// walking the smaller of the two following lists and probing the other;
+    /// `totalCount` is exact while that list has at most
+    /// `KITH_INTERSECTION_WALK_MAX` (default 20,000) edges — past that, the
+    /// connection covers its newest ones. Computed results are kept for up to
+    /// 5 minutes; a follow or unfollow by either user drops them at once.
+    #[graphql(complexity = "connection::intersection_cost(first, last, child_complexity)")]
+    async fn common_following(
+        &self,
+        ctx: &Context<'_>,
+        with: ID,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let other = ids::decode_user(&with).gql()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset: None,
+        };
+        connection::resolve_shared(ctx, Shared::Common(self.0.id, other), args).await
+    }
+
+    /// Followers of this user whom the signed-in viewer follows ("followers
+    /// you know"), newest first by when they followed this user. Empty for
+    /// an anonymous viewer. Computed and bounded as `commonFollowing`.
+    #[graphql(complexity = "connection::intersection_cost(first, last, child_complexity)")]
+    async fn known_followers(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let Some(me) = viewer(ctx).optional().gql()? else {
+            return Ok(connection::empty());
+        };
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset: None,
+        };
+        let shared = Shared::KnownFollowers {
+            user: self.0.id,
+            viewer: me,
+        };
+        connection::resolve_shared(ctx, shared, args).await
+    }
+
     /// How this user relates to `other` (read from the truth, both directions).
     async fn relation_to(
         &self,
@@ -119,7 +176,7 @@ pub(crate) async fn relation(
         .relation(subject, other)
         .await
         .map_err(|e| e.as_ref().extend())?;
-    Ok(state.into())
+    Ok(Relationship::between(subject, other, state))
 }
 
 /// A user's counters.
@@ -240,15 +297,12 @@ impl UserQuery {
             .iter()
             .map(|id| {
                 users.contains_key(id).then(|| {
-                    if *id == me {
-                        PairState::default().into()
+                    let state = if *id == me {
+                        PairState::default()
                     } else {
-                        relations
-                            .get(&(me, *id))
-                            .copied()
-                            .unwrap_or_default()
-                            .into()
-                    }
+                        relations.get(&(me, *id)).copied().unwrap_or_default()
+                    };
+                    Relationship::between(me, *id, state)
                 })
             })
             .collect())

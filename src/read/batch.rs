@@ -165,7 +165,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
 
 /// Runs the batch; `None` (logged) when Redis failed, so that everything
 /// is read from PostgreSQL instead.
-async fn query(app: &App, pipe: &redis::Pipeline) -> Option<Vec<redis::Value>> {
+pub(crate) async fn query(app: &App, pipe: &redis::Pipeline) -> Option<Vec<redis::Value>> {
     if pipe.is_empty() {
         return Some(Vec::new());
     }

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod counters;
+pub mod intersect;
 pub mod pages;
 pub mod relations;
 pub mod users;

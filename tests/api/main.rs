@@ -9,6 +9,7 @@ mod rng;
 mod bulk_edits;
 mod consistency;
 mod errors;
+mod graph_queries;
 mod hardening;
 mod hostile_bench;
 mod http;

@@ -1,0 +1,412 @@
+//! Intersections of two follow lists: the users two people both follow
+//! (`commonFollowing`), and the followers of a user whom the viewer follows
+//! (`knownFollowers`, `knownFollowersCount`).
+//!
+//! Each is computed by walking the smaller list (by its counter) and probing
+//! the larger one for the members walked — never by reading two large lists
+//! whole. A walk reads the list cache when it covers the walk, else
+//! PostgreSQL (one statement for every list of a kind); a probe asks the
+//! cached list first (one Redis round trip for every probe of a batch) and
+//! the truth (`following`, by primary key, one statement) for what the
+//! cache cannot tell. A walk stops at a bound: past it, the result covers
+//! the newest edges of the smaller list only and says so (`complete`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::app::App;
+use crate::cache::ListKey;
+use crate::cache::lists::{self, Member, Membership};
+use crate::error::ApiError;
+use crate::model::UserId;
+use crate::store::following;
+use crate::store::lists::{self as store_lists, PageRequest, Position};
+
+/// How an item of an intersection is ordered (newest first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// By the more recent of its two follow times.
+    Latest,
+    /// By its follow time in the second list.
+    Second,
+}
+
+/// One intersection to compute: the members `first` and `second` share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Task {
+    /// One list.
+    pub first: ListKey,
+    /// The other list.
+    pub second: ListKey,
+    /// Their sizes (from the counters): the smaller is walked.
+    pub sizes: (u64, u64),
+    /// How the result is ordered.
+    pub order: Order,
+}
+
+/// The shared members of two lists, newest first (ties: larger id first,
+/// as every list is ordered).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Intersection {
+    /// The members, each with the time it is ordered by.
+    pub items: Vec<Position>,
+    /// False when the walk stopped at its bound: more may exist.
+    pub complete: bool,
+}
+
+/// An intersection as the process holds it: valid while the two owners'
+/// counter records keep the versions it was computed at — any follow,
+/// unfollow or follower change of either moves a version, so the next read
+/// computes it again.
+#[derive(Clone, Debug)]
+pub struct CachedIntersection {
+    /// The counter versions of the first and the second list's owners.
+    pub versions: (u64, u64),
+    /// The result.
+    pub result: Arc<Intersection>,
+}
+
+/// Largest Redis or PostgreSQL probe of one list sent at once.
+const PROBE_CHUNK: usize = 1000;
+
+/// The intersection `task` asks for, from the process cache when it was
+/// computed at the owners' current counter `versions`, else computed (and
+/// kept for `KITH_INTERSECTION_CACHE_TTL_SECS`). The versions are read
+/// before computing, so a change made meanwhile is never hidden behind them.
+pub async fn cached(
+    app: &Arc<App>,
+    task: Task,
+    versions: (u64, u64),
+) -> Result<Arc<Intersection>, ApiError> {
+    let key = (task.first, task.second);
+    if let Some(hit) = app.intersections.get(&key).await
+        && hit.versions == versions
+    {
+        return Ok(hit.result.clone());
+    }
+    let result = compute(app, &[task], app.config.intersection_walk_max)
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let result = Arc::new(result);
+    app.intersections
+        .insert(
+            key,
+            Arc::new(CachedIntersection {
+                versions,
+                result: result.clone(),
+            }),
+        )
+        .await;
+    Ok(result)
+}
+
+/// Computes `tasks` together: every walk of a kind in one statement (or
+/// from the caches), every probe in one Redis round trip and one statement.
+/// A walk reads at most `walk_limit` edges.
+pub async fn compute(
+    app: &Arc<App>,
+    tasks: &[Task],
+    walk_limit: usize,
+) -> Result<Vec<Intersection>, ApiError> {
+    // (walked, probed, the walked list is `first`)
+    let plans: Vec<(ListKey, ListKey, bool)> = tasks
+        .iter()
+        .map(|t| {
+            if t.sizes.0 <= t.sizes.1 {
+                (t.first, t.second, true)
+            } else {
+                (t.second, t.first, false)
+            }
+        })
+        .collect();
+    let mut to_walk: Vec<ListKey> = plans.iter().map(|p| p.0).collect();
+    to_walk.sort_unstable_by_key(list_order);
+    to_walk.dedup();
+    let walked = walk_many(app, &to_walk, walk_limit).await?;
+
+    let mut asks: HashMap<ListKey, Vec<UserId>> = HashMap::new();
+    for (walk, probe, _) in &plans {
+        let members = asks.entry(*probe).or_default();
+        members.extend(walked[walk].0.iter().map(|p| p.user));
+    }
+    for members in asks.values_mut() {
+        members.sort_unstable();
+        members.dedup();
+    }
+    let found = probe_many(app, asks).await?;
+
+    Ok(tasks
+        .iter()
+        .zip(&plans)
+        .map(|(task, (walk, probe, walked_first))| {
+            let (members, complete) = &walked[walk];
+            let mut items: Vec<Position> = members
+                .iter()
+                .filter_map(|p| {
+                    let probed = *found.get(&(*probe, p.user))?;
+                    let (first_ms, second_ms) = if *walked_first {
+                        (p.followed_at_ms, probed)
+                    } else {
+                        (probed, p.followed_at_ms)
+                    };
+                    let followed_at_ms = match task.order {
+                        Order::Latest => first_ms.max(second_ms),
+                        Order::Second => second_ms,
+                    };
+                    Some(Position {
+                        followed_at_ms,
+                        user: p.user,
+                    })
+                })
+                .collect();
+            items.sort_unstable_by(|a, b| {
+                (b.followed_at_ms, b.user).cmp(&(a.followed_at_ms, a.user))
+            });
+            Intersection {
+                items,
+                complete: *complete,
+            }
+        })
+        .collect())
+}
+
+fn list_order(list: &ListKey) -> (u8, UserId) {
+    match list {
+        ListKey::Following(owner) => (0, *owner),
+        ListKey::Followers(owner) => (1, *owner),
+    }
+}
+
+/// The newest `limit` members of each list, and whether that is all of it:
+/// from the list cache where it covers them (one Redis round trip), else
+/// from PostgreSQL (one statement per kind of list). Lists found uncached
+/// are filled in the background, as a page read would.
+async fn walk_many(
+    app: &Arc<App>,
+    lists_to_walk: &[ListKey],
+    limit: usize,
+) -> Result<HashMap<ListKey, (Vec<Position>, bool)>, ApiError> {
+    let request = PageRequest::After(None, limit);
+    let mut pipe = redis::pipe();
+    for list in lists_to_walk {
+        lists::queue_page(&mut pipe, &app.keys, *list, request);
+    }
+    let replies = super::batch::query(app, &pipe).await;
+    let mut out = HashMap::with_capacity(lists_to_walk.len());
+    let mut misses = Vec::new();
+    let mut uncached = Vec::new();
+    for (i, list) in lists_to_walk.iter().enumerate() {
+        let page = replies
+            .as_ref()
+            .and_then(|r| r.get(i))
+            .map(|reply| lists::parse_page(reply, limit));
+        match page {
+            Some(Ok(page)) => {
+                out.insert(*list, (page.items, !page.more));
+            }
+            Some(Err(lists::PageMiss::NotCached)) => {
+                uncached.push(*list);
+                misses.push(*list);
+            }
+            _ => misses.push(*list),
+        }
+    }
+    super::pages::start_fills(app, uncached);
+    if misses.is_empty() {
+        return Ok(out);
+    }
+    let mut conn = app.pg.get().await?;
+    for following in [true, false] {
+        let owners: Vec<UserId> = misses
+            .iter()
+            .filter_map(|list| match (list, following) {
+                (ListKey::Following(owner), true) | (ListKey::Followers(owner), false) => {
+                    Some(*owner)
+                }
+                _ => None,
+            })
+            .collect();
+        if owners.is_empty() {
+            continue;
+        }
+        let rows = store_lists::newest_many(&mut conn, following, &owners, limit + 1).await?;
+        let mut by_owner: HashMap<i64, Vec<Position>> = HashMap::new();
+        for owned in rows {
+            if let Some(user) = UserId::new(owned.row.member) {
+                by_owner.entry(owned.owner).or_default().push(Position {
+                    followed_at_ms: owned.row.followed_at.timestamp_millis(),
+                    user,
+                });
+            }
+        }
+        for owner in owners {
+            let mut members = by_owner.remove(&owner.get()).unwrap_or_default();
+            let complete = members.len() <= limit;
+            members.truncate(limit);
+            let list = if following {
+                ListKey::Following(owner)
+            } else {
+                ListKey::Followers(owner)
+            };
+            out.insert(list, (members, complete));
+        }
+    }
+    Ok(out)
+}
+
+/// Which of the asked members each list holds, with their follow times:
+/// cached lists first (one Redis round trip), then the truth for what no
+/// cache could tell (one statement; a member of `Followers(owner)` is the
+/// edge `member → owner` of `following`).
+async fn probe_many(
+    app: &Arc<App>,
+    asks: HashMap<ListKey, Vec<UserId>>,
+) -> Result<HashMap<(ListKey, UserId), i64>, ApiError> {
+    let mut pipe = redis::pipe();
+    let mut chunks: Vec<(ListKey, &[UserId])> = Vec::new();
+    for (list, members) in &asks {
+        let unsynced =
+            matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(owner));
+        for chunk in members.chunks(PROBE_CHUNK) {
+            if !unsynced {
+                lists::queue_members(&mut pipe, &app.keys, *list, chunk);
+            }
+            chunks.push((*list, chunk));
+        }
+    }
+    let replies = super::batch::query(app, &pipe).await;
+    let mut replies = replies.as_deref().map(|r| r.iter());
+    let mut found = HashMap::new();
+    let mut unknown: Vec<(ListKey, UserId)> = Vec::new();
+    for (list, chunk) in chunks {
+        let unsynced = matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(&owner));
+        let reply = if unsynced {
+            None
+        } else {
+            replies.as_mut().and_then(Iterator::next)
+        };
+        let membership = reply.map_or(Membership::NotCached, |r| {
+            lists::parse_members(r, chunk.len())
+        });
+        match membership {
+            Membership::Known(answers) => {
+                for (member, answer) in chunk.iter().zip(answers) {
+                    match answer {
+                        Member::In(ms) => {
+                            found.insert((list, *member), ms);
+                        }
+                        Member::Absent => {}
+                        Member::Unknown => unknown.push((list, *member)),
+                    }
+                }
+            }
+            Membership::NotCached => unknown.extend(chunk.iter().map(|m| (list, *m))),
+        }
+    }
+    if unknown.is_empty() {
+        return Ok(found);
+    }
+    let edge = |list: ListKey, member: UserId| match list {
+        ListKey::Following(owner) => (owner, member),
+        ListKey::Followers(owner) => (member, owner),
+    };
+    let pairs: Vec<(UserId, UserId)> = unknown.iter().map(|(l, m)| edge(*l, *m)).collect();
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        following::rows(&mut conn, &pairs).await?
+    };
+    let active: HashMap<(i64, i64), i64> = rows
+        .into_iter()
+        .filter(|r| r.active)
+        .map(|r| {
+            (
+                (r.from_user_id, r.to_user_id),
+                r.followed_at.timestamp_millis(),
+            )
+        })
+        .collect();
+    for (list, member) in unknown {
+        let (from, to) = edge(list, member);
+        if let Some(ms) = active.get(&(from.get(), to.get())) {
+            found.insert((list, member), *ms);
+        }
+    }
+    Ok(found)
+}
+
+/// The page `request` asks of `items` (newest first), with the same
+/// meaning of `more` and `other` as a list page.
+pub fn page_of(items: &[Position], request: PageRequest) -> store_lists::Page {
+    let key = |p: &Position| (p.followed_at_ms, p.user);
+    match request {
+        PageRequest::After(cursor, n) => {
+            let start = cursor.map_or(0, |c| items.partition_point(|p| key(p) >= key(&c)));
+            let end = (start + n).min(items.len());
+            store_lists::Page {
+                items: items[start..end].to_vec(),
+                more: end < items.len(),
+                other: start > 0,
+            }
+        }
+        PageRequest::Before(cursor, n) => {
+            let end = cursor.map_or(items.len(), |c| items.partition_point(|p| key(p) > key(&c)));
+            let start = end.saturating_sub(n);
+            store_lists::Page {
+                items: items[start..end].to_vec(),
+                more: start > 0,
+                other: end < items.len(),
+            }
+        }
+        PageRequest::Offset(offset, n) => {
+            let start = offset.min(items.len());
+            let end = (start + n).min(items.len());
+            store_lists::Page {
+                items: items[start..end].to_vec(),
+                more: end < items.len(),
+                other: start > 0,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64, user: i64) -> Position {
+        Position {
+            followed_at_ms: ms,
+            user: UserId::new(user).unwrap(),
+        }
+    }
+
+    #[test]
+    fn pages_of_a_sorted_intersection_never_skip_or_repeat() {
+        // Newest first; ties broken by the larger id first.
+        let items = vec![at(9, 1), at(7, 5), at(7, 3), at(4, 2), at(1, 8)];
+        let first = page_of(&items, PageRequest::After(None, 2));
+        assert_eq!(first.items, items[..2]);
+        assert!(first.more && !first.other);
+        let second = page_of(&items, PageRequest::After(Some(items[1]), 2));
+        assert_eq!(second.items, items[2..4]);
+        assert!(second.more && second.other);
+        let last = page_of(&items, PageRequest::After(Some(items[3]), 2));
+        assert_eq!(last.items, items[4..]);
+        assert!(!last.more && last.other);
+
+        let back = page_of(&items, PageRequest::Before(Some(items[2]), 5));
+        assert_eq!(back.items, items[..2]);
+        assert!(!back.more && back.other);
+        let oldest = page_of(&items, PageRequest::Before(None, 2));
+        assert_eq!(oldest.items, items[3..]);
+        assert!(oldest.more && !oldest.other);
+
+        // A cursor whose edge left the list still marks the same place.
+        let gone = at(7, 4);
+        let after_gone = page_of(&items, PageRequest::After(Some(gone), 1));
+        assert_eq!(after_gone.items, vec![items[2]]);
+        let before_gone = page_of(&items, PageRequest::Before(Some(gone), 1));
+        assert_eq!(before_gone.items, vec![items[1]]);
+    }
+}
