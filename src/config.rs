@@ -35,6 +35,9 @@
 //! | `KITH_USER_CACHE_TTL_SECS` | `60` | longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held) |
 //! | `KITH_INTERSECTION_WALK_MAX` | `20000` | most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so) |
 //! | `KITH_INTERSECTION_CACHE_TTL_SECS` | `300` | life of a computed `commonFollowing` / `knownFollowers` in process (a follow or unfollow by either user drops it at once) |
+//! | `KITH_MAX_LIVE_CONNECTIONS_PER_USER` | `10` | WebSocket connections (`/graphql`, `graphql-transport-ws`) one user may hold open on one replica |
+//! | `KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION` | `20` | subscriptions one WebSocket connection may run at once |
+//! | `KITH_LIVE_COUNTERS_INTERVAL_MS` | `250` | `userCountersChanged` sends at most one update per interval (changes in between are coalesced) |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
 //! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |
@@ -133,6 +136,12 @@ pub struct Config {
     pub intersection_walk_max: usize,
     /// Life of a computed intersection held in process, seconds.
     pub intersection_cache_ttl_secs: u64,
+    /// WebSocket connections one user may hold open on one replica.
+    pub max_live_connections_per_user: usize,
+    /// Subscriptions one WebSocket connection may run at once.
+    pub max_subscriptions_per_connection: usize,
+    /// Shortest interval between two counter updates of one subscription, ms.
+    pub live_counters_interval_ms: u64,
     /// Deepest GraphQL selection accepted.
     pub max_query_depth: usize,
     /// Most complex GraphQL query accepted.
@@ -215,6 +224,17 @@ impl Config {
             user_cache_ttl_secs: parse(&lookup, "KITH_USER_CACHE_TTL_SECS", "60")?,
             intersection_walk_max: parse(&lookup, "KITH_INTERSECTION_WALK_MAX", "20000")?,
             intersection_cache_ttl_secs: parse(&lookup, "KITH_INTERSECTION_CACHE_TTL_SECS", "300")?,
+            max_live_connections_per_user: parse(
+                &lookup,
+                "KITH_MAX_LIVE_CONNECTIONS_PER_USER",
+                "10",
+            )?,
+            max_subscriptions_per_connection: parse(
+                &lookup,
+                "KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+                "20",
+            )?,
+            live_counters_interval_ms: parse(&lookup, "KITH_LIVE_COUNTERS_INTERVAL_MS", "250")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             max_offset: parse(&lookup, "KITH_MAX_OFFSET", "10000")?,

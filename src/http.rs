@@ -7,6 +7,10 @@
 //!   `KITH_MAX_BODY_BYTES` (`413`, counted while the body streams in).
 //! - `GET /graphql?query=…` runs queries (cacheable); mutations get `405`. A
 //!   browser's GET without a query (`Accept: text/html`) gets GraphiQL.
+//! - `GET /graphql` with a WebSocket upgrade speaks `graphql-transport-ws`
+//!   (the protocol of `graphql-ws` and Apollo Client; the older
+//!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
+//!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`).
 //! - The answer is `application/graphql-response+json` when the client asks
 //!   for it: then a request refused before execution (it does not parse,
 //!   validate or fit the limits) is `400` with no `data`. Otherwise it is
@@ -16,12 +20,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::http::GraphiQLSource;
+use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
 use async_graphql::parser::types::OperationType;
+use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, Request, State};
+use axum::extract::{FromRequestParts as _, Query, Request, State, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Json, Response};
@@ -169,8 +174,88 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
     }
 }
 
-async fn graphql_get(
-    State(state): State<HttpState>,
+async fn graphql_get(State(state): State<HttpState>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let upgrade = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if upgrade {
+        return websocket(state, parts).await;
+    }
+    let query = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri);
+    graphql_query_get(state, parts.headers, query).await
+}
+
+/// A WebSocket for subscriptions: the connection is accepted once its
+/// `connection_init` carries a valid bearer token and its user has a free
+/// connection (`KITH_MAX_LIVE_CONNECTIONS_PER_USER`); otherwise it is closed
+/// with the reason.
+async fn websocket(state: HttpState, mut parts: axum::http::request::Parts) -> Response {
+    let protocol = match GraphQLProtocol::from_request_parts(&mut parts, &()).await {
+        Ok(protocol) => protocol,
+        Err(status) => {
+            return (
+                status,
+                "ask for the graphql-transport-ws subprotocol (Sec-WebSocket-Protocol)",
+            )
+                .into_response();
+        }
+    };
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let executor = graph::StreamExecutor::new(state.schema.clone(), state.app.clone());
+    let app = state.app;
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |stream| {
+            GraphQLWebSocket::new(stream, executor, protocol)
+                .on_connection_init(move |payload| connection_init(app, payload))
+                .serve()
+        })
+}
+
+/// Admits a WebSocket connection: its viewer and its share of the limits
+/// become the data of everything it runs.
+async fn connection_init(
+    app: Arc<App>,
+    payload: Value,
+) -> async_graphql::Result<async_graphql::Data> {
+    let authorization = ["authorization", "Authorization"]
+        .iter()
+        .find_map(|key| payload.get(*key).and_then(Value::as_str).map(str::to_owned))
+        .or_else(|| {
+            payload
+                .get("token")
+                .and_then(Value::as_str)
+                .map(|token| format!("Bearer {token}"))
+        });
+    let viewer = Viewer::from_authorization(
+        &app.tokens,
+        authorization.as_deref(),
+        chrono::Utc::now().timestamp(),
+    );
+    let user = viewer
+        .require()
+        .map_err(|e| async_graphql::Error::new(e.to_string()))?;
+    let place = app
+        .live
+        .connect(user, app.config.max_live_connections_per_user)
+        .map_err(|e| async_graphql::Error::new(e.to_string()))?;
+    let mut data = async_graphql::Data::default();
+    data.insert(viewer);
+    data.insert(graph::subscription::LiveConnection::new(
+        place,
+        app.config.max_subscriptions_per_connection,
+    ));
+    Ok(data)
+}
+
+async fn graphql_query_get(
+    state: HttpState,
     headers: HeaderMap,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
@@ -477,9 +562,20 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    // Informational: without it subscriptions here get no updates, but
+    // queries and mutations are served.
+    let live = if state.app.live.is_listening() {
+        "listening"
+    } else {
+        "not listening"
+    };
     (
         status,
-        Json(serde_json::json!({ "postgres": word(postgres_ok), "redis": word(redis_ok) })),
+        Json(serde_json::json!({
+            "postgres": word(postgres_ok),
+            "redis": word(redis_ok),
+            "live": live,
+        })),
     )
 }
 

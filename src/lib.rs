@@ -13,6 +13,8 @@
 //!   the key layout.
 //! - [`read`]: the read model — list pages (hot memory → Redis → PostgreSQL),
 //!   counters and relationships, batched per request.
+//! - [`live`]: live updates — the projector's batches, published through
+//!   Redis to the GraphQL subscriptions of every replica.
 //! - [`consistency`]: verify, reconcile and rebuild the derived views from
 //!   the truth; the sampled online counter check.
 //! - [`metrics`]: what `GET /metrics` reports.
@@ -27,6 +29,7 @@ pub mod consistency;
 pub mod error;
 pub mod graph;
 pub mod http;
+pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;

@@ -487,6 +487,7 @@ async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
         }
     }
     if jobs.http {
+        tasks.spawn(kith::live::listen(app.clone(), shutdown.clone()).map(|()| Ok(())));
         let mut stop = shutdown.clone();
         tasks.spawn(
             kith::http::serve(app.clone(), async move { stop.wait().await })

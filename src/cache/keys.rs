@@ -52,6 +52,11 @@ impl RedisKeys {
         format!("{}kith:outbox", self.prefix)
     }
 
+    /// The pub/sub channel of live updates (what projectors applied).
+    pub fn live_channel(&self) -> String {
+        format!("{}kith:live", self.prefix)
+    }
+
     /// The follow/unfollow token bucket of `user`.
     pub fn follow_rate_limit(&self, user: UserId) -> String {
         format!("{}rl:follow:{{{user}}}", self.prefix)

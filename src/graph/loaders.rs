@@ -177,6 +177,17 @@ impl Loaders {
         }
     }
 
+    /// Loaders that batch but remember nothing: for a subscription, whose
+    /// events must each read what is current.
+    pub fn uncached(app: &Arc<App>) -> Self {
+        let loaders = Self::new(app);
+        loaders.users.enable_all_cache(false);
+        loaders.handles.enable_all_cache(false);
+        loaders.reads.enable_all_cache(false);
+        loaders.known_counts.enable_all_cache(false);
+        loaders
+    }
+
     /// The user `id`, unless unknown or deleted.
     pub async fn user(&self, id: UserId) -> Result<Option<User>, LoadError> {
         Ok(self.users(&[id]).await?.remove(&id))

@@ -3,6 +3,8 @@
 //! prefix, so the suite runs in parallel and in any order.
 
 mod helpers;
+#[path = "../common/http.rs"]
+mod http_client;
 #[path = "../common/rng.rs"]
 mod rng;
 
@@ -27,5 +29,6 @@ mod redis_outage;
 mod redis_policy;
 mod schema_snapshot;
 mod seed;
+mod subscriptions;
 mod user_cache;
 mod write_path;

@@ -12,6 +12,7 @@
 //! short form `cargo test` runs); `scripts/faults` runs the long form. A
 //! report goes to `target/fault-reports/faults.md`.
 
+#[path = "../common/http.rs"]
 mod http;
 #[path = "../common/rng.rs"]
 mod rng;

@@ -10,17 +10,38 @@ use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::cache::{self, ListKey};
+use crate::live::{self, FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
+use crate::pipeline::events::FollowEventType;
 use crate::store::{follower, following, stats};
 
-/// Writes the current truth of every user and edge in `events` to Redis.
+/// Writes the current truth of every user and edge in `events` to Redis,
+/// then tells every replica's subscribers what changed ([`crate::live`]).
 pub async fn resync<'a>(
     app: &App,
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<(), PipelineError> {
-    let (users, pairs) = touched(events);
-    resync_state(app, users, pairs).await
+    let events: Vec<&Event> = events.into_iter().collect();
+    let (users, pairs) = touched(events.iter().copied());
+    let counters: Vec<UserId> = users.iter().copied().collect();
+    resync_state(app, users, pairs).await?;
+    let follows = events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Follow(e) => Some(FollowChange {
+                from: e.from,
+                to: e.to,
+                active: e.event_type == FollowEventType::FollowCreated,
+                version: e.version,
+                followed_at_ms: e.followed_at_ms,
+                occurred_at_ms: e.occurred_at_ms,
+            }),
+            Event::Content(_) => None,
+        })
+        .collect();
+    live::publish(app, &LiveBatch { counters, follows }).await;
+    Ok(())
 }
 
 /// The users and edges `events` touch.

@@ -1,0 +1,451 @@
+//! Subscriptions over a real WebSocket (`graphql-transport-ws`, as
+//! `graphql-ws` and Apollo Client speak it): counters and follower events
+//! from a follow made on another replica, the connection's authentication
+//! and limits, and coalesced counter updates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt as _, StreamExt as _};
+use kith::app::App;
+use kith::graph::ids;
+use kith::model::UserId;
+use kith::pipeline::Shutdown;
+use kith::pipeline::projector::ProjectorHooks;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::helpers::{KithProcess, TestApp, eventually, spawn_app, spawn_app_with};
+use crate::http_client;
+
+/// How long a test waits for one message.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A `graphql-transport-ws` client, message by message.
+struct LiveClient {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// Messages received while waiting for another operation's.
+    held: Vec<Value>,
+}
+
+impl LiveClient {
+    /// Opens a connection and sends `connection_init` with `payload`; Ok
+    /// once the server acknowledges, Err with the close reason otherwise.
+    async fn connect(port: u16, payload: Value) -> Result<Self, String> {
+        let mut request = format!("ws://127.0.0.1:{port}/graphql")
+            .into_client_request()
+            .unwrap();
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        let (ws, response) = tokio_tungstenite::connect_async(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        assert_eq!(
+            response.headers()["sec-websocket-protocol"],
+            "graphql-transport-ws"
+        );
+        let mut client = Self {
+            ws,
+            held: Vec::new(),
+        };
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        match client.next().await {
+            Ok(message) if message["type"] == "connection_ack" => Ok(client),
+            Ok(message) => Err(format!("unexpected {message}")),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.ws
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+    }
+
+    /// Starts operation `id`.
+    async fn subscribe(&mut self, id: &str, query: &str, variables: Value) {
+        self.send(json!({
+            "id": id, "type": "subscribe",
+            "payload": { "query": query, "variables": variables },
+        }))
+        .await;
+    }
+
+    /// The next protocol message (pings answered on the way); Err with the
+    /// close frame's code and reason when the server closes.
+    async fn next(&mut self) -> Result<Value, String> {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .map_err(|_| "no message in time".to_owned())?;
+            match message {
+                Some(Ok(Message::Text(text))) => {
+                    let value: Value = serde_json::from_str(&text).unwrap();
+                    if value["type"] == "ping" {
+                        self.send(json!({ "type": "pong" })).await;
+                        continue;
+                    }
+                    return Ok(value);
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    return Err(frame.map_or("closed".into(), |f| {
+                        format!("closed {}: {}", u16::from(f.code), f.reason)
+                    }));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e.to_string()),
+                None => return Err("closed".into()),
+            }
+        }
+    }
+
+    /// The errors operation `id` ends with (an `error` message, or a
+    /// `next` carrying errors, as the protocol allows either).
+    async fn errors_of(&mut self, id: &str) -> Value {
+        let message = self.next_message_of(id).await;
+        match message["type"].as_str() {
+            Some("error") => message["payload"].clone(),
+            Some("next") if !message["payload"]["errors"].is_null() => {
+                message["payload"]["errors"].clone()
+            }
+            _ => panic!("operation {id} did not fail: {message}"),
+        }
+    }
+
+    /// The data of the next `next` message of operation `id`.
+    async fn next_of(&mut self, id: &str) -> Value {
+        let message = self.next_message_of(id).await;
+        assert_eq!(message["type"], "next", "{message}");
+        assert!(message["payload"]["errors"].is_null(), "{message}");
+        message["payload"]["data"].clone()
+    }
+
+    /// The next message of operation `id`; the other operations' messages
+    /// received meanwhile are held for their turn (the server interleaves
+    /// operations as their data comes).
+    async fn next_message_of(&mut self, id: &str) -> Value {
+        if let Some(i) = self.held.iter().position(|m| m["id"] == id) {
+            return self.held.remove(i);
+        }
+        loop {
+            let message = self
+                .next()
+                .await
+                .unwrap_or_else(|e| panic!("waiting for operation {id}: {e}"));
+            if message["id"] == id {
+                return message;
+            }
+            self.held.push(message);
+        }
+    }
+}
+
+const COUNTERS: &str = "subscription($id: ID!) { userCountersChanged(userId: $id) {
+    userId counters { followers followings } } }";
+const EVENTS: &str = "subscription($id: ID!) { followerEvents(userId: $id) {
+    type userId followerId version follower { handle counters { followings } } } }";
+
+fn auth(t: &TestApp, user: UserId) -> Value {
+    json!({ "authorization": format!("Bearer {}", t.token(user)) })
+}
+
+fn gid(user: UserId) -> String {
+    ids::user_id(user).to_string()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until the `kith` process on `port` answers and receives live updates.
+async fn wait_listening(port: u16) {
+    eventually("the replica to listen for live updates", 60, || async {
+        let body = http_client::get(port, "/readyz").await.ok()?;
+        let body: Value = serde_json::from_slice(&body).ok()?;
+        (body["live"] == "listening").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
+    let t = spawn_app().await;
+    let (star, fan, watcher) = (
+        t.user("star").await,
+        t.user("fan").await,
+        t.user("watcher").await,
+    );
+    let (port_a, port_b) = (free_port(), free_port());
+    // Replica A serves only; replica B serves, relays and projects.
+    let _a = KithProcess::start(
+        &t,
+        "serve",
+        &[("KITH_HTTP_ADDR", format!("127.0.0.1:{port_a}"))],
+    );
+    let _b = KithProcess::start(
+        &t,
+        "run",
+        &[("KITH_HTTP_ADDR", format!("127.0.0.1:{port_b}"))],
+    );
+    wait_listening(port_a).await;
+    wait_listening(port_b).await;
+
+    let mut client = LiveClient::connect(port_a, auth(&t, watcher))
+        .await
+        .unwrap();
+    client
+        .subscribe("c", COUNTERS, json!({ "id": gid(star) }))
+        .await;
+    client
+        .subscribe("e", EVENTS, json!({ "id": gid(star) }))
+        .await;
+    let first = client.next_of("c").await;
+    assert_eq!(
+        first["userCountersChanged"],
+        json!({ "userId": gid(star), "counters": { "followers": 0, "followings": 0 } }),
+        "the current counters come first"
+    );
+
+    let follow = "mutation($id: ID!) { follow(input: {userId: $id}) { changed } }";
+    let r = http_client::graphql(port_b, &t.token(fan), follow, json!({ "id": gid(star) }))
+        .await
+        .unwrap();
+    assert_eq!(r["data"]["follow"]["changed"], true, "{r}");
+
+    let event = client.next_of("e").await;
+    assert_eq!(
+        event["followerEvents"],
+        json!({
+            "type": "FOLLOWED", "userId": gid(star), "followerId": gid(fan), "version": 1,
+            "follower": { "handle": "fan", "counters": { "followings": 1 } },
+        })
+    );
+    let counters = client.next_of("c").await;
+    assert_eq!(
+        counters["userCountersChanged"]["counters"]["followers"], 1,
+        "{counters}"
+    );
+    // A subscriber that re-queries replica A on the event sees the follow.
+    let profile = "query($id: ID!) { user(id: $id) { counters { followers }
+        followers(first: 5) { edges { node { handle } } } } }";
+    let r = http_client::graphql(
+        port_a,
+        &t.token(watcher),
+        profile,
+        json!({ "id": gid(star) }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["data"]["user"]["counters"]["followers"], 1, "{r}");
+    assert_eq!(
+        r["data"]["user"]["followers"]["edges"][0]["node"]["handle"],
+        "fan"
+    );
+
+    let unfollow = "mutation($id: ID!) { unfollow(input: {userId: $id}) { changed } }";
+    http_client::graphql(port_b, &t.token(fan), unfollow, json!({ "id": gid(star) }))
+        .await
+        .unwrap();
+    let event = client.next_of("e").await;
+    assert_eq!(event["followerEvents"]["type"], "UNFOLLOWED");
+    assert_eq!(event["followerEvents"]["version"], 2);
+    let counters = client.next_of("c").await;
+    assert_eq!(counters["userCountersChanged"]["counters"]["followers"], 0);
+
+    // Completing one subscription leaves the other running.
+    client.send(json!({ "id": "c", "type": "complete" })).await;
+    http_client::graphql(port_b, &t.token(fan), follow, json!({ "id": gid(star) }))
+        .await
+        .unwrap();
+    let event = client.next_of("e").await;
+    assert_eq!(event["followerEvents"]["version"], 3);
+}
+
+/// A replica in this process: the API on a free port, its live-update
+/// listener, and (when `pipeline`) a relay and a projector.
+struct Replica {
+    port: u16,
+    stop: kith::pipeline::ShutdownTrigger,
+    _jobs: Vec<crate::helpers::Job>,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.stop.trigger();
+    }
+}
+
+async fn replica(t: &TestApp, app: Arc<App>, pipeline: bool) -> Replica {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, shutdown) = Shutdown::new();
+    tokio::spawn(kith::live::listen(app.clone(), shutdown.clone()));
+    let router = kith::http::router(app.clone());
+    let mut served = shutdown.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { served.wait().await })
+            .await
+    });
+    eventually("the live listener", 10, || async {
+        app.live.is_listening().then_some(())
+    })
+    .await;
+    let jobs = if pipeline {
+        vec![
+            t.start_relay(),
+            t.start_projector(Arc::new(ProjectorHooks::default())),
+        ]
+    } else {
+        Vec::new()
+    };
+    Replica {
+        port,
+        stop,
+        _jobs: jobs,
+    }
+}
+
+#[tokio::test]
+async fn connections_need_a_token_and_stay_within_their_limits() {
+    let t = spawn_app_with(|c| {
+        c.max_live_connections_per_user = 2;
+        c.max_subscriptions_per_connection = 2;
+    })
+    .await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let r = replica(&t, t.app.clone(), false).await;
+
+    for payload in [
+        json!({}),
+        json!({ "authorization": "Bearer not-a-token" }),
+        json!({ "authorization": t.token(alice) }),
+    ] {
+        let refused = LiveClient::connect(r.port, payload.clone()).await;
+        let reason = refused
+            .err()
+            .unwrap_or_else(|| panic!("{payload} was accepted"));
+        assert!(reason.starts_with("closed"), "{payload}: {reason}");
+    }
+
+    let mut first = LiveClient::connect(r.port, auth(&t, alice)).await.unwrap();
+    let second = LiveClient::connect(r.port, json!({ "token": t.token(alice) }))
+        .await
+        .unwrap();
+    let third = LiveClient::connect(r.port, auth(&t, alice)).await;
+    assert!(
+        third
+            .as_ref()
+            .err()
+            .is_some_and(|r| r.contains("live connections")),
+        "a third connection of one user is refused: {:?}",
+        third.err()
+    );
+    // Another user is not affected; a closed connection frees its place.
+    LiveClient::connect(r.port, auth(&t, bob)).await.unwrap();
+    drop(second);
+    eventually("the closed connection's place to be freed", 10, || async {
+        LiveClient::connect(r.port, auth(&t, alice)).await.ok()
+    })
+    .await;
+
+    for id in ["1", "2", "3"] {
+        first
+            .subscribe(id, COUNTERS, json!({ "id": gid(bob) }))
+            .await;
+    }
+    // The three start concurrently: whichever comes last is refused.
+    let mut firsts: std::collections::BTreeMap<String, Value> = Default::default();
+    while firsts.len() < 3 {
+        let message = first.next().await.unwrap();
+        let id = message["id"].as_str().unwrap_or_default().to_owned();
+        firsts.entry(id).or_insert(message);
+    }
+    let refused: Vec<&Value> = firsts
+        .values()
+        .filter(|m| m["type"] == "error" || !m["payload"]["errors"].is_null())
+        .collect();
+    assert_eq!(refused.len(), 1, "{firsts:?}");
+    let errors = if refused[0]["type"] == "error" {
+        &refused[0]["payload"]
+    } else {
+        &refused[0]["payload"]["errors"]
+    };
+    assert_eq!(errors[0]["extensions"]["code"], "INVALID_INPUT", "{errors}");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("subscriptions per connection")
+    );
+
+    // Malformed ids are coded errors; subscriptions are not served over HTTP.
+    first
+        .subscribe("4", COUNTERS, json!({ "id": "nope" }))
+        .await;
+    let refused = first.errors_of("4").await;
+    assert_eq!(
+        refused[0]["extensions"]["code"], "INVALID_INPUT",
+        "{refused}"
+    );
+    let over_http = t
+        .execute(
+            kith::auth::Viewer::User(alice),
+            COUNTERS,
+            json!({ "id": gid(bob) }),
+        )
+        .await;
+    assert_eq!(
+        crate::helpers::error_code(&over_http),
+        Some("INVALID_INPUT"),
+        "{over_http}"
+    );
+}
+
+#[tokio::test]
+async fn counter_updates_are_coalesced() {
+    let t = spawn_app().await;
+    let star = t.user("star").await;
+    let mut fans = Vec::new();
+    for i in 0..30 {
+        fans.push(t.user(&format!("fan{i}")).await);
+    }
+    let r = replica(&t, t.app.clone(), true).await;
+    let mut client = LiveClient::connect(r.port, auth(&t, star)).await.unwrap();
+    client
+        .subscribe("c", COUNTERS, json!({ "id": gid(star) }))
+        .await;
+    client.next_of("c").await;
+    let started = tokio::time::Instant::now();
+    for fan in &fans {
+        t.follow(*fan, star).await;
+    }
+    let mut updates = 0;
+    loop {
+        let payload = client.next_of("c").await;
+        updates += 1;
+        if payload["userCountersChanged"]["counters"]["followers"] == 30 {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    // At most one update per 250 ms interval, plus the first.
+    let bound = elapsed.as_millis() / 250 + 2;
+    eprintln!("{updates} updates for 30 follows in {elapsed:?}");
+    assert!(
+        updates as u128 <= bound && updates < 30,
+        "{updates} updates in {elapsed:?}"
+    );
+}
