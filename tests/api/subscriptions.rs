@@ -449,3 +449,45 @@ async fn counter_updates_are_coalesced() {
         "{updates} updates in {elapsed:?}"
     );
 }
+
+/// The `graphql-ws` npm client — what Apollo Client and most frontends
+/// subscribe with — against a replica with its pipeline (`tests/http-audit/live.mjs`).
+#[tokio::test]
+async fn the_graphql_ws_client_sees_a_follow_live() {
+    let t = spawn_app().await;
+    let (star, fan, watcher) = (
+        t.user("star").await,
+        t.user("fan").await,
+        t.user("watcher").await,
+    );
+    let r = replica(&t, t.app.clone(), true).await;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit");
+    assert!(
+        std::path::Path::new(dir)
+            .join("node_modules/graphql-ws")
+            .exists(),
+        "the JavaScript clients are not installed (scripts/stack tools)"
+    );
+    let args = [
+        format!("{dir}/live.mjs"),
+        format!("ws://127.0.0.1:{}/graphql", r.port),
+        format!("http://127.0.0.1:{}/graphql", r.port),
+        t.token(watcher),
+        t.token(fan),
+        gid(star),
+    ];
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .args(&args)
+            .output()
+            .expect("node runs (scripts/stack tools installs it)")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
