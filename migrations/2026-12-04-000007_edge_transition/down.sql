@@ -1,3 +1,4 @@
+DROP FUNCTION kith_change_edges(BIGINT, BIGINT[], UUID[], BOOLEAN);
 DROP FUNCTION kith_remove_follower(BIGINT, BIGINT, UUID);
 
 -- kith_change_edge as migration 000004 made it.
@@ -126,3 +127,6 @@ END
 $$;
 
 DROP FUNCTION kith_transition_edge(BIGINT, BIGINT, BOOLEAN, UUID);
+DROP FUNCTION kith_pair_state(BIGINT, BIGINT);
+DROP FUNCTION kith_count_followings(BIGINT, BIGINT);
+DROP FUNCTION kith_edge_step(BIGINT, BIGINT, BOOLEAN, UUID);

@@ -128,10 +128,10 @@ pub async fn remove_follower(
     super::committed(rows).ok_or(diesel::result::Error::NotFound)
 }
 
-/// Follows (`follow`) or unfollows every target as `actor`, in one statement
-/// and so one transaction: `kith_change_edge` once per target, in the order
-/// given — callers give targets in ascending id order, the order every
-/// multi-edge change locks edges in, so two batches of one actor never
+/// Follows (`follow`) or unfollows every target as `actor`, in one call
+/// (`kith_change_edges`) and so one transaction. Targets must come in
+/// ascending id order — the order edges are locked in, with the actor's
+/// counters last, as every edge write locks — so that two writes never
 /// deadlock. One row per target, in that order.
 pub async fn change_edges(
     conn: &mut PgConn,
@@ -141,18 +141,14 @@ pub async fn change_edges(
 ) -> QueryResult<Vec<EdgeChangeRow>> {
     let (ids, events): (Vec<i64>, Vec<uuid::Uuid>) =
         targets.iter().map(|(id, event)| (id.get(), *event)).unzip();
-    // Raw SQL: diesel has no LATERAL join over a function.
-    let rows: Vec<EdgeChangeRow> = diesel::sql_query(
-        "SELECT r.* FROM unnest($2::bigint[], $3::uuid[]) WITH ORDINALITY AS t(target, event_id, n)
-           CROSS JOIN LATERAL kith_change_edge($1, t.target, $4, t.event_id) r
-          ORDER BY t.n",
-    )
-    .bind::<BigInt, _>(actor.get())
-    .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
-    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
-    .bind::<Bool, _>(follow)
-    .load(conn)
-    .await?;
+    let rows: Vec<EdgeChangeRow> =
+        diesel::sql_query("SELECT * FROM kith_change_edges($1, $2, $3, $4)")
+            .bind::<BigInt, _>(actor.get())
+            .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
+            .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
+            .bind::<Bool, _>(follow)
+            .load(conn)
+            .await?;
     if rows.len() != targets.len() {
         return Err(diesel::result::Error::NotFound);
     }

@@ -195,25 +195,21 @@ pub async fn change_edges(
         following::change_edges(&mut conn, actor, &calls, change == EdgeChange::Follow).await?
     };
     let mut applied = Vec::new();
-    for (row, (target, event_id)) in rows.into_iter().zip(calls) {
-        let index = valid
-            .iter()
-            .find(|(t, _)| *t == target)
-            .map(|(_, i)| *i)
-            .expect("every call comes from a valid target");
+    for ((row, (target, event_id)), (_, index)) in rows.into_iter().zip(calls).zip(&valid) {
         let edge = Edge {
             from: actor,
             to: target,
             change,
             event_id,
         };
-        results[index] = Some(match outcome(row, edge, target) {
+        results[*index] = Some(match outcome(row, edge, target) {
             Ok(outcome) => {
                 applied.push(outcome.clone());
                 Ok(outcome)
             }
             Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
             Err(Refusal::TargetUnfollowable) => Err(TargetError::Unfollowable),
+            // The actor's refusal comes on every row, and nothing changed.
             Err(other) => return Err(other.into()),
         });
     }

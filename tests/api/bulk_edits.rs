@@ -10,6 +10,7 @@ use kith::graph::ids;
 use kith::model::{UserId, UserStatus};
 use kith::pipeline::events::FollowEventType;
 use kith::pipeline::projector::ProjectorHooks;
+use kith::write::lifecycle;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, error_code, settled, spawn_app, spawn_app_with};
@@ -222,6 +223,9 @@ async fn a_removed_follower_stops_following_everywhere() {
     assert_ok(&t.follow(fan, other).await);
     assert_ok(&t.follow(me, fan).await);
     settled(&t, &[me, fan, other], 60).await;
+    // No pipeline while the owner looks: what it sees comes from the write path.
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
 
     let remove = "mutation($id: ID!) { removeFollower(input: {userId: $id}) {
         changed user { handle } viewerRelation { following followedBy mutual } } }";
@@ -276,6 +280,8 @@ async fn a_removed_follower_stops_following_everywhere() {
         .await;
     assert_eq!(error_code(&r), Some("UNAUTHENTICATED"));
 
+    let relay = t.start_relay();
+    let projector = t.start_projector(Arc::new(ProjectorHooks::default()));
     settled(&t, &[me, fan, other], 60).await;
     assert_eq!(t.full_stats(me).await.followers, 0);
     assert_eq!(t.full_stats(fan).await.followings, 1);
@@ -307,4 +313,93 @@ async fn a_removed_follower_stops_following_everywhere() {
     assert_eq!(d["me"]["followers"]["edges"], json!([]));
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_suspended_account_can_neither_batch_nor_come_back_as_a_removed_follower() {
+    let t = spawn_app().await;
+    let (me, sus, a) = (t.user("me").await, t.user("sus").await, t.user("a").await);
+    assert_ok(&t.follow(sus, me).await);
+    lifecycle::set_status(&t.app, sus, UserStatus::Suspended)
+        .await
+        .unwrap();
+
+    // A suspended actor's batch is refused whole.
+    let r = many(&t, "followMany", sus, &[gid(a)]).await;
+    assert_eq!(error_code(&r), Some("FORBIDDEN"), "{r}");
+    assert_eq!(t.edge(sus, a).await, None);
+
+    // Its hidden edge to me is removed for good: its restore leaves it out.
+    let remove = "mutation($id: ID!) { removeFollower(input: {userId: $id}) { changed } }";
+    let r = t
+        .execute(Viewer::User(me), remove, json!({ "id": gid(sus) }))
+        .await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["removeFollower"]["changed"], false,
+        "already hidden"
+    );
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 0, "{summary:?}");
+    assert_eq!(t.edge(sus, me).await.map(|(active, _)| active), Some(false));
+}
+
+/// Batches and single follows of one actor, overlapping, all at once: none
+/// waits on another in a circle (no deadlock error), and the counters agree
+/// with the edges.
+#[tokio::test]
+async fn overlapping_batches_of_one_actor_never_deadlock() {
+    let t = Arc::new(
+        spawn_app_with(|c| {
+            c.rate_limit_capacity = 10_000;
+            c.rate_limit_per_sec = 10_000.0;
+        })
+        .await,
+    );
+    let me = t.user("me").await;
+    let mut targets = Vec::new();
+    for i in 0..12 {
+        targets.push(t.user(&format!("t{i}")).await);
+    }
+    let mut tasks = Vec::new();
+    for round in 0..24usize {
+        let t = t.clone();
+        let targets = targets.clone();
+        tasks.push(tokio::spawn(async move {
+            // Overlapping windows, in both directions, some given backwards.
+            let mut ids: Vec<Value> = targets
+                .iter()
+                .cycle()
+                .skip(round % targets.len())
+                .take(5)
+                .map(|u| gid(*u))
+                .collect();
+            if round % 2 == 0 {
+                ids.reverse();
+            }
+            let mutation = if round % 3 == 0 {
+                "unfollowMany"
+            } else {
+                "followMany"
+            };
+            let batch = many(&t, mutation, me, &ids).await;
+            let single = t.follow(me, targets[(round * 5) % targets.len()]).await;
+            (batch, single)
+        }));
+    }
+    for task in tasks {
+        let (batch, single) = task.await.unwrap();
+        assert_ok(&batch);
+        assert_ok(&single);
+    }
+    let active = t
+        .snapshot()
+        .await
+        .following
+        .iter()
+        .filter(|(from, _, active, _)| *from == me.get() && *active)
+        .count();
+    assert_eq!(t.stats(me).await.0, active as i64);
 }
