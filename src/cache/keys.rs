@@ -14,6 +14,15 @@ pub enum ListKey {
     Followers(UserId),
 }
 
+impl ListKey {
+    /// Whose list it is.
+    pub fn owner(self) -> UserId {
+        match self {
+            Self::Following(owner) | Self::Followers(owner) => owner,
+        }
+    }
+}
+
 /// Builds keys under an optional prefix (tenants, tests).
 #[derive(Clone, Debug, Default)]
 pub struct RedisKeys {

@@ -43,8 +43,9 @@ pub fn page_cost(
 }
 
 /// Complexity of computing an intersection of two lists, besides its page:
-/// a walk of up to `KITH_INTERSECTION_WALK_MAX` edges and their probes.
-pub const INTERSECTION_COST: usize = 1000;
+/// a walk of up to `KITH_INTERSECTION_WALK_MAX` (default 20,000) edges and
+/// as many probes, each row charged as an `offset` charges its rows.
+pub const INTERSECTION_COST: usize = 2 * 20_000 / OFFSET_ROWS_PER_UNIT;
 
 /// The complexity of a page of an intersection.
 pub fn intersection_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
@@ -238,9 +239,7 @@ pub async fn resolve(
     let (request, forward) = args
         .request(keys, list.into(), app(ctx).config.max_offset)
         .gql()?;
-    let owner = match list {
-        ListKey::Following(owner) | ListKey::Followers(owner) => owner,
-    };
+    let owner = list.owner();
     let loaders = ctx.data_unchecked::<Loaders>();
     let app = app(ctx);
     // The owner's counters (for `totalCount` and to tell a hot list) and the
@@ -309,29 +308,14 @@ pub async fn resolve_shared(
         ),
     };
     let (request, forward) = args.request(keys, scope, 0).gql()?;
-    let owner = |list: ListKey| match list {
-        ListKey::Following(owner) | ListKey::Followers(owner) => owner,
-    };
-    let (a, b) = (owner(first), owner(second));
+    let (a, b) = (first.owner(), second.owner());
     let loaders = ctx.data_unchecked::<Loaders>();
     let counters = loaders
         .counters_many(&[a, b])
         .await
         .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
     let record = |user: UserId| counters.get(&user).copied().unwrap_or_default();
-    let size = |list: ListKey| {
-        let r = record(owner(list));
-        u64::from(match list {
-            ListKey::Following(_) => r.followings,
-            ListKey::Followers(_) => r.followers,
-        })
-    };
-    let task = intersect::Task {
-        first,
-        second,
-        sizes: (size(first), size(second)),
-        order,
-    };
+    let task = intersect::Task::sized(first, second, order, record);
     let result = intersect::cached(app(ctx), task, (record(a).version, record(b).version))
         .await
         .gql()?;

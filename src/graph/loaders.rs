@@ -124,14 +124,13 @@ impl Loader<(UserId, UserId)> for KnownCountLoader {
         };
         let tasks: Vec<intersect::Task> = keys
             .iter()
-            .map(|(subject, other)| intersect::Task {
-                first: ListKey::Following(*subject),
-                second: ListKey::Followers(*other),
-                sizes: (
-                    counters(*subject).followings.into(),
-                    counters(*other).followers.into(),
-                ),
-                order: intersect::Order::Second,
+            .map(|(subject, other)| {
+                intersect::Task::sized(
+                    ListKey::Following(*subject),
+                    ListKey::Followers(*other),
+                    intersect::Order::Second,
+                    counters,
+                )
             })
             .collect();
         let results = intersect::compute(&self.0, &tasks, KNOWN_FOLLOWERS_COUNT_WALK)

@@ -6,7 +6,6 @@ use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use super::relation::Relationship;
 use super::user::UserNode;
 use super::{app, ids, viewer};
-use crate::error::ApiError;
 use crate::error::GraphqlResultExt;
 use crate::model::UserId;
 use crate::write::{self, EdgeChange, FollowOutcome, TargetError};
@@ -181,6 +180,7 @@ impl FollowMutation {
     /// rate-limit token per id, taken up front: a call the viewer's bucket
     /// cannot cover is refused whole (`RATE_LIMITED`). Users that cannot be
     /// followed get an error in their result; the others are applied.
+    #[graphql(complexity = "input.user_ids.len().max(1) * child_complexity + 1")]
     async fn follow_many(
         &self,
         ctx: &Context<'_>,
@@ -191,6 +191,7 @@ impl FollowMutation {
 
     /// Makes the viewer stop following up to 100 users in one transaction;
     /// rate limited and reported as `followMany`.
+    #[graphql(complexity = "input.user_ids.len().max(1) * child_complexity + 1")]
     async fn unfollow_many(
         &self,
         ctx: &Context<'_>,
@@ -222,13 +223,6 @@ async fn run_many(
     change: EdgeChange,
 ) -> async_graphql::Result<EdgesPayload> {
     let actor = viewer(ctx).require().gql()?;
-    if input.user_ids.len() > write::MAX_BATCH {
-        return Err(ApiError::invalid(format!(
-            "at most {} users per call",
-            write::MAX_BATCH
-        )))
-        .gql();
-    }
     let targets: Vec<UserId> = input
         .user_ids
         .iter()

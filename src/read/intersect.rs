@@ -16,11 +16,36 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::cache::ListKey;
+use crate::cache::counters::CounterRecord;
 use crate::cache::lists::{self, Member, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following;
 use crate::store::lists::{self as store_lists, PageRequest, Position};
+
+impl Task {
+    /// The task of `first` ∩ `second`, sized by their owners' `counters`.
+    pub fn sized(
+        first: ListKey,
+        second: ListKey,
+        order: Order,
+        counters: impl Fn(UserId) -> CounterRecord,
+    ) -> Self {
+        let size = |list: ListKey| {
+            let record = counters(list.owner());
+            u64::from(match list {
+                ListKey::Following(_) => record.followings,
+                ListKey::Followers(_) => record.followers,
+            })
+        };
+        Self {
+            first,
+            second,
+            sizes: (size(first), size(second)),
+            order,
+        }
+    }
+}
 
 /// How an item of an intersection is ordered (newest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -121,7 +146,7 @@ pub async fn compute(
         })
         .collect();
     let mut to_walk: Vec<ListKey> = plans.iter().map(|p| p.0).collect();
-    to_walk.sort_unstable_by_key(list_order);
+    to_walk.sort_unstable_by_key(|list| (matches!(list, ListKey::Followers(_)), list.owner()));
     to_walk.dedup();
     let walked = walk_many(app, &to_walk, walk_limit).await?;
 
@@ -171,13 +196,6 @@ pub async fn compute(
         .collect())
 }
 
-fn list_order(list: &ListKey) -> (u8, UserId) {
-    match list {
-        ListKey::Following(owner) => (0, *owner),
-        ListKey::Followers(owner) => (1, *owner),
-    }
-}
-
 /// The newest `limit` members of each list, and whether that is all of it:
 /// from the list cache where it covers them (one Redis round trip), else
 /// from PostgreSQL (one statement per kind of list). Lists found uncached
@@ -188,15 +206,19 @@ async fn walk_many(
     limit: usize,
 ) -> Result<HashMap<ListKey, (Vec<Position>, bool)>, ApiError> {
     let request = PageRequest::After(None, limit);
+    // A list this process failed to update is read from PostgreSQL.
+    let (cached, mut misses): (Vec<ListKey>, Vec<ListKey>) = lists_to_walk
+        .iter()
+        .copied()
+        .partition(|list| !unsynced(app, *list));
     let mut pipe = redis::pipe();
-    for list in lists_to_walk {
+    for list in &cached {
         lists::queue_page(&mut pipe, &app.keys, *list, request);
     }
     let replies = super::batch::query(app, &pipe).await;
     let mut out = HashMap::with_capacity(lists_to_walk.len());
-    let mut misses = Vec::new();
     let mut uncached = Vec::new();
-    for (i, list) in lists_to_walk.iter().enumerate() {
+    for (i, list) in cached.iter().enumerate() {
         let page = replies
             .as_ref()
             .and_then(|r| r.get(i))
@@ -255,6 +277,13 @@ async fn walk_many(
     Ok(out)
 }
 
+/// True for a following list this process failed to update after a write
+/// (see `App::unsynced_following`): its cache may be behind this process's
+/// own writes.
+fn unsynced(app: &App, list: ListKey) -> bool {
+    matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(&owner))
+}
+
 /// Which of the asked members each list holds, with their follow times:
 /// cached lists first (one Redis round trip), then the truth for what no
 /// cache could tell (one statement; a member of `Followers(owner)` is the
@@ -264,27 +293,27 @@ async fn probe_many(
     asks: HashMap<ListKey, Vec<UserId>>,
 ) -> Result<HashMap<(ListKey, UserId), i64>, ApiError> {
     let mut pipe = redis::pipe();
-    let mut chunks: Vec<(ListKey, &[UserId])> = Vec::new();
+    // (list, members, asked of the cache): decided once, so that replies
+    // and chunks stay matched whatever happens meanwhile.
+    let mut chunks: Vec<(ListKey, &[UserId], bool)> = Vec::new();
     for (list, members) in &asks {
-        let unsynced =
-            matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(owner));
+        let ask_cache = !unsynced(app, *list);
         for chunk in members.chunks(PROBE_CHUNK) {
-            if !unsynced {
+            if ask_cache {
                 lists::queue_members(&mut pipe, &app.keys, *list, chunk);
             }
-            chunks.push((*list, chunk));
+            chunks.push((*list, chunk, ask_cache));
         }
     }
     let replies = super::batch::query(app, &pipe).await;
     let mut replies = replies.as_deref().map(|r| r.iter());
     let mut found = HashMap::new();
     let mut unknown: Vec<(ListKey, UserId)> = Vec::new();
-    for (list, chunk) in chunks {
-        let unsynced = matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(&owner));
-        let reply = if unsynced {
-            None
-        } else {
+    for (list, chunk, asked) in chunks {
+        let reply = if asked {
             replies.as_mut().and_then(Iterator::next)
+        } else {
+            None
         };
         let membership = reply.map_or(Membership::NotCached, |r| {
             lists::parse_members(r, chunk.len())

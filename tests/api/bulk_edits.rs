@@ -403,3 +403,33 @@ async fn overlapping_batches_of_one_actor_never_deadlock() {
         .count();
     assert_eq!(t.stats(me).await.0, active as i64);
 }
+
+/// A batch's results are charged once per id: asking each result for an
+/// intersection is refused before anything is written.
+#[tokio::test]
+async fn a_batch_is_charged_for_every_result() {
+    let t = spawn_app().await;
+    let me = t.user("me").await;
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(gid(t.user(&format!("t{i}")).await));
+    }
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "mutation($ids: [ID!]!, $me: ID!) { followMany(input: {userIds: $ids}) {
+                results { user { commonFollowing(with: $me, first: 1) { totalCount } } } } }",
+            json!({ "ids": ids, "me": gid(me) }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("complex"),
+        "{r}"
+    );
+    assert_eq!(t.stats(me).await.0, 0, "nothing written");
+    assert!(t.outbox().await.is_empty());
+}

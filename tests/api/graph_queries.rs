@@ -393,7 +393,7 @@ async fn known_followers_for_anonymous_empty_and_busy_viewers() {
     // The count, on the viewer's relation: alone, and batched over a page.
     let count = "query($id: ID!) { user(id: $id) {
         viewerRelation { knownFollowersCount { count exact } }
-        followers(first: 100) { edges { node { id viewerRelation { knownFollowersCount { count exact } } } } } } }";
+        followers(first: 50) { edges { node { id viewerRelation { knownFollowersCount { count exact } } } } } } }";
     let r = t
         .execute(Viewer::User(busy), count, json!({ "id": gid(star) }))
         .await;
