@@ -38,6 +38,7 @@
 //! | `KITH_MAX_LIVE_CONNECTIONS_PER_USER` | `10` | WebSocket connections (`/graphql`, `graphql-transport-ws`) one user may hold open on one replica |
 //! | `KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION` | `20` | subscriptions one WebSocket connection may run at once |
 //! | `KITH_LIVE_COUNTERS_INTERVAL_MS` | `250` | `userCountersChanged` sends at most one update per interval (changes in between are coalesced) |
+//! | `KITH_WS_INIT_TIMEOUT_MS` | `10000` | how long a WebSocket may take to authenticate (`connection_init`) before it is dropped |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
 //! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |
@@ -142,6 +143,8 @@ pub struct Config {
     pub max_subscriptions_per_connection: usize,
     /// Shortest interval between two counter updates of one subscription, ms.
     pub live_counters_interval_ms: u64,
+    /// How long a WebSocket may take to authenticate, ms.
+    pub ws_init_timeout_ms: u64,
     /// Deepest GraphQL selection accepted.
     pub max_query_depth: usize,
     /// Most complex GraphQL query accepted.
@@ -235,6 +238,7 @@ impl Config {
                 "20",
             )?,
             live_counters_interval_ms: parse(&lookup, "KITH_LIVE_COUNTERS_INTERVAL_MS", "250")?,
+            ws_init_timeout_ms: parse(&lookup, "KITH_WS_INIT_TIMEOUT_MS", "10000")?,
             max_query_depth: parse(&lookup, "KITH_MAX_QUERY_DEPTH", "12")?,
             max_query_complexity: parse(&lookup, "KITH_MAX_QUERY_COMPLEXITY", "20000")?,
             max_offset: parse(&lookup, "KITH_MAX_OFFSET", "10000")?,
@@ -306,6 +310,13 @@ impl Config {
                 "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
                 "0",
                 "must be at least 1",
+            ));
+        }
+        if !(1..=60_000).contains(&self.live_counters_interval_ms) {
+            return Err(invalid(
+                "KITH_LIVE_COUNTERS_INTERVAL_MS",
+                &self.live_counters_interval_ms.to_string(),
+                "must be between 1 and 60000",
             ));
         }
         if self.intersection_walk_max < 1 {

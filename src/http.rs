@@ -209,12 +209,27 @@ async fn websocket(state: HttpState, mut parts: axum::http::request::Parts) -> R
     };
     let executor = graph::StreamExecutor::new(state.schema.clone(), state.app.clone());
     let app = state.app;
+    let max_message = app.config.max_body_bytes;
+    let init_deadline = Duration::from_millis(app.config.ws_init_timeout_ms);
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |stream| {
-            GraphQLWebSocket::new(stream, executor, protocol)
-                .on_connection_init(move |payload| connection_init(app, payload))
-                .serve()
+        .max_message_size(max_message)
+        .max_frame_size(max_message)
+        .on_upgrade(move |stream| async move {
+            let (admit, watch) = (executor.clone(), executor.clone());
+            let serve = GraphQLWebSocket::new(stream, executor, protocol)
+                .on_connection_init(move |payload| connection_init(app, admit, payload))
+                .serve();
+            tokio::pin!(serve);
+            // A connection that has not authenticated in time is dropped.
+            tokio::select! {
+                () = &mut serve => {}
+                () = tokio::time::sleep(init_deadline) => {
+                    if watch.admitted() {
+                        serve.await;
+                    }
+                }
+            }
         })
 }
 
@@ -222,6 +237,7 @@ async fn websocket(state: HttpState, mut parts: axum::http::request::Parts) -> R
 /// become the data of everything it runs.
 async fn connection_init(
     app: Arc<App>,
+    executor: graph::StreamExecutor,
     payload: Value,
 ) -> async_graphql::Result<async_graphql::Data> {
     let authorization = ["authorization", "Authorization"]
@@ -245,6 +261,7 @@ async fn connection_init(
         .live
         .connect(user, app.config.max_live_connections_per_user)
         .map_err(|e| async_graphql::Error::new(e.to_string()))?;
+    executor.admit(viewer);
     let mut data = async_graphql::Data::default();
     data.insert(viewer);
     data.insert(graph::subscription::LiveConnection::new(
@@ -311,15 +328,7 @@ async fn graphql_query_get(
 }
 
 fn is_mutation(request: &async_graphql::Request) -> bool {
-    let Ok(doc) = async_graphql::parser::parse_query(&request.query) else {
-        // The executor reports the syntax error.
-        return false;
-    };
-    let name = request.operation_name.as_deref();
-    doc.operations.iter().any(|(op_name, op)| {
-        op.node.ty == OperationType::Mutation
-            && (name.is_none() || op_name.map(|n| n.as_str()) == name)
-    })
+    graph::operation_is(request, OperationType::Mutation)
 }
 
 /// `415` unless the body is declared JSON (UTF-8, the only charset allowed).

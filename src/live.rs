@@ -9,10 +9,12 @@
 //! that re-queries on an event never reads older data than the event — and
 //! hands the batch to its subscriptions through a broadcast channel.
 //!
-//! Delivery is best effort: a message published while a replica is not
-//! listening (Redis away, the replica starting) is not replayed, and a
-//! projector that re-applies a batch after a crash publishes it again.
-//! Events carry the edge's `version`, so a client can drop a repeat.
+//! Delivery is best effort, at most once: a message published while a
+//! replica is not listening (Redis away, the replica starting) is not
+//! replayed, and the follow transitions of a batch whose projector died
+//! between its commit and its publish are not sent (the next owner re-syncs
+//! the caches and publishes the counters only). Events carry the edge's
+//! `version`, so a client can order them.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,33 +60,36 @@ pub struct FollowChange {
     pub occurred_at_ms: i64,
 }
 
-/// How many batches a slow subscription may fall behind before it is told
-/// it missed some.
+/// How many batches concerning one user a slow subscription may fall
+/// behind before it is told it missed some.
 const BACKLOG: usize = 1024;
 
-/// The live-update hub of one process.
+/// Users with channels past which subscribing sweeps the unused ones.
+const SWEEP_ABOVE: usize = 1024;
+
+/// The live-update hub of one process: a channel per user someone here
+/// subscribes to, so a batch wakes only the subscriptions it concerns.
+#[derive(Default)]
 pub struct Hub {
-    sender: broadcast::Sender<Arc<LiveBatch>>,
+    channels: Mutex<HashMap<UserId, broadcast::Sender<Arc<LiveBatch>>>>,
     /// Open WebSocket connections per user.
     connections: Mutex<HashMap<UserId, usize>>,
     /// True while this process listens on the channel.
     listening: AtomicBool,
 }
 
-impl Default for Hub {
-    fn default() -> Self {
-        Self {
-            sender: broadcast::channel(BACKLOG).0,
-            connections: Mutex::default(),
-            listening: AtomicBool::new(false),
-        }
-    }
-}
-
 impl Hub {
-    /// Every batch received from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveBatch>> {
-        self.sender.subscribe()
+    /// Every batch received from now on that concerns `user` (sets its
+    /// counters, or follows or unfollows it).
+    pub fn subscribe(&self, user: UserId) -> broadcast::Receiver<Arc<LiveBatch>> {
+        let mut channels = self.channels.lock().expect("channels lock");
+        if channels.len() > SWEEP_ABOVE {
+            channels.retain(|_, sender| sender.receiver_count() > 0);
+        }
+        channels
+            .entry(user)
+            .or_insert_with(|| broadcast::channel(BACKLOG).0)
+            .subscribe()
     }
 
     /// True while this process receives the projectors' batches.
@@ -113,8 +118,24 @@ impl Hub {
     }
 
     fn deliver(&self, batch: LiveBatch) {
-        // No receiver is no error: nobody subscribed here.
-        let _ = self.sender.send(Arc::new(batch));
+        let mut users: Vec<UserId> = batch
+            .counters
+            .iter()
+            .copied()
+            .chain(batch.follows.iter().map(|change| change.to))
+            .collect();
+        users.sort_unstable();
+        users.dedup();
+        let batch = Arc::new(batch);
+        let mut channels = self.channels.lock().expect("channels lock");
+        for user in users {
+            if let Some(sender) = channels.get(&user)
+                && sender.send(batch.clone()).is_err()
+            {
+                // Nobody listens for this user any more.
+                channels.remove(&user);
+            }
+        }
     }
 }
 

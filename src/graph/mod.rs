@@ -15,6 +15,7 @@ pub mod user;
 
 use std::sync::Arc;
 
+use async_graphql::parser::types::OperationType;
 use async_graphql::{
     Context, Data, ErrorExtensions as _, MergedObject, MergedSubscription, Request, Response,
     Schema, SchemaBuilder,
@@ -118,29 +119,56 @@ fn with_codes(mut response: Response) -> Response {
     response
 }
 
-/// Runs what arrives over a WebSocket connection — subscriptions, and the
-/// queries and mutations a client may send the same way — with the
-/// connection's data (its viewer and limits) as session data. A
-/// subscription lives long, so its loaders cache nothing: every event reads
-/// what is current.
+/// True when the operation `request` selects is of type `ty` (false when the
+/// document does not parse: the executor reports that).
+pub fn operation_is(request: &Request, ty: OperationType) -> bool {
+    let Ok(doc) = async_graphql::parser::parse_query(&request.query) else {
+        return false;
+    };
+    let name = request.operation_name.as_deref();
+    doc.operations.iter().any(|(op_name, op)| {
+        op.node.ty == ty && (name.is_none() || op_name.map(|n| n.as_str()) == name)
+    })
+}
+
+/// Runs what arrives over one WebSocket connection. Subscriptions run with
+/// the connection's data (its viewer and limits) as session data; a
+/// subscription lives long, so its loaders cache nothing — every event
+/// reads what is current. Queries and mutations sent the same way run as
+/// over HTTP ([`run`]: fresh loaders, `KITH_REQUEST_TIMEOUT_MS`) as the
+/// connection's viewer.
 #[derive(Clone)]
 pub struct StreamExecutor {
     schema: KithSchema,
     app: Arc<App>,
+    viewer: Arc<std::sync::OnceLock<Viewer>>,
 }
 
 impl StreamExecutor {
-    /// An executor of `schema` serving `app`.
+    /// An executor of `schema` serving `app`, for one connection.
     pub fn new(schema: KithSchema, app: Arc<App>) -> Self {
-        Self { schema, app }
+        Self {
+            schema,
+            app,
+            viewer: Arc::default(),
+        }
+    }
+
+    /// Records the viewer the connection authenticated as.
+    pub fn admit(&self, viewer: Viewer) {
+        let _ = self.viewer.set(viewer);
+    }
+
+    /// True once the connection has authenticated.
+    pub fn admitted(&self) -> bool {
+        self.viewer.get().is_some()
     }
 }
 
 impl async_graphql::Executor for StreamExecutor {
     async fn execute(&self, request: Request) -> Response {
-        run(&self.schema, &self.app, request, Viewer::Anonymous)
-            .await
-            .response
+        let viewer = self.viewer.get().copied().unwrap_or(Viewer::Anonymous);
+        run(&self.schema, &self.app, request, viewer).await.response
     }
 
     fn execute_stream(
@@ -148,6 +176,13 @@ impl async_graphql::Executor for StreamExecutor {
         request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
+        if !operation_is(&request, OperationType::Subscription) {
+            let executor = self.clone();
+            return futures_util::stream::once(async move {
+                async_graphql::Executor::execute(&executor, request).await
+            })
+            .boxed();
+        }
         let request = request
             .data(loaders::Loaders::uncached(&self.app))
             .data(Arc::new(limits::ExecutionStarted::default()));

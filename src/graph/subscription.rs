@@ -125,7 +125,7 @@ impl FollowerEvent {
         millis(self.0.occurred_at_ms)
     }
 
-    /// The edge's version after it: higher is newer (a repeat has the same).
+    /// The edge's version after it: higher is newer.
     async fn version(&self) -> Count {
         Count(self.0.version.max(0).unsigned_abs())
     }
@@ -150,9 +150,9 @@ impl LiveSubscription {
         user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<CountersChanged>> + use<>>
     {
-        let (app, user, slot) = start(ctx, &user_id)?;
+        let (app, user, slot) = start(ctx, &user_id).await?;
         let state = CountersState {
-            receiver: app.live.subscribe(),
+            receiver: app.live.subscribe(user),
             interval: Duration::from_millis(app.config.live_counters_interval_ms),
             app,
             user,
@@ -181,9 +181,9 @@ impl LiveSubscription {
         user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FollowerEvent>> + use<>>
     {
-        let (app, user, slot) = start(ctx, &user_id)?;
+        let (app, user, slot) = start(ctx, &user_id).await?;
         let state = EventsState {
-            receiver: app.live.subscribe(),
+            receiver: app.live.subscribe(user),
             user,
             pending: VecDeque::new(),
             ended: false,
@@ -199,11 +199,14 @@ impl LiveSubscription {
     }
 }
 
-/// The checks every subscription makes: a signed-in viewer, a well-formed
-/// user id, a free slot on the connection.
-fn start(ctx: &Context<'_>, user_id: &ID) -> async_graphql::Result<(Arc<App>, UserId, Slot)> {
+/// The checks every subscription makes: a signed-in viewer, a user that
+/// exists (`NOT_FOUND` otherwise), a free slot on the connection.
+async fn start(ctx: &Context<'_>, user_id: &ID) -> async_graphql::Result<(Arc<App>, UserId, Slot)> {
     viewer(ctx).require().gql()?;
     let user = ids::decode_user(user_id).gql()?;
+    if load_visible(ctx, user).await?.is_none() {
+        return Err(ApiError::NotFound("user")).gql();
+    }
     let slot = match ctx.data_opt::<LiveConnection>() {
         Some(connection) => connection.take_slot().gql()?,
         None => {

@@ -35,6 +35,19 @@ impl LiveClient {
     /// Opens a connection and sends `connection_init` with `payload`; Ok
     /// once the server acknowledges, Err with the close reason otherwise.
     async fn connect(port: u16, payload: Value) -> Result<Self, String> {
+        let mut client = Self::open(port).await?;
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        match client.next().await {
+            Ok(message) if message["type"] == "connection_ack" => Ok(client),
+            Ok(message) => Err(format!("unexpected {message}")),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Opens a connection (the WebSocket handshake only).
+    async fn open(port: u16) -> Result<Self, String> {
         let mut request = format!("ws://127.0.0.1:{port}/graphql")
             .into_client_request()
             .unwrap();
@@ -49,18 +62,10 @@ impl LiveClient {
             response.headers()["sec-websocket-protocol"],
             "graphql-transport-ws"
         );
-        let mut client = Self {
+        Ok(Self {
             ws,
             held: Vec::new(),
-        };
-        client
-            .send(json!({ "type": "connection_init", "payload": payload }))
-            .await;
-        match client.next().await {
-            Ok(message) if message["type"] == "connection_ack" => Ok(client),
-            Ok(message) => Err(format!("unexpected {message}")),
-            Err(reason) => Err(reason),
-        }
+        })
     }
 
     async fn send(&mut self, message: Value) {
@@ -205,11 +210,12 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
     let mut client = LiveClient::connect(port_a, auth(&t, watcher))
         .await
         .unwrap();
-    client
-        .subscribe("c", COUNTERS, json!({ "id": gid(star) }))
-        .await;
+    // Events first: by the time the counters answer, both have started.
     client
         .subscribe("e", EVENTS, json!({ "id": gid(star) }))
+        .await;
+    client
+        .subscribe("c", COUNTERS, json!({ "id": gid(star) }))
         .await;
     let first = client.next_of("c").await;
     assert_eq!(
@@ -323,6 +329,8 @@ async fn connections_need_a_token_and_stay_within_their_limits() {
     let t = spawn_app_with(|c| {
         c.max_live_connections_per_user = 2;
         c.max_subscriptions_per_connection = 2;
+        c.ws_init_timeout_ms = 300;
+        c.max_body_bytes = 4096;
     })
     .await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
@@ -390,6 +398,37 @@ async fn connections_need_a_token_and_stay_within_their_limits() {
             .unwrap()
             .contains("subscriptions per connection")
     );
+
+    // Unknown users are NOT_FOUND.
+    let nobody = gid(UserId::new(987_654).unwrap());
+    first.subscribe("5", EVENTS, json!({ "id": nobody })).await;
+    let refused = first.errors_of("5").await;
+    assert_eq!(refused[0]["extensions"]["code"], "NOT_FOUND", "{refused}");
+
+    // A query over the socket runs as the connection's viewer, as over HTTP.
+    first
+        .subscribe("6", "query { viewer { handle } }", json!({}))
+        .await;
+    assert_eq!(
+        first.next_of("6").await,
+        json!({ "viewer": { "handle": "alice" } })
+    );
+
+    // A message over KITH_MAX_BODY_BYTES closes the connection.
+    let mut big = LiveClient::connect(r.port, auth(&t, bob)).await.unwrap();
+    big.subscribe(
+        "1",
+        &format!("query {{ viewer {{ handle }} }} #{}", "x".repeat(8192)),
+        json!({}),
+    )
+    .await;
+    assert!(big.next().await.is_err(), "an oversized message is refused");
+
+    // A connection that does not authenticate in time is dropped.
+    let mut silent = LiveClient::open(r.port).await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(silent.next().await.is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
 
     // Malformed ids are coded errors; subscriptions are not served over HTTP.
     first

@@ -64,9 +64,10 @@ client.subscribe(
   sink('userCountersChanged', async (data) => {
     const followers = data.userCountersChanged.counters.followers;
     if (!followed) {
+      // The events subscription was sent first: the server has started it
+      // by the time this one answers (it starts a connection's operations
+      // in the order they arrive).
       followed = true;
-      // Let the events subscription start too, then follow.
-      await new Promise((r) => setTimeout(r, 200));
       const response = await fetch(httpUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${fanToken}` },

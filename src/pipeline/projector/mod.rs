@@ -525,7 +525,10 @@ impl Projector {
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
         loop {
             match resync::resync(&self.app, items.iter().filter_map(Item::event)).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    crate::live::publish(&self.app, &resync::live_batch(items)).await;
+                    break;
+                }
                 Err(e) => tracing::warn!(error = %e, "projector: Redis step failed; retrying"),
             }
             if !shutdown.sleep(backoff.next_delay()).await {

@@ -5,31 +5,36 @@
 
 use std::collections::BTreeSet;
 
-use super::batch::Event;
+use super::batch::{Action, Event, Item};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::cache::{self, ListKey};
-use crate::live::{self, FollowChange, LiveBatch};
+use crate::live::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 use crate::pipeline::events::FollowEventType;
 use crate::store::{follower, following, stats};
 
-/// Writes the current truth of every user and edge in `events` to Redis,
-/// then tells every replica's subscribers what changed ([`crate::live`]).
+/// Writes the current truth of every user and edge in `events` to Redis.
 pub async fn resync<'a>(
     app: &App,
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<(), PipelineError> {
-    let events: Vec<&Event> = events.into_iter().collect();
-    let (users, pairs) = touched(events.iter().copied());
-    let counters: Vec<UserId> = users.iter().copied().collect();
-    resync_state(app, users, pairs).await?;
-    let follows = events
+    let (users, pairs) = touched(events);
+    resync_state(app, users, pairs).await
+}
+
+/// What subscribers are told once a batch's caches are written: every user
+/// whose counters it set, and the follow transitions applied now — not the
+/// ones re-synced after a handover, applied earlier and told then, which
+/// would reach subscribers late and out of order.
+pub fn live_batch(items: &[Item]) -> LiveBatch {
+    let (users, _) = touched(items.iter().filter_map(Item::event));
+    let follows = items
         .iter()
-        .filter_map(|event| match event {
-            Event::Follow(e) => Some(FollowChange {
+        .filter_map(|item| match &item.action {
+            Action::Apply(Event::Follow(e)) => Some(FollowChange {
                 from: e.from,
                 to: e.to,
                 active: e.event_type == FollowEventType::FollowCreated,
@@ -37,11 +42,13 @@ pub async fn resync<'a>(
                 followed_at_ms: e.followed_at_ms,
                 occurred_at_ms: e.occurred_at_ms,
             }),
-            Event::Content(_) => None,
+            _ => None,
         })
         .collect();
-    live::publish(app, &LiveBatch { counters, follows }).await;
-    Ok(())
+    LiveBatch {
+        counters: users.into_iter().collect(),
+        follows,
+    }
 }
 
 /// The users and edges `events` touch.
