@@ -11,7 +11,7 @@ use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
 use crate::model::UserId;
 use crate::read::RoundTrips;
-use crate::read::intersect::CachedIntersection;
+use crate::read::intersect::{Intersection, IntersectionKey};
 use crate::read::users::UserCache;
 use crate::store::lists::Page;
 use crate::store::{self, PgPool};
@@ -53,9 +53,9 @@ pub struct App {
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Live updates: the projectors' batches, for this process's subscriptions.
     pub live: Arc<crate::live::Hub>,
-    /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`),
-    /// each valid for the two owners' counter versions it was computed at.
-    pub intersections: moka::future::Cache<(ListKey, ListKey), Arc<CachedIntersection>>,
+    /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`)
+    /// under the two owners' counter versions they were computed at.
+    pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
@@ -150,8 +150,8 @@ impl App {
             live: Arc::default(),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)
-                .weigher(|_, cached: &Arc<CachedIntersection>| {
-                    u32::try_from(cached.result.items.len() + 1).unwrap_or(u32::MAX)
+                .weigher(|_, result: &Arc<Intersection>| {
+                    u32::try_from(result.items.len() + 1).unwrap_or(u32::MAX)
                 })
                 .time_to_live(Duration::from_secs(config.intersection_cache_ttl_secs))
                 .build(),

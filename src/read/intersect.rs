@@ -79,17 +79,11 @@ pub struct Intersection {
     pub complete: bool,
 }
 
-/// An intersection as the process holds it: valid while the two owners'
-/// counter records keep the versions it was computed at — any follow,
-/// unfollow or follower change of either moves a version, so the next read
-/// computes it again.
-#[derive(Clone, Debug)]
-pub struct CachedIntersection {
-    /// The counter versions of the first and the second list's owners.
-    pub versions: (u64, u64),
-    /// The result.
-    pub result: Arc<Intersection>,
-}
+/// An intersection as the process holds it: the two lists, and their
+/// owners' counter versions when it was computed. Any follow, unfollow or
+/// follower change of either owner moves a version, so the next read asks
+/// under a new key and computes it again; the old entry ages out.
+pub type IntersectionKey = (ListKey, ListKey, u64, u64);
 
 /// Largest Redis or PostgreSQL probe of one list sent at once.
 const PROBE_CHUNK: usize = 1000;
@@ -103,27 +97,15 @@ pub async fn cached(
     task: Task,
     versions: (u64, u64),
 ) -> Result<Arc<Intersection>, ApiError> {
-    let key = (task.first, task.second);
-    if let Some(hit) = app.intersections.get(&key).await
-        && hit.versions == versions
-    {
-        return Ok(hit.result.clone());
-    }
-    let result = compute(app, &[task], app.config.intersection_walk_max)
-        .await?
-        .pop()
-        .unwrap_or_default();
-    let result = Arc::new(result);
+    let key = (task.first, task.second, versions.0, versions.1);
+    // Concurrent reads of one key compute it once.
     app.intersections
-        .insert(
-            key,
-            Arc::new(CachedIntersection {
-                versions,
-                result: result.clone(),
-            }),
-        )
-        .await;
-    Ok(result)
+        .try_get_with(key, async {
+            let result = compute(app, &[task], app.config.intersection_walk_max).await?;
+            Ok::<_, ApiError>(Arc::new(result.into_iter().next().unwrap_or_default()))
+        })
+        .await
+        .map_err(|e| ApiError::shared(&e))
 }
 
 /// Computes `tasks` together: every walk of a kind in one statement (or

@@ -1,9 +1,11 @@
-//! One definition of a page, two stores: for random lists with many
-//! follows in one millisecond, random cursors (at, around and far from the
-//! coverage bound, present or not) and every paging mode, a page served by
-//! the Redis list cache (`lua/list_page.lua`) must equal the page PostgreSQL
-//! serves for the same request — items, `more` and `other` (which become
-//! `hasNextPage` / `hasPreviousPage`).
+//! One definition of a page, three implementations: for random lists with
+//! many follows in one millisecond, random cursors (at, around and far from
+//! the coverage bound, present or not) and every paging mode, a page served
+//! by the Redis list cache (`lua/list_page.lua`) and a page cut from the
+//! whole list in memory (`read::intersect::page_of`, which pages the
+//! intersections) must equal the page PostgreSQL serves for the same request
+//! — items, `more` and `other` (which become `hasNextPage` /
+//! `hasPreviousPage`).
 
 use kith::cache::ListKey;
 use kith::cache::lists::{self, FillClaim, ListEntry};
@@ -170,6 +172,14 @@ async fn redis_and_postgres_serve_identical_pages() {
                 _ => PageRequest::Offset(rng.below(n as u64 + 10) as usize, size),
             };
             compared += 1;
+            let truth = store_lists::page(&mut *t.conn().await, list, request)
+                .await
+                .unwrap();
+            assert_eq!(
+                kith::read::intersect::page_of(&items, request),
+                truth,
+                "in memory: seed {seed:#x}, round {round} (n={n}, {per_ms}/ms): {request:?}"
+            );
             let from_redis = {
                 let mut redis = t.app.redis.get().await.unwrap();
                 lists::read_page(&mut *redis, &t.app.keys, list, request)
@@ -178,9 +188,6 @@ async fn redis_and_postgres_serve_identical_pages() {
             };
             let Ok(cached) = from_redis else { continue };
             served += 1;
-            let truth = store_lists::page(&mut *t.conn().await, list, request)
-                .await
-                .unwrap();
             assert_eq!(
                 cached, truth,
                 "seed {seed:#x}, round {round} (n={n}, {per_ms}/ms, cached {k}, complete {complete}): {request:?}"
