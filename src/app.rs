@@ -51,6 +51,8 @@ pub struct App {
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held in process for `KITH_HOT_PAGE_TTL_MS`.
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
+    /// Persisted queries: texts learnt through APQ, the manifest, the allow-list mode.
+    pub persisted: crate::graph::persisted::PersistedQueries,
     /// Live updates: the projectors' batches, for this process's subscriptions.
     pub live: Arc<crate::live::Hub>,
     /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`)
@@ -147,6 +149,7 @@ impl App {
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
                 .build(),
+            persisted: crate::graph::persisted::PersistedQueries::new(&config),
             live: Arc::default(),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)

@@ -39,6 +39,9 @@
 //! | `KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION` | `20` | subscriptions one WebSocket connection may run at once |
 //! | `KITH_LIVE_COUNTERS_INTERVAL_MS` | `250` | `userCountersChanged` sends at most one update per interval (changes in between are coalesced) |
 //! | `KITH_WS_INIT_TIMEOUT_MS` | `10000` | how long a WebSocket may take to authenticate (`connection_init`) before it is dropped |
+//! | `KITH_APQ_CACHE_SIZE` | `10000` | query texts learnt from clients through Automatic Persisted Queries, held in process (0: none learnt) |
+//! | `KITH_PERSISTED_QUERIES_FILE` | unset | a persisted-query manifest (Apollo's `apollo-persisted-query-manifest` JSON, or an object of SHA-256 → query text), read at start |
+//! | `KITH_PERSISTED_ONLY` | `false` | run only the operations of that manifest (allow-list mode; needs the file) |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
 //! | `KITH_MAX_QUERY_COMPLEXITY` | `20000` | most complex GraphQL query accepted (page sizes multiply; an offset costs a tenth of the rows it skips) |
 //! | `KITH_MAX_OFFSET` | `10000` | deepest `offset` a list accepts (cursors reach any depth) |
@@ -179,6 +182,12 @@ pub struct Config {
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
     pub log_json: bool,
+    /// Query texts learnt through Automatic Persisted Queries, held at most.
+    pub apq_cache_size: u64,
+    /// The persisted-query manifest's operations, by SHA-256 (empty: none).
+    pub persisted_manifest: std::sync::Arc<std::collections::HashMap<String, std::sync::Arc<str>>>,
+    /// Run only the manifest's operations.
+    pub persisted_only: bool,
 }
 
 impl Config {
@@ -259,6 +268,20 @@ impl Config {
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC", "1")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE", "true")?,
+            apq_cache_size: parse(&lookup, "KITH_APQ_CACHE_SIZE", "10000")?,
+            persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {
+                None => Default::default(),
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        invalid("KITH_PERSISTED_QUERIES_FILE", &path, &e.to_string())
+                    })?;
+                    std::sync::Arc::new(
+                        crate::graph::persisted::parse_manifest(&text)
+                            .map_err(|e| invalid("KITH_PERSISTED_QUERIES_FILE", &path, &e))?,
+                    )
+                }
+            },
+            persisted_only: parse(&lookup, "KITH_PERSISTED_ONLY", "false")?,
             log_json: match text("KITH_LOG_FORMAT", "text").as_str() {
                 "text" => false,
                 "json" => true,
@@ -310,6 +333,13 @@ impl Config {
                 "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
                 "0",
                 "must be at least 1",
+            ));
+        }
+        if self.persisted_only && self.persisted_manifest.is_empty() {
+            return Err(invalid(
+                "KITH_PERSISTED_ONLY",
+                "true",
+                "needs a manifest with operations (KITH_PERSISTED_QUERIES_FILE)",
             ));
         }
         if !(1..=60_000).contains(&self.live_counters_interval_ms) {

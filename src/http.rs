@@ -309,7 +309,10 @@ async fn graphql_query_get(
             "variables": json_param("variables")?,
             "extensions": json_param("extensions")?,
         });
-        let request = graphql_request(&value)?;
+        let mut request = graphql_request(&value)?;
+        // A persisted query's text decides whether it is a mutation; a
+        // refusal is answered by the executor, which asks again.
+        let _ = state.app.persisted.resolve(&mut request);
         if is_mutation(&request) {
             return Err(Refusal {
                 allow: Some("POST"),
@@ -421,12 +424,15 @@ fn graphql_request(value: &Value) -> Result<async_graphql::Request, Refusal> {
     let Value::Object(map) = value else {
         return Err(invalid("the request must be a JSON object"));
     };
+    let persisted = matches!(map.get("extensions"), Some(Value::Object(e)) if graph::persisted::names_persisted_query(e));
     let query = match map.get("query") {
-        Some(Value::String(query)) => query,
+        Some(Value::String(query)) => query.as_str(),
+        // A persisted query may come by its hash alone.
+        None | Some(Value::Null) if persisted => "",
         None | Some(Value::Null) => return Err(invalid("the request has no `query`")),
         Some(_) => return Err(invalid("`query` must be a string")),
     };
-    let mut request = async_graphql::Request::new(query.as_str());
+    let mut request = async_graphql::Request::new(query);
     match map.get("operationName") {
         None | Some(Value::Null) => {}
         Some(Value::String(name)) => request = request.operation_name(name.as_str()),

@@ -9,6 +9,7 @@ pub mod limits;
 pub mod loaders;
 pub mod mutation;
 pub mod node;
+pub mod persisted;
 pub mod relation;
 pub mod subscription;
 pub mod user;
@@ -82,7 +83,18 @@ pub async fn execute(
 /// Executes one request for `viewer` with fresh per-request DataLoaders,
 /// within `KITH_REQUEST_TIMEOUT_MS`: past it the request is dropped — its
 /// statements cancelled, its connections returned — and answered `TIMEOUT`.
-pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: Viewer) -> Outcome {
+pub async fn run(
+    schema: &KithSchema,
+    app: &Arc<App>,
+    mut request: Request,
+    viewer: Viewer,
+) -> Outcome {
+    if let Err(refused) = app.persisted.resolve(&mut request) {
+        return Outcome {
+            response: persisted_refusal(&refused),
+            executed: false,
+        };
+    }
     let started = Arc::new(limits::ExecutionStarted::default());
     let request = request
         .data(viewer)
@@ -104,6 +116,15 @@ pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: 
         response: with_codes(response),
         executed: started.get(),
     }
+}
+
+/// The answer to a request refused by [`persisted::PersistedQueries`].
+fn persisted_refusal(refused: &persisted::PersistedError) -> Response {
+    let mut error = async_graphql::ServerError::new(refused.to_string(), None);
+    let mut extensions = async_graphql::ErrorExtensionValues::default();
+    extensions.set("code", refused.code());
+    error.extensions = Some(extensions);
+    Response::from_errors(vec![error])
 }
 
 /// Gives every error without a code `INVALID_INPUT`: the resolvers' errors
@@ -173,9 +194,13 @@ impl async_graphql::Executor for StreamExecutor {
 
     fn execute_stream(
         &self,
-        request: Request,
+        mut request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
+        if let Err(refused) = self.app.persisted.resolve(&mut request) {
+            return futures_util::stream::once(std::future::ready(persisted_refusal(&refused)))
+                .boxed();
+        }
         if !operation_is(&request, OperationType::Subscription) {
             let executor = self.clone();
             return futures_util::stream::once(async move {

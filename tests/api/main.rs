@@ -18,6 +18,7 @@ mod http;
 mod lifecycle;
 mod outage;
 mod paging_property;
+mod persisted;
 mod pipeline;
 mod postgres_outage;
 mod projection;
