@@ -6,7 +6,8 @@
 //!   or `text/plain` POST skips the browser's CORS preflight), at most
 //!   `KITH_MAX_BODY_BYTES` (`413`, counted while the body streams in).
 //! - `GET /graphql?query=…` runs queries (cacheable); mutations get `405`. A
-//!   browser's GET without a query (`Accept: text/html`) gets GraphiQL.
+//!   browser's GET without a query (`Accept: text/html`) gets GraphiQL,
+//!   served from `assets/graphiql` under `/graphiql/` (no CDN: works offline).
 //! - `GET /graphql` with a WebSocket upgrade speaks `graphql-transport-ws`
 //!   (the protocol of `graphql-ws` and Apollo Client; the older
 //!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
@@ -20,13 +21,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::http::{ALL_WEBSOCKET_PROTOCOLS, GraphiQLSource};
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::parser::types::OperationType;
 use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequestParts as _, Query, Request, State, WebSocketUpgrade};
+use axum::extract::{FromRequestParts as _, Path, Query, Request, State, WebSocketUpgrade};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Json, Response};
@@ -50,6 +51,7 @@ pub fn router(app: Arc<App>) -> Router {
     let state = HttpState { app, schema };
     Router::new()
         .route("/graphql", get(graphql_get).post(graphql_post))
+        .route("/graphiql/{name}", get(graphiql_asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -539,13 +541,41 @@ async fn cors(State(state): State<HttpState>, request: Request, next: Next) -> R
     response
 }
 
-async fn graphiql() -> Html<String> {
-    Html(
-        GraphiQLSource::build()
-            .endpoint("/graphql")
-            .title("Kith")
-            .finish(),
+async fn graphiql() -> Html<&'static str> {
+    Html(include_str!("../assets/graphiql/index.html"))
+}
+
+/// GraphiQL's scripts and styles, vendored (`assets/graphiql`): the page
+/// works without internet access. The names carry no version, so they are
+/// revalidated, never cached for good.
+async fn graphiql_asset(Path(name): Path<String>) -> Response {
+    let (body, content_type): (&'static [u8], &'static str) = match name.as_str() {
+        "graphiql.min.js" => (
+            include_bytes!("../assets/graphiql/graphiql.min.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "graphiql.min.css" => (
+            include_bytes!("../assets/graphiql/graphiql.min.css"),
+            "text/css; charset=utf-8",
+        ),
+        "react.production.min.js" => (
+            include_bytes!("../assets/graphiql/react.production.min.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "react-dom.production.min.js" => (
+            include_bytes!("../assets/graphiql/react-dom.production.min.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
     )
+        .into_response()
 }
 
 async fn healthz() -> &'static str {

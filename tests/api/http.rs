@@ -214,6 +214,50 @@ async fn the_graphql_over_http_audit_passes() {
     assert!(report.contains("MUST 13/13"), "{report}");
 }
 
+/// GraphiQL in a real browser (headless Chromium, `tests/http-audit/graphiql.mjs`)
+/// with every request outside the server refused: the page loads, a query
+/// typed into it with a token in the Headers tab shows its answer. A
+/// screenshot is left in `target/screenshots/graphiql.png`.
+#[tokio::test]
+async fn graphiql_runs_a_query_in_chromium_without_internet() {
+    let t = spawn_app().await;
+    let me = t.user("graphiql_user").await;
+    let addr = serve(&t).await;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit");
+    assert!(
+        std::path::Path::new(dir)
+            .join("node_modules/playwright-core")
+            .exists(),
+        "the browser driver is not installed (scripts/stack tools)"
+    );
+    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let args = [
+        format!("{dir}/graphiql.mjs"),
+        format!("http://{addr}"),
+        t.token(me),
+        "graphiql_user".to_owned(),
+        shots.join("graphiql.png").to_string_lossy().into_owned(),
+    ];
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("node")
+            .args(&args)
+            .output()
+            .expect("node runs (scripts/stack tools installs it)")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 fn post(content_type: Option<&str>, accept: Option<&str>, body: impl Into<Body>) -> Request<Body> {
     let mut request = Request::post("/graphql");
     if let Some(value) = content_type {
