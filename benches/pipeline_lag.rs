@@ -14,7 +14,6 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use kith::app::App;
@@ -86,7 +85,7 @@ async fn run(rate: u64, seconds: u64) -> String {
     // Warm up: the consumer group must own its partitions before timing starts.
     follow_once(&app, 1, 2).await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while app.metrics.events_applied.load(Ordering::Relaxed) < 1 {
+    while app.metrics.events_applied.get() < 1 {
         assert!(Instant::now() < deadline, "projector never caught up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

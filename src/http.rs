@@ -625,20 +625,30 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let app = &state.app;
     let backlog = async {
-        let mut conn = state.app.pg.get().await.ok()?;
+        let mut conn = app.pg.get().await.ok()?;
         crate::store::outbox::backlog(&mut conn).await.ok()
     };
     let backlog = tokio::time::timeout(Duration::from_secs(2), backlog)
         .await
         .ok()
         .flatten();
+    let (postgres_statements, read_redis_round_trips) = app.round_trips.snapshot();
+    let scrape = crate::metrics::Scrape {
+        backlog,
+        postgres_statements,
+        read_redis_round_trips,
+        postgres_pool: app.pg.state().into(),
+        redis_pool: app.redis.state().into(),
+        fills_in_flight: app.fills_in_flight.lock().expect("fills lock").len(),
+    };
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state
-            .app
-            .metrics
-            .render(backlog, state.app.round_trips.snapshot()),
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.render(&scrape),
     )
 }
 

@@ -1,147 +1,358 @@
-//! Process metrics, rendered in the Prometheus text format at `GET /metrics`.
-//! A handful of atomics is all Kith needs, so no metrics crate.
+//! Process metrics, exposed at `GET /metrics` in the OpenMetrics text format
+//! (which Prometheus scrapes) through `prometheus-client`.
+//!
+//! Counters and histograms live for the process ([`Metrics`]); what is read
+//! at scrape time — pool states, the outbox backlog, statement and round-trip
+//! counts, fills in flight — comes in a [`Scrape`].
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Upper bounds (seconds) of the pipeline-lag histogram buckets.
 const LAG_BUCKETS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-/// A fixed-bucket histogram.
-pub struct Histogram {
-    buckets: [AtomicU64; LAG_BUCKETS.len()],
-    count: AtomicU64,
-    sum_micros: AtomicU64,
+/// Upper bounds (seconds) of the request-latency histogram buckets.
+const REQUEST_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Distinct operation names kept as labels; past it, `other` (clients name
+/// their operations, so the set must stay bounded).
+const MAX_OPERATIONS: usize = 256;
+
+/// A GraphQL request's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The operation's name (`anonymous`, `refused` before execution, `other` past the cap).
+    pub operation: String,
+    /// `ok`, or the first error's `extensions.code`.
+    pub outcome: String,
 }
 
-impl Default for Histogram {
-    fn default() -> Self {
-        Self {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            count: AtomicU64::new(0),
-            sum_micros: AtomicU64::new(0),
-        }
-    }
+/// A cache lookup's labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CacheLabels {
+    /// `hot_list` (in process), `list` (Redis list cache), `counter_record`, `relation`.
+    pub cache: &'static str,
+    /// `hit` or `miss`.
+    pub result: &'static str,
 }
 
-impl Histogram {
-    /// Records one observation in seconds (negative clock skew counts as 0).
-    pub fn observe(&self, seconds: f64) {
-        let seconds = seconds.max(0.0);
-        for (bound, bucket) in LAG_BUCKETS.iter().zip(&self.buckets) {
-            if seconds <= *bound {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    fn render(&self, name: &str, help: &str, out: &mut String) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (bound, bucket) in LAG_BUCKETS.iter().zip(&self.buckets) {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{le=\"{bound}\"}} {}",
-                bucket.load(Ordering::Relaxed)
-            );
-        }
-        let count = self.count();
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
-    }
+/// A consumed partition.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
 }
 
-/// Every metric of one process.
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    pool: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolGetLabels {
+    pool: &'static str,
+    result: &'static str,
+}
+
+/// Every metric that lives for the process.
 pub struct Metrics {
     /// Outbox events the broker acknowledged.
-    pub events_relayed: AtomicU64,
+    pub events_relayed: Counter,
     /// Events the projector applied (duplicates and stale events included: they were processed).
-    pub events_applied: AtomicU64,
+    pub events_applied: Counter,
     /// Messages recorded as dead letters.
-    pub events_dead_lettered: AtomicU64,
+    pub events_dead_lettered: Counter,
     /// Derived rows and counters repaired by reconciliation or the sampled check.
-    pub consistency_repairs: AtomicU64,
+    pub consistency_repairs: Counter,
     /// GraphQL requests stopped at `KITH_REQUEST_TIMEOUT_MS`.
-    pub requests_timed_out: AtomicU64,
+    pub requests_timed_out: Counter,
+    /// Edge writes refused by the token bucket.
+    pub rate_limited: Counter,
     /// Commit of the change to its effects being visible in every derived view.
-    pub pipeline_lag: Histogram,
+    pipeline_lag: Histogram,
+    lag_observations: std::sync::atomic::AtomicU64,
+    /// GraphQL requests by operation and outcome.
+    pub requests: Family<RequestLabels, Counter>,
+    /// GraphQL request latency by operation and outcome.
+    pub request_duration: Family<RequestLabels, Histogram>,
+    /// Cache hits and misses.
+    pub cache: Family<CacheLabels, Counter>,
+    /// Messages between the projector's position and the partition's end.
+    pub consumer_lag: Family<PartitionLabels, Gauge>,
+    operations: Mutex<HashSet<String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            events_relayed: Counter::default(),
+            events_applied: Counter::default(),
+            events_dead_lettered: Counter::default(),
+            consistency_repairs: Counter::default(),
+            requests_timed_out: Counter::default(),
+            rate_limited: Counter::default(),
+            pipeline_lag: Histogram::new(LAG_BUCKETS),
+            lag_observations: std::sync::atomic::AtomicU64::new(0),
+            requests: Family::default(),
+            request_duration: Family::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS)),
+            cache: Family::default(),
+            consumer_lag: Family::default(),
+            operations: Mutex::default(),
+        }
+    }
+}
+
+/// A connection pool's state at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PoolState {
+    /// Connections open.
+    pub connections: u32,
+    /// Of them, idle.
+    pub idle: u32,
+    /// Checkouts served at once, in all.
+    pub gets_direct: u64,
+    /// Checkouts that waited for a connection, in all.
+    pub gets_waited: u64,
+    /// Checkouts that gave up waiting, in all.
+    pub gets_timed_out: u64,
+    /// Time spent waiting for connections, in all.
+    pub wait_time: Duration,
+}
+
+impl From<bb8::State> for PoolState {
+    fn from(state: bb8::State) -> Self {
+        let s = state.statistics;
+        Self {
+            connections: state.connections,
+            idle: state.idle_connections,
+            gets_direct: s.get_direct,
+            gets_waited: s.get_waited,
+            gets_timed_out: s.get_timed_out,
+            wait_time: s.get_wait_time,
+        }
+    }
+}
+
+/// What is read at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scrape {
+    /// The outbox size, when PostgreSQL answered.
+    pub backlog: Option<i64>,
+    /// Statements run on the PostgreSQL pool.
+    pub postgres_statements: u64,
+    /// Redis round trips made by reads.
+    pub read_redis_round_trips: u64,
+    /// The PostgreSQL pool.
+    pub postgres_pool: PoolState,
+    /// The Redis pool.
+    pub redis_pool: PoolState,
+    /// List-cache fills running in this process.
+    pub fills_in_flight: usize,
 }
 
 impl Metrics {
-    /// Adds `n` to a counter.
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+    /// Counts one GraphQL request: `operation` as named (None: anonymous),
+    /// `executed` false when it was refused before execution.
+    pub fn observe_request(
+        &self,
+        operation: Option<&str>,
+        executed: bool,
+        outcome: &str,
+        took: Duration,
+    ) {
+        let operation = if !executed {
+            "refused".to_owned()
+        } else {
+            match operation {
+                None => "anonymous".to_owned(),
+                Some(name) => self.bounded_operation(name),
+            }
+        };
+        let labels = RequestLabels {
+            operation,
+            outcome: outcome.to_owned(),
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.request_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
     }
 
-    /// The Prometheus text exposition; `backlog` is the outbox size when
-    /// known, `round_trips` the `(PostgreSQL statements, read-path Redis
-    /// round trips)` of this process so far.
-    pub fn render(&self, backlog: Option<i64>, round_trips: (u64, u64)) -> String {
+    /// Records one pipeline lag, in seconds (negative clock skew counts as 0).
+    pub fn observe_lag(&self, seconds: f64) {
+        self.pipeline_lag.observe(seconds.max(0.0));
+        self.lag_observations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Pipeline lags recorded so far.
+    pub fn lag_observations(&self) -> u64 {
+        self.lag_observations
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts a cache lookup.
+    pub fn cache_lookup(&self, cache: &'static str, hit: bool, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let result = if hit { "hit" } else { "miss" };
+        self.cache
+            .get_or_create(&CacheLabels { cache, result })
+            .inc_by(n);
+    }
+
+    fn bounded_operation(&self, name: &str) -> String {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return "other".to_owned();
+        }
+        let mut seen = self.operations.lock().expect("operations lock");
+        if seen.contains(name) || seen.len() < MAX_OPERATIONS && seen.insert(name.to_owned()) {
+            name.to_owned()
+        } else {
+            "other".to_owned()
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self, scrape: &Scrape) -> String {
+        let mut registry = Registry::default();
+        let kith = registry.sub_registry_with_prefix("kith");
+        kith.register(
+            "events_relayed",
+            "Outbox events acknowledged by the broker",
+            self.events_relayed.clone(),
+        );
+        kith.register(
+            "events_applied",
+            "Events processed by the projector",
+            self.events_applied.clone(),
+        );
+        kith.register(
+            "events_dead_lettered",
+            "Messages recorded as dead letters",
+            self.events_dead_lettered.clone(),
+        );
+        kith.register(
+            "consistency_repairs",
+            "Derived rows and counters repaired by reconciliation or the sampled counter check",
+            self.consistency_repairs.clone(),
+        );
+        kith.register(
+            "requests_timed_out",
+            "GraphQL requests stopped at their deadline (KITH_REQUEST_TIMEOUT_MS)",
+            self.requests_timed_out.clone(),
+        );
+        kith.register(
+            "rate_limited",
+            "Edge writes refused by the actor's token bucket",
+            self.rate_limited.clone(),
+        );
+        kith.register(
+            "pipeline_lag_seconds",
+            "From the commit of a change to its projection into every derived view",
+            self.pipeline_lag.clone(),
+        );
+        kith.register(
+            "graphql_requests",
+            "GraphQL requests by operation name and outcome code",
+            self.requests.clone(),
+        );
+        kith.register(
+            "graphql_request_duration_seconds",
+            "GraphQL request latency by operation name and outcome code",
+            self.request_duration.clone(),
+        );
+        kith.register(
+            "cache_lookups",
+            "Cache lookups by cache and result",
+            self.cache.clone(),
+        );
+        kith.register(
+            "consumer_lag_messages",
+            "Messages between the projector's position and the end of each partition it holds",
+            self.consumer_lag.clone(),
+        );
+        kith.register(
+            "postgres_statements",
+            "Statements run on the PostgreSQL pool",
+            ConstCounter::new(scrape.postgres_statements),
+        );
+        kith.register(
+            "read_redis_round_trips",
+            "Redis round trips made by reads",
+            ConstCounter::new(scrape.read_redis_round_trips),
+        );
+        kith.register(
+            "list_fills_in_flight",
+            "List-cache fills running in this process",
+            ConstGauge::new(i64::try_from(scrape.fills_in_flight).unwrap_or(i64::MAX)),
+        );
+        if let Some(backlog) = scrape.backlog {
+            kith.register(
+                "relay_backlog",
+                "Outbox rows not yet published",
+                ConstGauge::new(backlog),
+            );
+        }
+        let connections = Family::<PoolLabels, Gauge>::default();
+        let idle = Family::<PoolLabels, Gauge>::default();
+        let gets = Family::<PoolGetLabels, Counter>::default();
+        let wait = Family::<PoolLabels, Counter<f64>>::default();
+        for (pool, state) in [
+            ("postgres", scrape.postgres_pool),
+            ("redis", scrape.redis_pool),
+        ] {
+            let labels = PoolLabels { pool };
+            connections
+                .get_or_create(&labels)
+                .set(i64::from(state.connections));
+            idle.get_or_create(&labels).set(i64::from(state.idle));
+            for (result, n) in [
+                ("direct", state.gets_direct),
+                ("waited", state.gets_waited),
+                ("timed_out", state.gets_timed_out),
+            ] {
+                gets.get_or_create(&PoolGetLabels { pool, result })
+                    .inc_by(n);
+            }
+            wait.get_or_create(&labels)
+                .inc_by(state.wait_time.as_secs_f64());
+        }
+        kith.register("pool_connections", "Connections open per pool", connections);
+        kith.register("pool_idle_connections", "Idle connections per pool", idle);
+        kith.register(
+            "pool_checkouts",
+            "Connection checkouts per pool: served at once, after waiting, or timed out",
+            gets,
+        );
+        kith.register(
+            "pool_wait_seconds",
+            "Time spent waiting for a connection per pool",
+            wait,
+        );
         let mut out = String::new();
-        let counters = [
-            (
-                "kith_events_relayed_total",
-                "Outbox events acknowledged by the broker.",
-                &self.events_relayed,
-            ),
-            (
-                "kith_events_applied_total",
-                "Events processed by the projector.",
-                &self.events_applied,
-            ),
-            (
-                "kith_events_dead_lettered_total",
-                "Messages recorded as dead letters.",
-                &self.events_dead_lettered,
-            ),
-            (
-                "kith_consistency_repairs_total",
-                "Derived rows and counters repaired by reconciliation or the sampled counter check.",
-                &self.consistency_repairs,
-            ),
-            (
-                "kith_requests_timed_out_total",
-                "GraphQL requests stopped at their deadline (KITH_REQUEST_TIMEOUT_MS).",
-                &self.requests_timed_out,
-            ),
-        ];
-        for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                value.load(Ordering::Relaxed)
-            );
-        }
-        let (statements, redis) = round_trips;
-        let _ = writeln!(
-            out,
-            "# HELP kith_postgres_statements_total Statements run on the PostgreSQL pool.\n\
-             # TYPE kith_postgres_statements_total counter\nkith_postgres_statements_total {statements}\n\
-             # HELP kith_read_redis_round_trips_total Redis round trips made by reads.\n\
-             # TYPE kith_read_redis_round_trips_total counter\nkith_read_redis_round_trips_total {redis}"
-        );
-        if let Some(backlog) = backlog {
-            let _ = writeln!(
-                out,
-                "# HELP kith_relay_backlog Outbox rows not yet published.\n# TYPE kith_relay_backlog gauge\nkith_relay_backlog {backlog}"
-            );
-        }
-        self.pipeline_lag.render(
-            "kith_pipeline_lag_seconds",
-            "From the commit of a change to its projection into every derived view.",
-            &mut out,
-        );
+        // Writing to a String cannot fail.
+        let _ = encode_registry(&mut out, &registry);
+        let _ = encode_eof(&mut out);
         out
     }
 }
@@ -151,18 +362,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_prometheus_text() {
+    fn renders_openmetrics_text() {
         let metrics = Metrics::default();
-        Metrics::add(&metrics.events_relayed, 3);
-        metrics.pipeline_lag.observe(0.004);
-        metrics.pipeline_lag.observe(2.0);
-        let text = metrics.render(Some(7), (3, 4));
-        assert!(text.contains("kith_events_relayed_total 3\n"));
-        assert!(text.contains("kith_relay_backlog 7\n"));
-        assert!(text.contains("kith_postgres_statements_total 3\n"));
-        assert!(text.contains("kith_read_redis_round_trips_total 4\n"));
-        assert!(text.contains("kith_pipeline_lag_seconds_bucket{le=\"0.005\"} 1\n"));
-        assert!(text.contains("kith_pipeline_lag_seconds_bucket{le=\"+Inf\"} 2\n"));
-        assert!(text.contains("kith_pipeline_lag_seconds_count 2\n"));
+        metrics.events_relayed.inc_by(3);
+        metrics.observe_lag(0.004);
+        metrics.observe_lag(2.0);
+        metrics.observe_request(Some("Profile"), true, "ok", Duration::from_millis(3));
+        metrics.observe_request(Some("bad name!"), true, "ok", Duration::from_millis(3));
+        metrics.cache_lookup("list", true, 2);
+        let text = metrics.render(&Scrape {
+            backlog: Some(7),
+            postgres_statements: 3,
+            read_redis_round_trips: 4,
+            ..Scrape::default()
+        });
+        for line in [
+            "kith_events_relayed_total 3\n",
+            "kith_relay_backlog 7\n",
+            "kith_postgres_statements_total 3\n",
+            "kith_read_redis_round_trips_total 4\n",
+            "kith_pipeline_lag_seconds_bucket{le=\"0.005\"} 1\n",
+            "kith_pipeline_lag_seconds_bucket{le=\"+Inf\"} 2\n",
+            "kith_pipeline_lag_seconds_count 2\n",
+            "kith_graphql_requests_total{operation=\"Profile\",outcome=\"ok\"} 1\n",
+            "kith_graphql_requests_total{operation=\"other\",outcome=\"ok\"} 1\n",
+            "kith_cache_lookups_total{cache=\"list\",result=\"hit\"} 2\n",
+            "kith_pool_connections{pool=\"postgres\"} 0\n",
+            "# EOF\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from\n{text}");
+        }
     }
 }

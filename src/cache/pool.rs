@@ -197,6 +197,11 @@ impl RedisPool {
         })
     }
 
+    /// The pool's connections and checkout statistics (for metrics).
+    pub fn state(&self) -> bb8::State {
+        self.pool.state()
+    }
+
     /// A connection, or at once an error while the breaker is open.
     pub async fn get(&self) -> Result<PooledRedis<'_>, bb8::RunError<RedisError>> {
         if self.is_down() {

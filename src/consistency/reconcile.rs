@@ -395,7 +395,7 @@ pub async fn schedule(
         };
         match round.await {
             Ok(Some(summary)) => {
-                crate::metrics::Metrics::add(&app.metrics.consistency_repairs, summary.repairs());
+                app.metrics.consistency_repairs.inc_by(summary.repairs());
                 tracing::info!(%summary, "scheduled reconcile done");
             }
             Ok(None) => tracing::debug!("scheduled reconcile: another process is running it"),

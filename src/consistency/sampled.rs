@@ -17,7 +17,6 @@ use super::rebuild;
 use super::reconcile::{self, Scope};
 use super::verify::{self, Subject};
 use crate::app::App;
-use crate::metrics::Metrics;
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 
@@ -113,7 +112,7 @@ async fn check(app: &App, users: &[UserId]) -> Result<(), PipelineError> {
             rebuild::rebuild_records(app, &[user]).await?;
         }
         let repairs = summary.repairs() + u64::from(record_fixed);
-        Metrics::add(&app.metrics.consistency_repairs, repairs);
+        app.metrics.consistency_repairs.inc_by(repairs);
         tracing::warn!(%user, repairs, %summary, "sampled counter check: drift repaired");
     }
     Ok(())

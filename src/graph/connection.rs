@@ -256,8 +256,8 @@ pub async fn resolve(
         ListKey::Following(_) => counters.followings,
         ListKey::Followers(_) => counters.followers,
     });
-    let page = match (hot, cached) {
-        (Some(page), _) => page,
+    let (page, source) = match (hot, cached) {
+        (Some(page), _) => (page, pages::Source::Hot),
         (None, cached) => {
             let cached = cached
                 .transpose()
@@ -266,9 +266,13 @@ pub async fn resolve(
             pages::complete(app, list, request, Some(total), cached)
                 .await
                 .gql()?
-                .0
         }
     };
+    match source {
+        pages::Source::Hot => app.metrics.cache_lookup("hot_list", true, 1),
+        pages::Source::Cache => app.metrics.cache_lookup("list", true, 1),
+        pages::Source::Postgres => app.metrics.cache_lookup("list", false, 1),
+    }
     build(ctx, list.into(), &page, forward, total).await
 }
 

@@ -244,14 +244,20 @@ impl ExtensionFactory for Limits {
 }
 
 /// Set by the `execute` hook: the request passed parsing and validation and
-/// its resolvers ran. The HTTP layer answers `400` when it stays false.
+/// its resolvers ran (the HTTP layer answers `400` when it stays false), and
+/// the name of the operation it ran (for metrics).
 #[derive(Default)]
-pub struct ExecutionStarted(AtomicBool);
+pub struct ExecutionStarted(AtomicBool, std::sync::Mutex<Option<String>>);
 
 impl ExecutionStarted {
     /// True once execution began.
     pub fn get(&self) -> bool {
         self.0.load(Ordering::Relaxed)
+    }
+
+    /// The name of the operation that ran, if it has one.
+    pub fn operation(&self) -> Option<String> {
+        self.1.lock().expect("operation lock").clone()
     }
 }
 
@@ -292,6 +298,7 @@ impl Extension for Limits {
     ) -> Response {
         if let Some(started) = ctx.data_opt::<Arc<ExecutionStarted>>() {
             started.0.store(true, Ordering::Relaxed);
+            *started.1.lock().expect("operation lock") = operation_name.map(str::to_owned);
         }
         next.run(ctx, operation_name).await
     }

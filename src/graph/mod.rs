@@ -83,16 +83,49 @@ pub async fn execute(
 /// Executes one request for `viewer` with fresh per-request DataLoaders,
 /// within `KITH_REQUEST_TIMEOUT_MS`: past it the request is dropped — its
 /// statements cancelled, its connections returned — and answered `TIMEOUT`.
-pub async fn run(
+pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: Viewer) -> Outcome {
+    let clock = std::time::Instant::now();
+    let outcome = run_timed(schema, app, request, viewer).await;
+    let code = outcome
+        .response
+        .errors
+        .first()
+        .and_then(|e| e.extensions.as_ref()?.get("code").cloned());
+    let code = match code {
+        None => "ok".to_owned(),
+        Some(async_graphql::Value::String(code)) => code,
+        Some(other) => other.to_string(),
+    };
+    app.metrics.observe_request(
+        outcome.operation.as_deref(),
+        outcome.executed,
+        &code,
+        clock.elapsed(),
+    );
+    Outcome {
+        response: outcome.response,
+        executed: outcome.executed,
+    }
+}
+
+/// What [`run`] learns besides the answer.
+struct Ran {
+    response: Response,
+    executed: bool,
+    operation: Option<String>,
+}
+
+async fn run_timed(
     schema: &KithSchema,
     app: &Arc<App>,
     mut request: Request,
     viewer: Viewer,
-) -> Outcome {
+) -> Ran {
     if let Err(refused) = app.persisted.resolve(&mut request) {
-        return Outcome {
+        return Ran {
             response: persisted_refusal(&refused),
             executed: false,
+            operation: None,
         };
     }
     let started = Arc::new(limits::ExecutionStarted::default());
@@ -104,7 +137,7 @@ pub async fn run(
     let response = match tokio::time::timeout(deadline, schema.execute(request)).await {
         Ok(response) => response,
         Err(_) => {
-            crate::metrics::Metrics::add(&app.metrics.requests_timed_out, 1);
+            app.metrics.requests_timed_out.inc();
             Response::from_errors(vec![
                 crate::error::ApiError::Timeout
                     .extend()
@@ -112,9 +145,10 @@ pub async fn run(
             ])
         }
     };
-    Outcome {
+    Ran {
         response: with_codes(response),
         executed: started.get(),
+        operation: started.operation(),
     }
 }
 

@@ -21,7 +21,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 use super::wake::Wakeups;
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
-use crate::metrics::Metrics;
 use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};
 
@@ -127,7 +126,7 @@ async fn lead(
                 publish(producer, &app.config.follow_topic, &batch).await?;
                 let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
                 outbox::delete(&mut conn, &ids).await?;
-                Metrics::add(&app.metrics.events_relayed, ids.len() as u64);
+                app.metrics.events_relayed.inc_by(ids.len() as u64);
             }
             if !letters.is_empty() {
                 crate::pipeline::dead_letters::publish(

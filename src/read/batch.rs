@@ -139,6 +139,15 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
         out.insert(Read::Page(*list, *request), Answer::Page(page));
     }
 
+    app.metrics
+        .cache_lookup("counter_record", true, (users.len() - missing.len()) as u64);
+    app.metrics
+        .cache_lookup("counter_record", false, missing.len() as u64);
+    let asked: usize = lookups.values().map(Vec::len).sum::<usize>() + unknown.len();
+    app.metrics
+        .cache_lookup("relation", true, (asked - unknown.len()) as u64);
+    app.metrics
+        .cache_lookup("relation", false, unknown.len() as u64);
     let (rebuilt, truth) = tokio::try_join!(
         counters::rebuild(app, &missing),
         relations::from_truth(app, &unknown)

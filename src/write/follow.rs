@@ -52,9 +52,7 @@ pub async fn change_edge(
             "a user cannot follow or unfollow themselves",
         ));
     }
-    app.rate_limiter
-        .acquire(&app.redis, &app.keys, actor)
-        .await?;
+    super::take_tokens(app, actor, 1).await?;
     let event_id = uuid::Uuid::new_v4();
     let row = {
         // Never hold a PostgreSQL connection while waiting for Redis.
@@ -91,9 +89,7 @@ pub async fn remove_follower(
     if owner == follower {
         return Err(ApiError::invalid("a user cannot remove themselves"));
     }
-    app.rate_limiter
-        .acquire(&app.redis, &app.keys, owner)
-        .await?;
+    super::take_tokens(app, owner, 1).await?;
     let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
@@ -167,9 +163,7 @@ pub async fn change_edges(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    app.rate_limiter
-        .acquire_many(&app.redis, &app.keys, actor, targets.len())
-        .await?;
+    super::take_tokens(app, actor, targets.len()).await?;
     let mut results: Vec<Option<TargetResult>> = vec![None; targets.len()];
     let mut valid: Vec<(UserId, usize)> = Vec::with_capacity(targets.len());
     let mut seen = HashSet::with_capacity(targets.len());

@@ -19,6 +19,27 @@ use crate::cache::{self, ListKey};
 use crate::model::UserId;
 use crate::pipeline::wake;
 
+/// Takes `n` tokens from `actor`'s bucket, or fails with `RATE_LIMITED`
+/// (counted in the metrics).
+pub(crate) async fn take_tokens(
+    app: &App,
+    actor: UserId,
+    n: usize,
+) -> Result<(), crate::error::ApiError> {
+    match app
+        .rate_limiter
+        .acquire_many(&app.redis, &app.keys, actor, n)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(refused @ crate::error::ApiError::RateLimited { .. }) => {
+            app.metrics.rate_limited.inc();
+            Err(refused)
+        }
+        Err(other) => Err(other),
+    }
+}
+
 /// After a commit that appended outbox events: the changed counter records
 /// and following lists show it at once (read-your-writes), and every relay is
 /// woken — this process's directly, others' by a `PUBLISH` in the same Redis

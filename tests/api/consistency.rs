@@ -279,7 +279,7 @@ async fn the_sampled_check_repairs_counters_as_they_are_read() {
     eventually("the drift to be repaired", 30, || async {
         let now = t.full_stats(u[2]).await;
         let record = t.counter_record(u[2]).await?;
-        let counted = t.app.metrics.consistency_repairs.load(Ordering::Relaxed) >= 1;
+        let counted = t.app.metrics.consistency_repairs.get() >= 1;
         (now.followers == before.followers
             && record.followers as i64 == before.followers
             && counted)
@@ -364,7 +364,7 @@ async fn a_scheduled_reconcile_repairs_drift_by_itself() {
     ));
     eventually("the scheduled run to repair it", 30, || async {
         (t.full_stats(u[1]).await.followers == right
-            && t.app.metrics.consistency_repairs.load(Ordering::Relaxed) >= 1)
+            && t.app.metrics.consistency_repairs.get() >= 1)
             .then_some(())
     })
     .await;

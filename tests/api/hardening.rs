@@ -241,7 +241,7 @@ async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
         .await;
     assert_ok(&r);
     assert_eq!(r["data"]["user"]["handle"], "alice");
-    let metrics = t.app.metrics.render(None, (0, 0));
+    let metrics = t.app.metrics.render(&Default::default());
     assert!(
         metrics.contains("kith_requests_timed_out_total 1"),
         "{metrics}"
@@ -267,7 +267,7 @@ async fn a_statement_past_statement_timeout_answers_timeout() {
         )
         .await;
     assert_eq!(error_code(&r), Some("TIMEOUT"), "{r}");
-    let metrics = t.app.metrics.render(None, (0, 0));
+    let metrics = t.app.metrics.render(&Default::default());
     assert!(
         metrics.contains("kith_requests_timed_out_total 0"),
         "{metrics}"

@@ -154,23 +154,90 @@ async fn readiness_reports_redis_but_stays_ready_without_it() {
     );
 }
 
+/// After a scripted workload — follows through the pipeline, a named
+/// profile query, a refused request, a rate-limited follow — `/metrics`
+/// holds the standard set with its labels, in the OpenMetrics text format.
 #[tokio::test]
-async fn metrics_are_served_in_prometheus_text() {
-    let t = spawn_app().await;
-    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+async fn metrics_are_served_in_openmetrics_text() {
+    let t = crate::helpers::spawn_app_with(|c| {
+        c.rate_limit_capacity = 3;
+        c.rate_limit_per_sec = 0.01;
+    })
+    .await;
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
     t.follow(alice, bob).await;
-    let (status, body) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    let (status, response) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
-    let text = String::from_utf8(body).unwrap();
-    for name in [
-        "kith_events_relayed_total 0",
-        "kith_events_applied_total 0",
-        "kith_events_dead_lettered_total 0",
-        "kith_relay_backlog 1",
-        "kith_pipeline_lag_seconds_count 0",
-    ] {
-        assert!(text.contains(name), "{name} missing from:\n{text}");
+    let text = String::from_utf8(response).unwrap();
+    assert!(text.contains("kith_relay_backlog 1\n"), "{text}");
+
+    let relay = t.start_relay();
+    let projector = t.start_projector(std::sync::Arc::new(
+        kith::pipeline::projector::ProjectorHooks::default(),
+    ));
+    t.follow(alice, carol).await;
+    t.follow(bob, carol).await;
+    crate::helpers::settled(&t, &[alice, bob, carol], 60).await;
+    let profile = "query Profile($id: ID!) { user(id: $id) { handle counters { followers }
+        followers(first: 5) { edges { node { handle } } } } }";
+    for _ in 0..2 {
+        let r = t
+            .execute(
+                kith::auth::Viewer::Anonymous,
+                profile,
+                json!({ "id": kith::graph::ids::user_id(carol).to_string() }),
+            )
+            .await;
+        crate::helpers::assert_ok(&r);
     }
+    t.execute(kith::auth::Viewer::Anonymous, "{ nope }", json!({}))
+        .await;
+    for _ in 0..3 {
+        t.follow(alice, carol).await;
+        t.unfollow(alice, carol).await;
+    }
+    // The consumer-lag reading comes with the lease keeper's next tick.
+    let text = crate::helpers::eventually("the consumer lag to be measured", 30, || async {
+        let (_, body) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        let text = String::from_utf8(body).unwrap();
+        text.contains("kith_consumer_lag_messages{").then_some(text)
+    })
+    .await;
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+    for line in [
+        "# TYPE kith_graphql_requests counter",
+        "kith_graphql_requests_total{operation=\"Profile\",outcome=\"ok\"} 2",
+        "kith_graphql_requests_total{operation=\"refused\",outcome=\"INVALID_INPUT\"} 1",
+        "kith_graphql_request_duration_seconds_bucket{le=\"+Inf\",operation=\"Profile\",outcome=\"ok\"} 2",
+        "kith_graphql_requests_total{operation=\"anonymous\",outcome=\"RATE_LIMITED\"}",
+        "kith_rate_limited_total ",
+        "kith_cache_lookups_total{cache=\"counter_record\",result=\"hit\"}",
+        "kith_cache_lookups_total{cache=\"list\",result=",
+        "kith_pool_connections{pool=\"postgres\"}",
+        "kith_pool_connections{pool=\"redis\"}",
+        "kith_pool_checkouts_total{pool=\"postgres\",result=\"direct\"}",
+        "kith_pool_wait_seconds_total{pool=\"redis\"}",
+        "kith_list_fills_in_flight ",
+        "kith_consumer_lag_messages{topic=",
+        "kith_events_relayed_total ",
+        "kith_events_applied_total ",
+        "kith_postgres_statements_total ",
+        "kith_read_redis_round_trips_total ",
+        "kith_pipeline_lag_seconds_count ",
+        "# EOF",
+    ] {
+        assert!(text.contains(line), "{line} missing from:\n{text}");
+    }
+    assert!(
+        !text.contains("kith_pipeline_lag_seconds_count 0\n"),
+        "{text}"
+    );
+    assert!(!text.contains("kith_rate_limited_total 0\n"), "{text}");
 }
 
 /// Serves `t`'s API on a free local port for clients outside the process.

@@ -78,12 +78,12 @@ async fn a_follow_reaches_every_derived_view() {
     );
     assert_eq!(t.cached_list(ListKey::Following(alice)).await, Some(vec![]));
 
-    let metrics = t.app.metrics.render(None, (0, 0));
+    let metrics = t.app.metrics.render(&Default::default());
     assert!(
         metrics.contains("kith_events_relayed_total 3\n"),
         "{metrics}"
     );
-    assert!(t.app.metrics.pipeline_lag.count() >= 3);
+    assert!(t.app.metrics.lag_observations() >= 3);
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
 }
@@ -160,7 +160,7 @@ async fn replaying_the_whole_topic_changes_nothing() {
     })
     .await;
     let before = t.derived_state(&users).await;
-    let total = t.app.metrics.events_relayed.load(Ordering::Relaxed) + users.len() as u64;
+    let total = t.app.metrics.events_relayed.get() + users.len() as u64;
     relay.stop().await.unwrap();
     projector.stop().await.unwrap();
 
@@ -169,7 +169,7 @@ async fn replaying_the_whole_topic_changes_nothing() {
     let replay_app = kith::app::App::start(config).await.unwrap();
     let replay = t.start_projector_for(replay_app.clone(), hooks());
     eventually("the replay to finish", 60, || async {
-        (replay_app.metrics.events_applied.load(Ordering::Relaxed) >= total).then_some(())
+        (replay_app.metrics.events_applied.get() >= total).then_some(())
     })
     .await;
     replay.stop().await.unwrap();
@@ -212,7 +212,7 @@ async fn an_unfollow_delivered_before_its_follow_wins() {
     t.produce(&topic, &key, &canceled).await;
     t.produce(&topic, &key, &created).await;
     eventually("four events applied", 60, || async {
-        (t.app.metrics.events_applied.load(Ordering::Relaxed) >= 4).then_some(())
+        (t.app.metrics.events_applied.get() >= 4).then_some(())
     })
     .await;
     assert_eq!(t.projected(alice, bob).await, Some((false, 2)));
@@ -296,7 +296,7 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
 
     eventually("every message handled", 60, || async {
         let stats = t.full_stats(alice).await;
-        let dead = t.app.metrics.events_dead_lettered.load(Ordering::Relaxed);
+        let dead = t.app.metrics.events_dead_lettered.get();
         (dead == 4
             && stats.posts == 2
             && t.counter_record(alice).await?.version == stats.version as u64)
@@ -393,7 +393,7 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
     // Let the first relay take the lock before the second starts.
     eventually("the first relay to publish", 60, || async {
         t.follow(alice, bob).await;
-        (t.app.metrics.events_relayed.load(Ordering::Relaxed) == 1).then_some(())
+        (t.app.metrics.events_relayed.get() == 1).then_some(())
     })
     .await;
     let (standby_trigger, standby_shutdown) = kith::pipeline::Shutdown::new();
@@ -404,11 +404,11 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
 
     t.follow(carol, bob).await;
     eventually("the active relay to publish", 60, || async {
-        (t.app.metrics.events_relayed.load(Ordering::Relaxed) == 2).then_some(())
+        (t.app.metrics.events_relayed.get() == 2).then_some(())
     })
     .await;
     assert_eq!(
-        standby_app.metrics.events_relayed.load(Ordering::Relaxed),
+        standby_app.metrics.events_relayed.get(),
         0,
         "the standby stays idle"
     );
@@ -416,7 +416,7 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
     active.stop().await.unwrap();
     t.follow(alice, carol).await;
     eventually("the standby to take over", 60, || async {
-        (standby_app.metrics.events_relayed.load(Ordering::Relaxed) == 1).then_some(())
+        (standby_app.metrics.events_relayed.get() == 1).then_some(())
     })
     .await;
     settled(&t, &[alice, bob, carol], 60).await;
@@ -512,7 +512,7 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
             .to_string();
     t.produce(&topic, &key, unfavorite.as_bytes()).await;
     eventually("the dead letter", 60, || async {
-        (t.app.metrics.events_dead_lettered.load(Ordering::Relaxed) == 1).then_some(())
+        (t.app.metrics.events_dead_lettered.get() == 1).then_some(())
     })
     .await;
     // Nothing to take back yet: the replay leaves it dead.

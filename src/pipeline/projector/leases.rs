@@ -56,10 +56,12 @@ pub async fn keep(
         metadata: None,
         counts: None,
         partitions_checked: None,
+        lag: None,
     };
     loop {
         match keeper.tick().await {
             Ok(held) => {
+                keeper.record_lag(&held);
                 publish.send_if_modified(|current| {
                     let same = current.len() == held.len()
                         && current
@@ -93,6 +95,8 @@ struct Keeper {
     /// A partition-count read in flight.
     counts: Option<tokio::task::JoinHandle<Result<PartitionCounts, KafkaError>>>,
     partitions_checked: Option<Instant>,
+    /// A consumer-lag reading in flight.
+    lag: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Keeper {
@@ -229,6 +233,44 @@ impl Keeper {
                 Vec::new()
             }
         }
+    }
+
+    /// Measures in the background how far each held partition's stored
+    /// position is behind its end (`kith_consumer_lag_messages`), at most
+    /// one reading at a time.
+    fn record_lag(&mut self, held: &Assignment) {
+        if self
+            .lag
+            .as_ref()
+            .is_some_and(|reading| !reading.is_finished())
+        {
+            return;
+        }
+        let Some(metadata) = self.metadata_client() else {
+            return;
+        };
+        let app = self.app.clone();
+        let positions: Vec<(TopicPartition, Option<i64>)> = held
+            .iter()
+            .map(|(tp, lease)| (tp.clone(), lease.next_offset))
+            .collect();
+        self.lag = Some(tokio::task::spawn_blocking(move || {
+            let lag = &app.metrics.consumer_lag;
+            lag.clear();
+            for (tp, next) in positions {
+                let Ok((low, high)) =
+                    metadata.fetch_watermarks(&tp.topic, tp.partition, Duration::from_secs(1))
+                else {
+                    continue;
+                };
+                let labels = crate::metrics::PartitionLabels {
+                    topic: tp.topic,
+                    partition: tp.partition,
+                };
+                lag.get_or_create(&labels)
+                    .set((high - next.unwrap_or(low)).max(0));
+            }
+        }));
     }
 
     fn metadata_client(&mut self) -> Option<Arc<BaseConsumer>> {

@@ -45,7 +45,6 @@ use self::batch::{Action, Event, Item};
 use self::leases::Assignment;
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
-use crate::metrics::Metrics;
 use crate::store::partitions::{self, Advance, TopicPartition};
 
 /// How many times a batch a constraint rejects is retried before it is
@@ -455,11 +454,14 @@ impl Projector {
                 held.applied_to = Some(advance.next_offset);
             }
         }
-        Metrics::add(&self.app.metrics.events_applied, applied as u64);
+        self.app.metrics.events_applied.inc_by(applied as u64);
         if dead_lettered > 0 {
             // The relay mirrors them to the dead-letter topic.
             crate::pipeline::wake::wake(&self.app).await;
-            Metrics::add(&self.app.metrics.events_dead_lettered, dead_lettered as u64);
+            self.app
+                .metrics
+                .events_dead_lettered
+                .inc_by(dead_lettered as u64);
             tracing::warn!(
                 dead_lettered,
                 "projector: messages recorded as dead letters"
@@ -562,8 +564,7 @@ impl Projector {
             if let Some(occurred) = occurred {
                 self.app
                     .metrics
-                    .pipeline_lag
-                    .observe((now_ms - occurred) as f64 / 1000.0);
+                    .observe_lag((now_ms - occurred) as f64 / 1000.0);
                 if let (Some(samples), Event::Follow(_)) = (samples.as_mut(), event) {
                     samples.push(now_ms - occurred);
                 }
