@@ -33,8 +33,10 @@ pub struct App {
     pub redis: RedisPool,
     /// Builds every Redis key under the configured prefix.
     pub keys: RedisKeys,
-    /// Signs and verifies bearer tokens.
+    /// Signs and verifies development (HS256) bearer tokens.
     pub tokens: TokenKeys,
+    /// The identity provider whose tokens are accepted, if one is configured.
+    pub identity: Option<crate::auth::identity::Identity>,
     /// Token bucket for edge-writing mutations.
     pub rate_limiter: RateLimiter,
     /// Counters and histograms served at `/metrics`.
@@ -131,7 +133,8 @@ impl App {
     pub fn new(config: Config, pg: PgPool, redis: RedisPool, round_trips: RoundTrips) -> Arc<Self> {
         Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
-            tokens: TokenKeys::new(&config.jwt_secret),
+            tokens: TokenKeys::with_leeway(&config.jwt_secret, config.jwt_leeway_secs),
+            identity: crate::auth::identity::Identity::from_config(&config),
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
             metrics: Metrics::default(),
             round_trips,

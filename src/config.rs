@@ -54,7 +54,14 @@
 //! | `KITH_MAX_CONCURRENT_FILLS` | `4` | list-cache fills started by reads that may run at once per process |
 //! | `KITH_CORS_ORIGINS` | empty | comma-separated origins browsers may call the API from (`*` = any) |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
-//! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens |
+//! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens (`kith token`); without it, HS256 tokens are refused once a provider is configured |
+//! | `KITH_JWT_JWKS_URL` | unset | an identity provider's JWKS (`https://…/.well-known/jwks.json`): RS256 / ES256 tokens are verified with its keys (cached 10 min; re-read on an unknown `kid`) |
+//! | `KITH_JWT_PUBLIC_KEY_FILE` | unset | instead, one PEM public key (RSA for RS256, P-256 for ES256) |
+//! | `KITH_JWT_JWKS_MIN_REFRESH_MS` | `10000` | the shortest time between two reads of the JWKS (an unknown `kid` re-reads it at most this often) |
+//! | `KITH_JWT_ISSUER` / `KITH_JWT_AUDIENCE` | unset | when set, the `iss` / `aud` provider tokens must carry |
+//! | `KITH_JWT_LEEWAY_SECS` | `30` | clock skew allowed on `exp` and `nbf` |
+//! | `KITH_JWT_USER_CLAIM` | `sub` | the claim of a provider token that names the user |
+//! | `KITH_JWT_USER_LOOKUP` | `id` | how that claim maps to a Kith user: `id` (its numeric id) or `handle` |
 //! | `KITH_RATE_LIMIT_CAPACITY` | `100` | follow/unfollow token bucket size |
 //! | `KITH_RATE_LIMIT_PER_SEC` | `1` | bucket refill rate, tokens per second |
 //! | `KITH_AUTO_MIGRATE` | `true` | apply migrations on `serve` / `run` |
@@ -67,6 +74,27 @@ use std::str::FromStr;
 
 /// The secret used when `KITH_JWT_SECRET` is unset; good for the local stack only.
 pub const DEV_JWT_SECRET: &str = "kith-local-development-secret-do-not-deploy";
+
+/// How an identity provider's user claim maps to a Kith user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserLookup {
+    /// The claim is the user's numeric id.
+    Id,
+    /// The claim is the user's handle.
+    Handle,
+}
+
+impl FromStr for UserLookup {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "id" => Ok(Self::Id),
+            "handle" => Ok(Self::Handle),
+            other => Err(format!("{other:?} is neither `id` nor `handle`")),
+        }
+    }
+}
 
 /// A configuration value that could not be parsed.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +202,25 @@ pub struct Config {
     pub http_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: String,
+    /// Whether HS256 tokens are accepted: unless an identity provider is
+    /// configured and `KITH_JWT_SECRET` is not.
+    pub jwt_hs256: bool,
+    /// The identity provider's JWKS URL.
+    pub jwt_jwks_url: Option<String>,
+    /// The shortest time between two JWKS reads, ms.
+    pub jwt_jwks_min_refresh_ms: u64,
+    /// The identity provider's public key (PEM), read from its file.
+    pub jwt_public_key_pem: Option<String>,
+    /// The `iss` provider tokens must carry.
+    pub jwt_issuer: Option<String>,
+    /// The `aud` provider tokens must carry.
+    pub jwt_audience: Option<String>,
+    /// Clock skew allowed on `exp` and `nbf`, seconds.
+    pub jwt_leeway_secs: u64,
+    /// The claim of a provider token that names the user.
+    pub jwt_user_claim: String,
+    /// How that claim maps to a user.
+    pub jwt_user_lookup: UserLookup,
     /// Token bucket capacity for edge-writing mutations.
     pub rate_limit_capacity: u32,
     /// Token bucket refill rate, tokens per second.
@@ -265,6 +312,26 @@ impl Config {
                 .collect(),
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
+            jwt_hs256: lookup("KITH_JWT_SECRET").is_some()
+                || (lookup("KITH_JWT_JWKS_URL").is_none()
+                    && lookup("KITH_JWT_PUBLIC_KEY_FILE").is_none()),
+            jwt_jwks_url: lookup("KITH_JWT_JWKS_URL").filter(|u| !u.is_empty()),
+            jwt_jwks_min_refresh_ms: parse(&lookup, "KITH_JWT_JWKS_MIN_REFRESH_MS", "10000")?,
+            jwt_public_key_pem: match lookup("KITH_JWT_PUBLIC_KEY_FILE") {
+                None => None,
+                Some(path) => {
+                    let pem = std::fs::read_to_string(&path)
+                        .map_err(|e| invalid("KITH_JWT_PUBLIC_KEY_FILE", &path, &e.to_string()))?;
+                    crate::auth::identity::check_pem(&pem)
+                        .map_err(|e| invalid("KITH_JWT_PUBLIC_KEY_FILE", &path, &e))?;
+                    Some(pem)
+                }
+            },
+            jwt_issuer: lookup("KITH_JWT_ISSUER").filter(|v| !v.is_empty()),
+            jwt_audience: lookup("KITH_JWT_AUDIENCE").filter(|v| !v.is_empty()),
+            jwt_leeway_secs: parse(&lookup, "KITH_JWT_LEEWAY_SECS", "30")?,
+            jwt_user_claim: text("KITH_JWT_USER_CLAIM", "sub"),
+            jwt_user_lookup: parse(&lookup, "KITH_JWT_USER_LOOKUP", "id")?,
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC", "1")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE", "true")?,

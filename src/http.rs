@@ -251,11 +251,7 @@ async fn connection_init(
                 .and_then(Value::as_str)
                 .map(|token| format!("Bearer {token}"))
         });
-    let viewer = Viewer::from_authorization(
-        &app.tokens,
-        authorization.as_deref(),
-        chrono::Utc::now().timestamp(),
-    );
+    let viewer = crate::auth::authenticate(&app, authorization.as_deref()).await;
     let user = viewer
         .require()
         .map_err(|e| async_graphql::Error::new(e.to_string()))?;
@@ -470,11 +466,7 @@ async fn execute(
     let viewer = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
         None => Viewer::Anonymous,
         Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
-        Some(Ok(value)) => Viewer::from_authorization(
-            &state.app.tokens,
-            Some(value),
-            chrono::Utc::now().timestamp(),
-        ),
+        Some(Ok(value)) => crate::auth::authenticate(&state.app, Some(value)).await,
     };
     let outcome = graph::run(&state.schema, &state.app, request, viewer).await;
     let mut body = serde_json::to_value(&outcome.response).unwrap_or_else(|e| {

@@ -15,6 +15,7 @@ mod graph_queries;
 mod hardening;
 mod hostile_bench;
 mod http;
+mod identity;
 mod lifecycle;
 mod outage;
 mod paging_property;
