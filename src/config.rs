@@ -39,7 +39,7 @@
 //! | `KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION` | `20` | subscriptions one WebSocket connection may run at once |
 //! | `KITH_LIVE_COUNTERS_INTERVAL_MS` | `250` | `userCountersChanged` sends at most one update per interval (changes in between are coalesced) |
 //! | `KITH_WS_INIT_TIMEOUT_MS` | `10000` | how long a WebSocket may take to authenticate (`connection_init`) before it is dropped |
-//! | `KITH_APQ_CACHE_SIZE` | `10000` | query texts learnt from clients through Automatic Persisted Queries, held in process (0: none learnt) |
+//! | `KITH_APQ_CACHE_BYTES` | `16777216` | query text learnt from clients through Automatic Persisted Queries, held in process (0: APQ off, hashes alone answered `PERSISTED_QUERY_NOT_SUPPORTED`) |
 //! | `KITH_PERSISTED_QUERIES_FILE` | unset | a persisted-query manifest (Apollo's `apollo-persisted-query-manifest` JSON, or an object of SHA-256 → query text), read at start |
 //! | `KITH_PERSISTED_ONLY` | `false` | run only the operations of that manifest (allow-list mode; needs the file) |
 //! | `KITH_MAX_QUERY_DEPTH` | `12` | deepest GraphQL selection accepted |
@@ -229,8 +229,8 @@ pub struct Config {
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
     pub log_json: bool,
-    /// Query texts learnt through Automatic Persisted Queries, held at most.
-    pub apq_cache_size: u64,
+    /// Bytes of query text learnt through Automatic Persisted Queries, held at most.
+    pub apq_cache_bytes: u64,
     /// The persisted-query manifest's operations, by SHA-256 (empty: none).
     pub persisted_manifest: std::sync::Arc<std::collections::HashMap<String, std::sync::Arc<str>>>,
     /// Run only the manifest's operations.
@@ -335,7 +335,7 @@ impl Config {
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY", "100")?,
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC", "1")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE", "true")?,
-            apq_cache_size: parse(&lookup, "KITH_APQ_CACHE_SIZE", "10000")?,
+            apq_cache_bytes: parse(&lookup, "KITH_APQ_CACHE_BYTES", "16777216")?,
             persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {
                 None => Default::default(),
                 Some(path) => {

@@ -119,6 +119,7 @@ impl Media {
 struct Refusal {
     status: StatusCode,
     message: String,
+    code: &'static str,
     allow: Option<&'static str>,
 }
 
@@ -127,18 +128,32 @@ impl Refusal {
         Self {
             status,
             message: message.into(),
+            code: "INVALID_INPUT",
             allow: None,
+        }
+    }
+
+    /// A persisted query that cannot run (answered as Apollo's links expect).
+    fn persisted(refused: &graph::persisted::PersistedError) -> Self {
+        Self {
+            code: refused.code(),
+            ..Self::new(StatusCode::OK, refused.to_string())
         }
     }
 
     fn respond(self, media: Media) -> Response {
         let body = json!({
-            "errors": [{ "message": self.message, "extensions": { "code": "INVALID_INPUT" } }]
+            "errors": [{ "message": self.message, "extensions": { "code": self.code } }]
         });
         let mut response = (self.status, body.to_string()).into_response();
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, media.content_type());
+        // Never cached: the same request may well succeed next time.
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-cache, must-revalidate"),
+        );
         if let Some(allow) = self.allow {
             response
                 .headers_mut()
@@ -285,7 +300,7 @@ async fn graphql_query_get(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/html"));
-    if param("query").is_none() && wants_html {
+    if param("query").is_none() && param("extensions").is_none() && wants_html {
         return graphiql().await.into_response();
     }
     let media = Media::negotiate(&headers);
@@ -308,9 +323,12 @@ async fn graphql_query_get(
             "extensions": json_param("extensions")?,
         });
         let mut request = graphql_request(&value)?;
-        // A persisted query's text decides whether it is a mutation; a
-        // refusal is answered by the executor, which asks again.
-        let _ = state.app.persisted.resolve(&mut request);
+        // A persisted query's text decides whether it is a mutation: it is
+        // resolved here, once (a refusal is answered at once, so that a text
+        // registered meanwhile cannot run as a GET mutation).
+        if let Err(refused) = state.app.persisted.resolve(&mut request) {
+            return Err(Refusal::persisted(&refused));
+        }
         if is_mutation(&request) {
             return Err(Refusal {
                 allow: Some("POST"),
@@ -538,8 +556,8 @@ async fn graphiql() -> Html<&'static str> {
 }
 
 /// GraphiQL's scripts and styles, vendored (`assets/graphiql`): the page
-/// works without internet access. The names carry no version, so they are
-/// revalidated, never cached for good.
+/// works without internet access. The names carry no version, so browsers
+/// keep them an hour, not for good.
 async fn graphiql_asset(Path(name): Path<String>) -> Response {
     let (body, content_type): (&'static [u8], &'static str) = match name.as_str() {
         "graphiql.min.js" => (

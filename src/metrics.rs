@@ -29,7 +29,7 @@ const REQUEST_BUCKETS: [f64; 14] = [
 
 /// Distinct operation names kept as labels; past it, `other` (clients name
 /// their operations, so the set must stay bounded).
-const MAX_OPERATIONS: usize = 256;
+const MAX_OPERATIONS: usize = 128;
 
 /// A GraphQL request's labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,7 +86,9 @@ pub struct Metrics {
     /// Commit of the change to its effects being visible in every derived view.
     pipeline_lag: Histogram,
     lag_observations: std::sync::atomic::AtomicU64,
-    /// GraphQL requests by operation and outcome.
+    /// GraphQL requests that reached the executor (over HTTP, or a query or
+    /// mutation over WebSocket) by operation and outcome; subscriptions and
+    /// requests the HTTP layer refuses (400, 405, 413, 415) are not counted.
     pub requests: Family<RequestLabels, Counter>,
     /// GraphQL request latency by operation and outcome.
     pub request_duration: Family<RequestLabels, Histogram>,
@@ -303,7 +305,7 @@ impl Metrics {
         );
         kith.register(
             "list_fills_in_flight",
-            "List-cache fills running in this process",
+            "Lists being filled into the list cache by this process",
             ConstGauge::new(i64::try_from(scrape.fills_in_flight).unwrap_or(i64::MAX)),
         );
         if let Some(backlog) = scrape.backlog {

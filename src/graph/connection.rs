@@ -256,6 +256,7 @@ pub async fn resolve(
         ListKey::Following(_) => counters.followings,
         ListKey::Followers(_) => counters.followers,
     });
+    let held_hot = hot.is_some();
     let (page, source) = match (hot, cached) {
         (Some(page), _) => (page, pages::Source::Hot),
         (None, cached) => {
@@ -268,10 +269,12 @@ pub async fn resolve(
                 .gql()?
         }
     };
-    match source {
-        pages::Source::Hot => app.metrics.cache_lookup("hot_list", true, 1),
-        pages::Source::Cache => app.metrics.cache_lookup("list", true, 1),
-        pages::Source::Postgres => app.metrics.cache_lookup("list", false, 1),
+    match (held_hot, source) {
+        (true, _) => app.metrics.cache_lookup("hot_list", true, 1),
+        // A hot list not held in process: loaded now.
+        (false, pages::Source::Hot) => app.metrics.cache_lookup("hot_list", false, 1),
+        (false, pages::Source::Cache) => app.metrics.cache_lookup("list", true, 1),
+        (false, pages::Source::Postgres) => app.metrics.cache_lookup("list", false, 1),
     }
     build(ctx, list.into(), &page, forward, total).await
 }

@@ -4,11 +4,13 @@
 //! A client sends `extensions.persistedQuery = {version: 1, sha256Hash}`
 //! with or without the query text (over POST, GET or the WebSocket):
 //! - with the text, its SHA-256 must be the hash (`INVALID_INPUT`
-//!   otherwise); the text is remembered under it (a bounded cache,
-//!   `KITH_APQ_CACHE_SIZE` documents) and runs;
+//!   otherwise); the text is remembered under it (a cache bounded to
+//!   `KITH_APQ_CACHE_BYTES` of text) and runs;
 //! - without it, the remembered text runs — or `PERSISTED_QUERY_NOT_FOUND`
 //!   (message `PersistedQueryNotFound`, as Apollo's links expect), and the
-//!   client sends the text once.
+//!   client sends the text once. With `KITH_APQ_CACHE_BYTES=0` nothing is
+//!   remembered and a hash alone is `PERSISTED_QUERY_NOT_SUPPORTED`, which
+//!   tells Apollo's links to stop sending hashes.
 //!
 //! With `KITH_PERSISTED_ONLY=true`, only the operations of the manifest
 //! `KITH_PERSISTED_QUERIES_FILE` run: by hash, or by text whose hash is in
@@ -30,6 +32,9 @@ pub enum PersistedError {
     /// A hash the server does not know (yet): send the text with it.
     #[error("PersistedQueryNotFound")]
     NotFound,
+    /// Automatic persisted queries are off: send the text.
+    #[error("PersistedQueryNotSupported")]
+    NotSupported,
     /// Allow-list mode: a hash that is not in the manifest.
     #[error("this operation is not in the persisted-query list")]
     NotInList,
@@ -46,6 +51,7 @@ impl PersistedError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NotFound => "PERSISTED_QUERY_NOT_FOUND",
+            Self::NotSupported => "PERSISTED_QUERY_NOT_SUPPORTED",
             Self::NotInList => "PERSISTED_QUERY_NOT_IN_LIST",
             Self::NotInSafelist => "QUERY_NOT_IN_SAFELIST",
             Self::Invalid(_) => "INVALID_INPUT",
@@ -55,8 +61,8 @@ impl PersistedError {
 
 /// The persisted queries of one process.
 pub struct PersistedQueries {
-    /// Texts learnt from clients (APQ), by hash.
-    learnt: moka::sync::Cache<String, Arc<str>>,
+    /// Texts learnt from clients (APQ), by hash; `None` when APQ is off.
+    learnt: Option<moka::sync::Cache<String, Arc<str>>>,
     /// The manifest's operations, by hash.
     manifest: Arc<HashMap<String, Arc<str>>>,
     /// Only the manifest's operations run.
@@ -67,7 +73,14 @@ impl PersistedQueries {
     /// As configured.
     pub fn new(config: &Config) -> Self {
         Self {
-            learnt: moka::sync::Cache::new(config.apq_cache_size),
+            learnt: (config.apq_cache_bytes > 0).then(|| {
+                moka::sync::Cache::builder()
+                    .max_capacity(config.apq_cache_bytes)
+                    .weigher(|hash: &String, text: &Arc<str>| {
+                        u32::try_from(hash.len() + text.len()).unwrap_or(u32::MAX)
+                    })
+                    .build()
+            }),
             manifest: config.persisted_manifest.clone(),
             only: config.persisted_only,
         }
@@ -83,17 +96,20 @@ impl PersistedQueries {
             return Ok(());
         };
         if request.query.is_empty() {
-            let text = self
-                .manifest
-                .get(&hash)
-                .cloned()
-                .or_else(|| (!self.only).then(|| self.learnt.get(&hash)).flatten());
+            let learnt = || {
+                self.learnt
+                    .as_ref()
+                    .filter(|_| !self.only)
+                    .and_then(|cache| cache.get(&hash))
+            };
+            let text = self.manifest.get(&hash).cloned().or_else(learnt);
             return match text {
                 Some(text) => {
                     request.query = text.to_string();
                     Ok(())
                 }
                 None if self.only => Err(PersistedError::NotInList),
+                None if self.learnt.is_none() => Err(PersistedError::NotSupported),
                 None => Err(PersistedError::NotFound),
             };
         }
@@ -106,8 +122,10 @@ impl PersistedQueries {
             if !self.manifest.contains_key(&hash) {
                 return Err(PersistedError::NotInList);
             }
-        } else if !self.manifest.contains_key(&hash) {
-            self.learnt.insert(hash, Arc::from(request.query.as_str()));
+        } else if !self.manifest.contains_key(&hash)
+            && let Some(cache) = &self.learnt
+        {
+            cache.insert(hash, Arc::from(request.query.as_str()));
         }
         Ok(())
     }

@@ -211,9 +211,9 @@ async fn metrics_are_served_in_openmetrics_text() {
     projector.stop().await.unwrap();
     for line in [
         "# TYPE kith_graphql_requests counter",
-        "kith_graphql_requests_total{operation=\"Profile\",outcome=\"ok\"} 2",
-        "kith_graphql_requests_total{operation=\"refused\",outcome=\"INVALID_INPUT\"} 1",
-        "kith_graphql_request_duration_seconds_bucket{le=\"+Inf\",operation=\"Profile\",outcome=\"ok\"} 2",
+        "kith_graphql_requests_total{operation=\"Profile\",outcome=\"ok\"} 2\n",
+        "kith_graphql_requests_total{operation=\"refused\",outcome=\"INVALID_INPUT\"} 1\n",
+        "kith_graphql_request_duration_seconds_bucket{le=\"+Inf\",operation=\"Profile\",outcome=\"ok\"} 2\n",
         "kith_graphql_requests_total{operation=\"anonymous\",outcome=\"RATE_LIMITED\"}",
         "kith_rate_limited_total ",
         "kith_cache_lookups_total{cache=\"counter_record\",result=\"hit\"}",

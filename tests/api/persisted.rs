@@ -65,7 +65,17 @@ async fn automatic_persisted_queries_register_then_run_by_hash() {
         "{body}"
     );
     assert_eq!(body["errors"][0]["message"], "PersistedQueryNotFound");
-    let (_, body) = send(&t, get(&token, &hash)).await;
+    let response = kith::http::router(t.app.clone())
+        .oneshot(get(&token, &hash))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()[header::CACHE_CONTROL],
+        "private, no-cache, must-revalidate",
+        "a refusal is never cached"
+    );
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(
         error_code(&body),
         Some("PERSISTED_QUERY_NOT_FOUND"),
@@ -87,6 +97,14 @@ async fn automatic_persisted_queries_register_then_run_by_hash() {
     assert_eq!(body["data"]["viewer"]["handle"], "me", "{body}");
     let (status, body) = send(&t, get(&token, &hash)).await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["data"]["viewer"]["handle"], "me", "{body}");
+    // A browser's GET (`Accept: text/html`) of a persisted query runs it too.
+    let mut browser = get(&token, &hash);
+    browser.headers_mut().insert(
+        header::ACCEPT,
+        "text/html,application/json".parse().unwrap(),
+    );
+    let (_, body) = send(&t, browser).await;
     assert_eq!(body["data"]["viewer"]["handle"], "me", "{body}");
 
     // A text that does not have the hash is refused, and not learnt.
@@ -195,6 +213,15 @@ async fn the_allow_list_mode_runs_only_the_manifest() {
         "{body}"
     );
     assert!(body["data"].is_null());
+    // Over GET the same.
+    let (_, body) = send(&t, get(&token, &sha256_hex(other))).await;
+    assert_eq!(
+        error_code(&body),
+        Some("PERSISTED_QUERY_NOT_IN_LIST"),
+        "{body}"
+    );
+    let (_, body) = send(&t, get(&token, &hash)).await;
+    assert_eq!(body["data"]["viewer"]["handle"], "me", "{body}");
 
     // A manifest whose ids are not the hashes of their texts is refused at start.
     std::fs::write(&manifest, json!({ hash: other }).to_string()).unwrap();
@@ -204,4 +231,28 @@ async fn the_allow_list_mode_runs_only_the_manifest() {
     });
     assert!(refused.is_err());
     let _ = std::fs::remove_file(&manifest);
+}
+
+#[tokio::test]
+async fn with_apq_off_a_hash_alone_is_not_supported() {
+    let t = spawn_app_with(|c| c.apq_cache_bytes = 0).await;
+    let me = t.user("me").await;
+    let token = t.token(me);
+    let hash = sha256_hex(ME);
+    let (_, body) = send(
+        &t,
+        post(
+            &token,
+            json!({ "query": ME, "extensions": persisted(&hash) }),
+        ),
+    )
+    .await;
+    assert_eq!(body["data"]["viewer"]["handle"], "me", "{body}");
+    let (_, body) = send(&t, post(&token, json!({ "extensions": persisted(&hash) }))).await;
+    assert_eq!(
+        error_code(&body),
+        Some("PERSISTED_QUERY_NOT_SUPPORTED"),
+        "{body}"
+    );
+    assert_eq!(body["errors"][0]["message"], "PersistedQueryNotSupported");
 }

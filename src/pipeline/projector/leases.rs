@@ -255,20 +255,26 @@ impl Keeper {
             .map(|(tp, lease)| (tp.clone(), lease.next_offset))
             .collect();
         self.lag = Some(tokio::task::spawn_blocking(move || {
+            // Read everything first, then replace the readings at once: a
+            // scrape never sees a half-measured set. A partition whose end
+            // could not be read keeps no (stale) reading.
+            let readings: Vec<(crate::metrics::PartitionLabels, i64)> = positions
+                .into_iter()
+                .filter_map(|(tp, next)| {
+                    let (low, high) = metadata
+                        .fetch_watermarks(&tp.topic, tp.partition, Duration::from_secs(1))
+                        .ok()?;
+                    let labels = crate::metrics::PartitionLabels {
+                        topic: tp.topic,
+                        partition: tp.partition,
+                    };
+                    Some((labels, (high - next.unwrap_or(low)).max(0)))
+                })
+                .collect();
             let lag = &app.metrics.consumer_lag;
             lag.clear();
-            for (tp, next) in positions {
-                let Ok((low, high)) =
-                    metadata.fetch_watermarks(&tp.topic, tp.partition, Duration::from_secs(1))
-                else {
-                    continue;
-                };
-                let labels = crate::metrics::PartitionLabels {
-                    topic: tp.topic,
-                    partition: tp.partition,
-                };
-                lag.get_or_create(&labels)
-                    .set((high - next.unwrap_or(low)).max(0));
+            for (labels, value) in readings {
+                lag.get_or_create(&labels).set(value);
             }
         }));
     }
