@@ -12,6 +12,8 @@
 //!   (the protocol of `graphql-ws` and Apollo Client; the older
 //!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
 //!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`).
+//! - W3C `traceparent` is honoured: its trace id tags the request's logs
+//!   and comes back in the answer's `traceparent` (a new one when absent).
 //! - The answer is `application/graphql-response+json` when the client asks
 //!   for it: then a request refused before execution (it does not parse,
 //!   validate or fit the limits) is `400` with no `data`. Otherwise it is
@@ -56,6 +58,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), cors))
+        .layer(middleware::from_fn(trace_context))
         .with_state(state)
 }
 
@@ -504,6 +507,55 @@ async fn execute(
         .headers_mut()
         .insert(header::CONTENT_TYPE, media.content_type());
     response
+}
+
+/// W3C trace context: a request's `traceparent` (version 00) gives its trace
+/// id, else a new one is made. Every log line of the request carries it (a
+/// `request` span), and the answer's `traceparent` names it with this
+/// request as the parent, so a caller can find Kith's logs of its trace.
+async fn trace_context(request: Request, next: Next) -> Response {
+    use tracing::Instrument as _;
+    let incoming = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_traceparent);
+    let ids = uuid::Uuid::new_v4().as_u128();
+    let (trace_id, sampled) = incoming.unwrap_or_else(|| (format!("{:032x}", ids), false));
+    let span_id = format!("{:016x}", (ids >> 64) as u64 | 1);
+    let span = tracing::info_span!(
+        "request",
+        trace_id = %trace_id,
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    let mut response = next.run(request).instrument(span).await;
+    let flags = if sampled { "01" } else { "00" };
+    if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{span_id}-{flags}")) {
+        response.headers_mut().insert("traceparent", value);
+    }
+    response
+}
+
+/// `(trace id, sampled)` of a valid version-00 `traceparent`.
+fn parse_traceparent(value: &str) -> Option<(String, bool)> {
+    let mut parts = value.trim().split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let valid = version == "00"
+        && parts.next().is_none()
+        && hex(trace, 32)
+        && hex(parent, 16)
+        && hex(flags, 2)
+        && trace.bytes().any(|b| b != b'0')
+        && parent.bytes().any(|b| b != b'0');
+    let sampled = u8::from_str_radix(flags, 16).ok()? & 1 == 1;
+    valid.then(|| (trace.to_owned(), sampled))
 }
 
 /// CORS for the origins in `KITH_CORS_ORIGINS` (none by default): preflights

@@ -579,3 +579,60 @@ async fn cors_allows_only_the_configured_origins() {
     assert!(headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
     assert_eq!(headers[header::VARY], "origin");
 }
+
+/// W3C trace context: the caller's trace id comes back in `traceparent`
+/// (with this request as the parent); without a valid one, a new trace.
+#[tokio::test]
+async fn trace_context_is_carried_through() {
+    let t = spawn_app().await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = kith::http::router(t.app.clone())
+        .oneshot(
+            Request::get("/healthz")
+                .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let back = response.headers()["traceparent"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let parts: Vec<&str> = back.split('-').collect();
+    assert_eq!(
+        (parts[0], parts[1], parts[3]),
+        ("00", trace, "01"),
+        "{back}"
+    );
+    assert_ne!(
+        parts[2], "00f067aa0ba902b7",
+        "this request is the new parent"
+    );
+    assert_eq!(parts[2].len(), 16);
+
+    for bad in [
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "garbage",
+    ] {
+        let response = kith::http::router(t.app.clone())
+            .oneshot(
+                Request::get("/healthz")
+                    .header("traceparent", bad)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let back = response.headers()["traceparent"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let new_trace = back.split('-').nth(1).unwrap().to_owned();
+        assert_eq!(new_trace.len(), 32, "{bad}: {back}");
+        assert_ne!(new_trace, trace, "{bad}: a new trace");
+        assert!(back.ends_with("-00"), "{bad}: {back}");
+    }
+}
