@@ -13,7 +13,8 @@
 //!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
 //!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`).
 //! - W3C `traceparent` is honoured: its trace id tags the request's logs
-//!   and comes back in the answer's `traceparent` (a new one when absent).
+//!   and comes back in the answer's `traceparent` (a new one when absent);
+//!   built with the `otlp` feature, spans are exported over OTLP as well.
 //! - The answer is `application/graphql-response+json` when the client asks
 //!   for it: then a request refused before execution (it does not parse,
 //!   validate or fit the limits) is `400` with no `data`. Otherwise it is
@@ -529,12 +530,39 @@ async fn trace_context(request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
     );
+    #[cfg(feature = "otlp")]
+    otlp::continue_trace(&span, request.headers());
     let mut response = next.run(request).instrument(span).await;
     let flags = if sampled { "01" } else { "00" };
     if let Ok(value) = HeaderValue::from_str(&format!("00-{trace_id}-{span_id}-{flags}")) {
         response.headers_mut().insert("traceparent", value);
     }
     response
+}
+
+/// With the `otlp` feature: the request's span continues the caller's trace.
+#[cfg(feature = "otlp")]
+mod otlp {
+    use axum::http::HeaderMap;
+    use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
+    struct Headers<'a>(&'a HeaderMap);
+
+    impl Extractor for Headers<'_> {
+        fn get(&self, key: &str) -> Option<&str> {
+            self.0.get(key).and_then(|v| v.to_str().ok())
+        }
+
+        fn keys(&self) -> Vec<&str> {
+            self.0.keys().map(|k| k.as_str()).collect()
+        }
+    }
+
+    pub(super) fn continue_trace(span: &tracing::Span, headers: &HeaderMap) {
+        let propagator = opentelemetry_sdk::propagation::TraceContextPropagator::new();
+        let _ = span.set_parent(propagator.extract(&Headers(headers)));
+    }
 }
 
 /// `(trace id, sampled)` of a valid version-00 `traceparent`.
