@@ -11,6 +11,8 @@
 //! | `REDIS_POOL_SIZE` | `16` | Redis connections per process |
 //! | `KITH_REDIS_PREFIX` | empty | prefix for every Redis key (isolates tenants and tests) |
 //! | `KAFKA_BROKERS` | `127.0.0.1:9092` | Kafka bootstrap servers |
+//! | `KITH_KAFKA_<PROPERTY>` | unset | any librdkafka property for every Kafka client: the name lowercased, `_` read as `.` (`KITH_KAFKA_SECURITY_PROTOCOL=SASL_SSL` is `security.protocol`) |
+//! | `KITH_KAFKA_PROPERTIES_FILE` | unset | librdkafka properties from a `name=value` file (read first; the variables above override it) |
 //! | `KITH_FOLLOW_TOPIC` | `kith.follow-events` | topic of follow events (outbox → projector) |
 //! | `KITH_CONTENT_TOPIC` | `kith.content-events` | topic of content events from other services |
 //! | `KITH_DEAD_LETTER_TOPIC` | `kith.dead-letters` | where undecodable or unappliable events go |
@@ -75,6 +77,36 @@ use std::str::FromStr;
 /// The secret used when `KITH_JWT_SECRET` is unset; good for the local stack only.
 pub const DEV_JWT_SECRET: &str = "kith-local-development-secret-do-not-deploy";
 
+/// The librdkafka properties of `KITH_KAFKA_<PROPERTY>` variables: the
+/// name after the prefix, lowercased, `_` read as `.` (`KITH_KAFKA_SASL_MECHANISMS`
+/// is `sasl.mechanisms`). Sorted, so the result does not depend on the
+/// environment's order.
+pub fn kafka_properties(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut properties: Vec<(String, String)> = vars
+        .into_iter()
+        .filter_map(|(name, value)| {
+            let property = name.strip_prefix("KITH_KAFKA_")?;
+            (!property.is_empty() && property != "PROPERTIES_FILE")
+                .then(|| (property.to_ascii_lowercase().replace('_', "."), value))
+        })
+        .collect();
+    properties.sort();
+    properties
+}
+
+/// The properties of a Java-style properties file (`name=value` lines;
+/// `#` and `!` comments).
+fn properties_file(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with('!'))
+        .filter_map(|line| {
+            let (name, value) = line.split_once('=')?;
+            Some((name.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// How an identity provider's user claim maps to a Kith user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UserLookup {
@@ -118,6 +150,10 @@ pub struct Config {
     pub redis_pool_size: u32,
     /// Prefix prepended to every Redis key.
     pub redis_prefix: String,
+    /// librdkafka properties passed through to every Kafka client (TLS,
+    /// SASL, timeouts…): from `KITH_KAFKA_PROPERTIES_FILE`, then the
+    /// `KITH_KAFKA_<PROPERTY>` variables.
+    pub kafka_properties: Vec<(String, String)>,
     /// Kafka bootstrap servers, comma separated.
     pub kafka_brokers: String,
     /// Topic of follow events.
@@ -238,9 +274,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Reads the configuration from the process environment.
+    /// Reads the configuration from the process environment, including
+    /// every `KITH_KAFKA_<PROPERTY>` variable.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| env::var(name).ok())
+        let mut config = Self::from_lookup(|name| env::var(name).ok())?;
+        config
+            .kafka_properties
+            .extend(kafka_properties(env::vars()));
+        Ok(config)
     }
 
     /// Reads the configuration through `lookup`, so tests can supply their own values.
@@ -255,6 +296,14 @@ impl Config {
             redis_pool_size: parse(&lookup, "REDIS_POOL_SIZE", "16")?,
             redis_prefix: text("KITH_REDIS_PREFIX", ""),
             kafka_brokers: text("KAFKA_BROKERS", "127.0.0.1:9092"),
+            kafka_properties: match lookup("KITH_KAFKA_PROPERTIES_FILE") {
+                None => Vec::new(),
+                Some(path) => {
+                    properties_file(&std::fs::read_to_string(&path).map_err(|e| {
+                        invalid("KITH_KAFKA_PROPERTIES_FILE", &path, &e.to_string())
+                    })?)
+                }
+            },
             follow_topic: text("KITH_FOLLOW_TOPIC", "kith.follow-events"),
             content_topic: text("KITH_CONTENT_TOPIC", "kith.content-events"),
             dead_letter_topic: text("KITH_DEAD_LETTER_TOPIC", "kith.dead-letters"),
@@ -519,6 +568,33 @@ fn invalid(name: &'static str, value: &str, reason: &str) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafka_properties_pass_through_from_variables_and_a_file() {
+        let vars = [
+            ("KITH_KAFKA_SECURITY_PROTOCOL", "SASL_SSL"),
+            ("KITH_KAFKA_SASL_MECHANISMS", "SCRAM-SHA-512"),
+            ("KITH_KAFKA_PROPERTIES_FILE", "/etc/kith/kafka.properties"),
+            ("KAFKA_BROKERS", "b1:9092"),
+            ("KITH_FOLLOW_TOPIC", "f"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        assert_eq!(
+            kafka_properties(vars),
+            vec![
+                ("sasl.mechanisms".to_owned(), "SCRAM-SHA-512".to_owned()),
+                ("security.protocol".to_owned(), "SASL_SSL".to_owned()),
+            ]
+        );
+        let file = "# MSK\nssl.ca.location = /etc/ssl/ca.pem\n! old\n\nsasl.username=kith\n";
+        assert_eq!(
+            properties_file(file),
+            vec![
+                ("ssl.ca.location".to_owned(), "/etc/ssl/ca.pem".to_owned()),
+                ("sasl.username".to_owned(), "kith".to_owned()),
+            ]
+        );
+    }
 
     #[test]
     fn defaults_match_the_local_stack() {

@@ -11,13 +11,20 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::Config;
 
-/// The settings every client shares.
+/// The settings every client shares: the brokers, then the configured
+/// librdkafka properties (`KITH_KAFKA_*`: TLS, SASL, timeouts…). The
+/// settings each client sets after this (the producer's `acks=all` and one
+/// request in flight, the consumer's manual offsets) are Kith's guarantees
+/// and win over these.
 pub fn client_config(config: &Config) -> ClientConfig {
     let mut client = ClientConfig::new();
     client
         .set("bootstrap.servers", &config.kafka_brokers)
         .set("client.id", "kith")
         .set("log_level", "4");
+    for (name, value) in &config.kafka_properties {
+        client.set(name, value);
+    }
     client
 }
 
@@ -33,13 +40,19 @@ pub fn client_config(config: &Config) -> ClientConfig {
 /// broker to bump its epoch, which some Kafka-compatible brokers (tansu
 /// 0.6.0) cannot do. The same settings behave the same on Kafka.
 pub fn producer(config: &Config) -> Result<FutureProducer, KafkaError> {
-    client_config(config)
+    producer_config(config).create()
+}
+
+/// The producer's settings (see [`producer`]).
+pub fn producer_config(config: &Config) -> ClientConfig {
+    let mut client = client_config(config);
+    client
         .set("enable.idempotence", "false")
         .set("acks", "all")
         .set("max.in.flight.requests.per.connection", "1")
         .set("linger.ms", "2")
-        .set("message.timeout.ms", "10000")
-        .create()
+        .set("message.timeout.ms", "10000");
+    client
 }
 
 /// Creates the follow, content and dead-letter topics when missing (the local

@@ -651,3 +651,26 @@ async fn a_relay_in_another_process_is_woken_by_each_commit() {
     let _relay = crate::helpers::KithProcess::start(&t, "relay", &[]);
     each_commit_is_relayed_by_a_wake_up(&t).await;
 }
+
+/// `KITH_KAFKA_*` properties reach every Kafka client: a bad one makes the
+/// producer refuse to start, a good one is taken, and Kith's delivery
+/// guarantees still win over a property that would weaken them.
+#[tokio::test]
+async fn kafka_properties_reach_the_clients() {
+    let t = crate::helpers::spawn_app().await;
+    let mut config = t.app.config.clone();
+    config.kafka_properties = vec![("socket.timeout.ms".into(), "not-a-number".into())];
+    assert!(kith::pipeline::kafka::producer(&config).is_err());
+    config.kafka_properties = vec![
+        ("client.id".into(), "kith-test".into()),
+        ("acks".into(), "0".into()),
+    ];
+    let _producer = kith::pipeline::kafka::producer(&config).unwrap();
+    let producer = kith::pipeline::kafka::producer_config(&config);
+    assert_eq!(producer.get("client.id"), Some("kith-test"));
+    assert_eq!(
+        producer.get("acks"),
+        Some("all"),
+        "acks=all is not negotiable"
+    );
+}
