@@ -69,8 +69,22 @@ pub async fn serve(
     app: Arc<App>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt as _;
     let listener = tokio::net::TcpListener::bind(app.config.http_addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving GraphQL at /graphql");
+    // TCP keepalive on every connection: a client that vanished without a
+    // goodbye (a phone losing its network) is noticed within about a minute,
+    // and its WebSocket — with its subscriptions and its place among its
+    // user's connections — is closed.
+    let listener = listener.tap_io(|tcp| {
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(Duration::from_secs(30))
+            .with_interval(Duration::from_secs(10))
+            .with_retries(3);
+        if let Err(error) = socket2::SockRef::from(&*tcp).set_tcp_keepalive(&keepalive) {
+            tracing::debug!(%error, "no TCP keepalive on a connection");
+        }
+    });
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)
         .await
