@@ -29,6 +29,7 @@ mod read_model;
 mod recovery;
 mod redis_outage;
 mod redis_policy;
+mod replicas;
 mod schema_snapshot;
 mod seed;
 mod subscriptions;
