@@ -35,7 +35,7 @@
 //! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
 //! | `KITH_USER_CACHE_CAPACITY` | `100000` | user rows held in process (0: none) |
 //! | `KITH_USER_CACHE_TTL_SECS` | `60` | longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held) |
-//! | `KITH_INTERSECTION_WALK_MAX` | `20000` | most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so) |
+//! | `KITH_INTERSECTION_WALK_MAX` | `20000` | most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so); at most 20000, what the complexity model charges |
 //! | `KITH_INTERSECTION_CACHE_TTL_SECS` | `300` | life of a computed `commonFollowing` / `knownFollowers` in process (a follow or unfollow by either user drops it at once) |
 //! | `KITH_MAX_LIVE_CONNECTIONS_PER_USER` | `10` | WebSocket connections (`/graphql`, `graphql-transport-ws`) one user may hold open on one replica |
 //! | `KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION` | `20` | subscriptions one WebSocket connection may run at once |
@@ -465,11 +465,12 @@ impl Config {
                 "must be between 1 and 60000",
             ));
         }
-        if self.intersection_walk_max < 1 {
+        // The complexity model charges an intersection for 20,000 rows.
+        if !(1..=20_000).contains(&self.intersection_walk_max) {
             return Err(invalid(
                 "KITH_INTERSECTION_WALK_MAX",
-                "0",
-                "must be at least 1",
+                &self.intersection_walk_max.to_string(),
+                "must be between 1 and 20000",
             ));
         }
         if self.projector_lease_ms < 500 {

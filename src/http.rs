@@ -204,7 +204,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
         graphql_request(&value)
     };
     match parsed.await {
-        Ok(request) => execute(&state, &parts.headers, request, media).await,
+        Ok(request) => execute(&state, &parts.headers, request, media, false).await,
         Err(refusal) => refusal.respond(media),
     }
 }
@@ -342,8 +342,9 @@ async fn graphql_query_get(
         });
         let mut request = graphql_request(&value)?;
         // A persisted query's text decides whether it is a mutation: it is
-        // resolved here, once (a refusal is answered at once, so that a text
-        // registered meanwhile cannot run as a GET mutation).
+        // resolved here, once, and executed as resolved (a refusal is
+        // answered at once, so that a text registered meanwhile cannot run
+        // as a GET mutation).
         if let Err(refused) = state.app.persisted.resolve(&mut request) {
             return Err(Refusal::persisted(&refused));
         }
@@ -359,7 +360,7 @@ async fn graphql_query_get(
         Ok(request)
     })();
     match parsed {
-        Ok(request) => execute(&state, &headers, request, media).await,
+        Ok(request) => execute(&state, &headers, request, media, true).await,
         Err(refusal) => refusal.respond(media),
     }
 }
@@ -493,18 +494,25 @@ fn graphql_request(value: &Value) -> Result<async_graphql::Request, Refusal> {
     Ok(request)
 }
 
+/// Runs `request` for the viewer its headers name; `resolved` when its
+/// persisted query was resolved already.
 async fn execute(
     state: &HttpState,
     headers: &HeaderMap,
     request: async_graphql::Request,
     media: Media,
+    resolved: bool,
 ) -> Response {
     let viewer = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
         None => Viewer::Anonymous,
         Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
         Some(Ok(value)) => crate::auth::authenticate(&state.app, Some(value)).await,
     };
-    let outcome = graph::run(&state.schema, &state.app, request, viewer).await;
+    let outcome = if resolved {
+        graph::run_resolved(&state.schema, &state.app, request, viewer).await
+    } else {
+        graph::run(&state.schema, &state.app, request, viewer).await
+    };
     let mut body = serde_json::to_value(&outcome.response).unwrap_or_else(|e| {
         tracing::error!(error = %e, "response not serialisable");
         json!({ "errors": [{ "message": "internal error", "extensions": { "code": "INTERNAL" } }] })

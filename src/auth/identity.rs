@@ -288,12 +288,15 @@ async fn user_by_handle(app: &App, handle: &str) -> Result<UserId, TokenError> {
     let user = match app.users.get_by_handle(handle) {
         Some(user) => Some(user),
         None => {
+            // As the request loaders read users: the row read is kept in
+            // the process cache, unless a change was noticed meanwhile.
+            let seen = app.users.generation();
             let mut conn = app.pg.get().await.map_err(|_| TokenError::Keys)?;
-            crate::store::users::find_by_handles(&mut conn, &[handle.to_owned()])
+            let read = crate::store::users::find_by_handles(&mut conn, &[handle.to_owned()])
                 .await
-                .map_err(|_| TokenError::Keys)?
-                .into_iter()
-                .next()
+                .map_err(|_| TokenError::Keys)?;
+            app.users.insert(seen, &read);
+            read.into_iter().next()
         }
     };
     match user {

@@ -83,9 +83,31 @@ pub async fn execute(
 /// Executes one request for `viewer` with fresh per-request DataLoaders,
 /// within `KITH_REQUEST_TIMEOUT_MS`: past it the request is dropped — its
 /// statements cancelled, its connections returned — and answered `TIMEOUT`.
+/// A persisted query named by hash gets its text first ([`persisted`]).
 pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: Viewer) -> Outcome {
+    run_with(schema, app, request, viewer, true).await
+}
+
+/// [`run`] for a request whose persisted query the caller resolved already
+/// (the GET path, which needs the text to refuse mutations; the WebSocket).
+pub async fn run_resolved(
+    schema: &KithSchema,
+    app: &Arc<App>,
+    request: Request,
+    viewer: Viewer,
+) -> Outcome {
+    run_with(schema, app, request, viewer, false).await
+}
+
+async fn run_with(
+    schema: &KithSchema,
+    app: &Arc<App>,
+    request: Request,
+    viewer: Viewer,
+    resolve: bool,
+) -> Outcome {
     let clock = std::time::Instant::now();
-    let outcome = run_timed(schema, app, request, viewer).await;
+    let outcome = run_timed(schema, app, request, viewer, resolve).await;
     let code = outcome
         .response
         .errors
@@ -120,8 +142,12 @@ async fn run_timed(
     app: &Arc<App>,
     mut request: Request,
     viewer: Viewer,
+    resolve: bool,
 ) -> Ran {
-    if let Err(refused) = app.persisted.resolve(&mut request) {
+    if let Err(refused) = resolve
+        .then(|| app.persisted.resolve(&mut request))
+        .unwrap_or(Ok(()))
+    {
         return Ran {
             response: persisted_refusal(&refused),
             executed: false,
@@ -222,8 +248,11 @@ impl StreamExecutor {
 
 impl async_graphql::Executor for StreamExecutor {
     async fn execute(&self, request: Request) -> Response {
+        // Reached from `execute_stream` only, which resolved the request.
         let viewer = self.viewer.get().copied().unwrap_or(Viewer::Anonymous);
-        run(&self.schema, &self.app, request, viewer).await.response
+        run_resolved(&self.schema, &self.app, request, viewer)
+            .await
+            .response
     }
 
     fn execute_stream(

@@ -220,41 +220,23 @@ async fn walk_many(
     if misses.is_empty() {
         return Ok(out);
     }
-    let mut conn = app.pg.get().await?;
-    for following in [true, false] {
-        let owners: Vec<UserId> = misses
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        store_lists::newest_of(&mut conn, &misses, limit + 1).await?
+    };
+    for (list, rows) in rows {
+        let mut members: Vec<Position> = rows
             .iter()
-            .filter_map(|list| match (list, following) {
-                (ListKey::Following(owner), true) | (ListKey::Followers(owner), false) => {
-                    Some(*owner)
-                }
-                _ => None,
+            .filter_map(|row| {
+                Some(Position {
+                    followed_at_ms: row.followed_at.timestamp_millis(),
+                    user: UserId::new(row.member)?,
+                })
             })
             .collect();
-        if owners.is_empty() {
-            continue;
-        }
-        let rows = store_lists::newest_many(&mut conn, following, &owners, limit + 1).await?;
-        let mut by_owner: HashMap<i64, Vec<Position>> = HashMap::new();
-        for owned in rows {
-            if let Some(user) = UserId::new(owned.row.member) {
-                by_owner.entry(owned.owner).or_default().push(Position {
-                    followed_at_ms: owned.row.followed_at.timestamp_millis(),
-                    user,
-                });
-            }
-        }
-        for owner in owners {
-            let mut members = by_owner.remove(&owner.get()).unwrap_or_default();
-            let complete = members.len() <= limit;
-            members.truncate(limit);
-            let list = if following {
-                ListKey::Following(owner)
-            } else {
-                ListKey::Followers(owner)
-            };
-            out.insert(list, (members, complete));
-        }
+        let complete = members.len() <= limit;
+        members.truncate(limit);
+        out.insert(list, (members, complete));
     }
     Ok(out)
 }

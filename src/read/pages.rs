@@ -221,44 +221,26 @@ pub async fn fill_many(app: &App, lists: &[ListKey], rebuild: bool) -> Result<us
         return Ok(0);
     }
     let size = app.config.list_cache_size;
-    let mut rows: HashMap<ListKey, Vec<ListEntry>> =
-        granted.iter().map(|list| (*list, Vec::new())).collect();
-    {
+    let read = {
         let mut conn = app.pg.get().await?;
-        for following in [true, false] {
-            let owners: Vec<UserId> = granted
+        store_lists::newest_of(&mut conn, &granted, size).await?
+    };
+    let rows: HashMap<ListKey, Vec<ListEntry>> = read
+        .into_iter()
+        .map(|(list, rows)| {
+            let entries = rows
                 .iter()
-                .filter_map(|list| match (list, following) {
-                    (ListKey::Following(owner), true) | (ListKey::Followers(owner), false) => {
-                        Some(*owner)
-                    }
-                    _ => None,
+                .filter_map(|row| {
+                    Some(ListEntry {
+                        user: UserId::new(row.member)?,
+                        followed_at_ms: row.followed_at.timestamp_millis(),
+                        version: row.version,
+                    })
                 })
                 .collect();
-            if owners.is_empty() {
-                continue;
-            }
-            for owned in store_lists::newest_many(&mut conn, following, &owners, size).await? {
-                let (Some(owner), Some(user)) =
-                    (UserId::new(owned.owner), UserId::new(owned.row.member))
-                else {
-                    continue;
-                };
-                let list = if following {
-                    ListKey::Following(owner)
-                } else {
-                    ListKey::Followers(owner)
-                };
-                if let Some(entries) = rows.get_mut(&list) {
-                    entries.push(ListEntry {
-                        user,
-                        followed_at_ms: owned.row.followed_at.timestamp_millis(),
-                        version: owned.row.version,
-                    });
-                }
-            }
-        }
-    }
+            (list, entries)
+        })
+        .collect();
     let fills: Vec<Fill<'_>> = granted
         .iter()
         .map(|list| {

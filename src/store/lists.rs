@@ -232,6 +232,43 @@ pub async fn newest_many(
     .await
 }
 
+/// The newest `limit` active edges of each of `lists` (of either kind), one
+/// statement per kind ([`newest_many`]); every list is in the answer, empty
+/// when it has no edges.
+pub async fn newest_of(
+    conn: &mut PgConn,
+    lists: &[ListKey],
+    limit: usize,
+) -> QueryResult<std::collections::HashMap<ListKey, Vec<NewestRow>>> {
+    let mut out: std::collections::HashMap<ListKey, Vec<NewestRow>> =
+        lists.iter().map(|list| (*list, Vec::new())).collect();
+    for following in [true, false] {
+        let owners: Vec<UserId> = lists
+            .iter()
+            .map(|list| kind(*list))
+            .filter(|(f, _)| *f == following)
+            .map(|(_, owner)| owner)
+            .collect();
+        if owners.is_empty() {
+            continue;
+        }
+        for owned in newest_many(conn, following, &owners, limit).await? {
+            let Some(owner) = UserId::new(owned.owner) else {
+                continue;
+            };
+            let list = if following {
+                ListKey::Following(owner)
+            } else {
+                ListKey::Followers(owner)
+            };
+            if let Some(rows) = out.get_mut(&list) {
+                rows.push(owned.row);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// One page of a list's active edges, newest first, strictly older than
 /// `after` and no older than `down_to` (both optional), with versions: what
 /// a list cache covering down to `down_to` must hold.

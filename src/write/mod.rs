@@ -28,7 +28,7 @@ pub(crate) async fn take_tokens(
 ) -> Result<(), crate::error::ApiError> {
     match app
         .rate_limiter
-        .acquire_many(&app.redis, &app.keys, actor, n)
+        .acquire(&app.redis, &app.keys, actor, n)
         .await
     {
         Ok(_) => Ok(()),

@@ -66,20 +66,10 @@ impl RateLimiter {
         })
     }
 
-    /// Takes one token, or fails with `RATE_LIMITED`.
-    pub async fn acquire(
-        &self,
-        redis: &RedisPool,
-        keys: &RedisKeys,
-        actor: UserId,
-    ) -> Result<RateDecision, ApiError> {
-        self.acquire_many(redis, keys, actor, 1).await
-    }
-
     /// Takes `cost` tokens at once, or none and fails with `RATE_LIMITED`.
     /// A cost above the bucket's capacity could never be covered: it is
     /// refused as `INVALID_INPUT`, not told to wait.
-    pub async fn acquire_many(
+    pub async fn acquire(
         &self,
         redis: &RedisPool,
         keys: &RedisKeys,

@@ -253,31 +253,13 @@ async fn serve(t: &TestApp) -> std::net::SocketAddr {
 async fn the_graphql_over_http_audit_passes() {
     let t = spawn_app().await;
     let addr = serve(&t).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit/audit.mjs");
-    assert!(
-        std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/http-audit/node_modules/graphql-http"
-        ))
-        .exists(),
-        "the audit suite is not installed (scripts/stack tools)"
-    );
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .arg(script)
-            .arg(format!("http://{addr}/graphql"))
-            .output()
-            .expect("node runs (scripts/stack tools installs it)")
-    })
-    .await
-    .unwrap();
-    let report = String::from_utf8_lossy(&output.stdout);
+    let report = crate::helpers::js_client(
+        "audit.mjs",
+        "graphql-http",
+        vec![format!("http://{addr}/graphql")],
+    )
+    .await;
     eprintln!("{report}");
-    assert!(
-        output.status.success(),
-        "audit failed:\n{report}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(report.contains("MUST 13/13"), "{report}");
 }
 
@@ -290,39 +272,22 @@ async fn graphiql_runs_a_query_in_chromium_without_internet() {
     let t = spawn_app().await;
     let me = t.user("graphiql_user").await;
     let addr = serve(&t).await;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit");
-    assert!(
-        std::path::Path::new(dir)
-            .join("node_modules/playwright-core")
-            .exists(),
-        "the browser driver is not installed (scripts/stack tools)"
-    );
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("target dir")
         .join("screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let args = [
-        format!("{dir}/graphiql.mjs"),
-        format!("http://{addr}"),
-        t.token(me),
-        "graphiql_user".to_owned(),
-        shots.join("graphiql.png").to_string_lossy().into_owned(),
-    ];
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .args(&args)
-            .output()
-            .expect("node runs (scripts/stack tools installs it)")
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::helpers::js_client(
+        "graphiql.mjs",
+        "playwright-core",
+        vec![
+            format!("http://{addr}"),
+            t.token(me),
+            "graphiql_user".to_owned(),
+            shots.join("graphiql.png").to_string_lossy().into_owned(),
+        ],
+    )
+    .await;
 }
 
 fn post(content_type: Option<&str>, accept: Option<&str>, body: impl Into<Body>) -> Request<Body> {

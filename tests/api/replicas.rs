@@ -17,14 +17,6 @@ const FOLLOW: &str = "mutation($id: ID!) { follow(input: {userId: $id}) { change
 const FOLLOWERS: &str =
     "query($id: ID!) { user(id: $id) { followers(first: 50) { edges { node { handle } } } } }";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn follow(t: &TestApp, port: u16, actor: UserId, target: UserId) -> Value {
     http_client::graphql(
         port,
@@ -65,14 +57,16 @@ async fn two_replicas_share_the_work_and_survive_one_killed() {
     for i in 0..16 {
         fans.push(t.user(&format!("fan{i}")).await);
     }
-    let (port_a, port_b) = (free_port(), free_port());
+    let (port_a, port_b) = (http_client::free_port(), http_client::free_port());
     let env = |port: u16| {
         vec![
             ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
             ("KITH_RATE_LIMIT_CAPACITY", "4".to_owned()),
             ("KITH_RATE_LIMIT_PER_SEC", "0.01".to_owned()),
-            // Every list counts as hot: first pages are held in process.
+            // Every list counts as hot: first pages are held in process,
+            // for a minute — only the live updates can refresh them sooner.
             ("KITH_HOT_FOLLOWERS", "1".to_owned()),
+            ("KITH_HOT_PAGE_TTL_MS", "60000".to_owned()),
         ]
     };
     let _a = KithProcess::start(&t, "run", &env(port_a));
@@ -102,15 +96,23 @@ async fn two_replicas_share_the_work_and_survive_one_killed() {
         );
     }
 
-    // Replica A holds the star's first followers page in process; a follow
-    // made on B shows there once applied.
-    assert!(follower_handles(&t, port_a, star, star).await.is_empty());
+    // Replica A holds the star's first followers page in process (the star
+    // has a follower, so its list counts as hot); a follow made on B shows
+    // there once applied, though the page would live a minute: the batch's
+    // live update drops it.
+    let early = t.user("early").await;
+    assert_eq!(
+        follow(&t, port_a, early, star).await["data"]["follow"]["changed"],
+        true
+    );
+    settled(&t, &[early, star], 60).await;
+    assert_eq!(follower_handles(&t, port_a, star, star).await, ["early"]);
     assert_eq!(
         follow(&t, port_b, fans[0], star).await["data"]["follow"]["changed"],
         true
     );
-    eventually("replica A to show the follow made on B", 20, || async {
-        (follower_handles(&t, port_a, star, star).await == ["fan0"]).then_some(())
+    eventually("replica A to show the follow made on B", 10, || async {
+        (follower_handles(&t, port_a, star, star).await == ["early", "fan0"]).then_some(())
     })
     .await;
 
@@ -133,15 +135,16 @@ async fn two_replicas_share_the_work_and_survive_one_killed() {
     // Every event applied exactly once: the projection is the truth, the
     // counters count it, and A's lists show it.
     let mut everyone = fans.clone();
-    everyone.extend([star, limited]);
+    everyone.extend([star, limited, early]);
     settled(&t, &everyone, 60).await;
-    assert_eq!(t.full_stats(star).await.followers, 16);
+    assert_eq!(t.full_stats(star).await.followers, 17);
     assert_eq!(t.full_stats(limited).await.followings, 4);
     for fan in &fans[..4] {
         assert_eq!(t.full_stats(*fan).await.followers, 1);
     }
     let expected: Vec<String> = {
         let mut handles: Vec<String> = (0..16).map(|i| format!("fan{i}")).collect();
+        handles.push("early".to_owned());
         handles.sort();
         handles
     };

@@ -166,14 +166,6 @@ fn gid(user: UserId) -> String {
     ids::user_id(user).to_string()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Waits until the `kith` process on `port` answers and receives live updates.
 async fn wait_listening(port: u16) {
     eventually("the replica to listen for live updates", 60, || async {
@@ -192,7 +184,7 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
         t.user("fan").await,
         t.user("watcher").await,
     );
-    let (port_a, port_b) = (free_port(), free_port());
+    let (port_a, port_b) = (http_client::free_port(), http_client::free_port());
     // Replica A serves only; replica B serves, relays and projects.
     let _a = KithProcess::start(
         &t,
@@ -500,33 +492,16 @@ async fn the_graphql_ws_client_sees_a_follow_live() {
         t.user("watcher").await,
     );
     let r = replica(&t, t.app.clone(), true).await;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit");
-    assert!(
-        std::path::Path::new(dir)
-            .join("node_modules/graphql-ws")
-            .exists(),
-        "the JavaScript clients are not installed (scripts/stack tools)"
-    );
-    let args = [
-        format!("{dir}/live.mjs"),
-        format!("ws://127.0.0.1:{}/graphql", r.port),
-        format!("http://127.0.0.1:{}/graphql", r.port),
-        t.token(watcher),
-        t.token(fan),
-        gid(star),
-    ];
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("node")
-            .args(&args)
-            .output()
-            .expect("node runs (scripts/stack tools installs it)")
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::helpers::js_client(
+        "live.mjs",
+        "graphql-ws",
+        vec![
+            format!("ws://127.0.0.1:{}/graphql", r.port),
+            format!("http://127.0.0.1:{}/graphql", r.port),
+            t.token(watcher),
+            t.token(fan),
+            gid(star),
+        ],
+    )
+    .await;
 }

@@ -8,6 +8,15 @@ use tokio::net::TcpStream;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A local port free right now (for a server started in another process).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Status and body of one exchange.
 pub async fn request(
     port: u16,

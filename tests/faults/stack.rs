@@ -2,6 +2,7 @@
 //! on free ports, brought up by `scripts/stack` — and the `kith run` process
 //! under test, so that every fault hits only this suite.
 
+use crate::http::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -16,14 +17,6 @@ pub struct Stack {
     pub logs: PathBuf,
     kith: Option<Child>,
     starts: u32,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn repo() -> &'static Path {
