@@ -144,10 +144,12 @@ async fn run_timed(
     viewer: Viewer,
     resolve: bool,
 ) -> Ran {
-    if let Err(refused) = resolve
-        .then(|| app.persisted.resolve(&mut request))
-        .unwrap_or(Ok(()))
-    {
+    let resolved = if resolve {
+        app.persisted.resolve(&mut request)
+    } else {
+        Ok(())
+    };
+    if let Err(refused) = resolved {
         return Ran {
             response: persisted_refusal(&refused),
             executed: false,
