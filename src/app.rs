@@ -45,6 +45,9 @@ pub struct App {
     pub round_trips: RoundTrips,
     /// Wakes this process's outbox relay after a commit ([`crate::pipeline::wake`]).
     pub relay_wake: tokio::sync::Notify,
+    /// Wakes this process's parked projector after its relay published
+    /// events ([`crate::pipeline::wake`]).
+    pub projector_wake: tokio::sync::Notify,
     /// Users whose cached following list this process failed to update after
     /// a change it made: their relations are read from PostgreSQL until the
     /// entry expires (by then the projector has written the list).
@@ -139,6 +142,7 @@ impl App {
             metrics: Metrics::default(),
             round_trips,
             relay_wake: tokio::sync::Notify::new(),
+            projector_wake: tokio::sync::Notify::new(),
             unsynced_following: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(UNSYNCED_FOLLOWING_TTL)

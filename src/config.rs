@@ -24,6 +24,7 @@
 //! | `KITH_RELAY_POLL_MS` | `1000` | relay fallback poll when no wake-up arrives (writers wake relays after each commit) |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
+//! | `KITH_PROJECTOR_IDLE_POLL_MS` | `500` | an idle projector stops fetching until a relay announces events, and looks anyway this often (bounds the delay of events no relay announces, such as content events) |
 //! | `KITH_PROJECTOR_LEASE_MS` | `5000` | how long a projector's hold on a partition outlives its last heartbeat |
 //! | `KITH_CONTENT_LEDGER_RETENTION_HOURS` | `720` | how long content event ids are remembered (keep above the topic's retention) |
 //! | `KITH_RECONCILE_INTERVAL_SECS` | `0` | `kith run`/`project`: repair the projection and counters from the truth this often (0 = never) |
@@ -178,6 +179,8 @@ pub struct Config {
     pub projector_batch: usize,
     /// Longest wait of one consumer fetch (`fetch.wait.max.ms`).
     pub fetch_wait_ms: u32,
+    /// How often an idle (parked) projector fetches anyway, ms.
+    pub projector_idle_poll_ms: u64,
     /// How long a projector's partition lease lasts without a heartbeat, ms.
     pub projector_lease_ms: u64,
     /// How long content event ids are kept in the ledger, hours.
@@ -315,6 +318,7 @@ impl Config {
             relay_poll_ms: parse(&lookup, "KITH_RELAY_POLL_MS", "1000")?,
             projector_batch: parse(&lookup, "KITH_PROJECTOR_BATCH", "500")?,
             fetch_wait_ms: parse(&lookup, "KITH_FETCH_WAIT_MS", "10")?,
+            projector_idle_poll_ms: parse(&lookup, "KITH_PROJECTOR_IDLE_POLL_MS", "500")?,
             projector_lease_ms: parse(&lookup, "KITH_PROJECTOR_LEASE_MS", "5000")?,
             content_ledger_retention_hours: parse(
                 &lookup,
@@ -437,9 +441,13 @@ impl Config {
                 "must be at least 1",
             ));
         }
-        if self.relay_batch < 1 || self.projector_batch < 1 || self.relay_poll_ms < 10 {
+        if self.relay_batch < 1
+            || self.projector_batch < 1
+            || self.relay_poll_ms < 10
+            || self.projector_idle_poll_ms < 10
+        {
             return Err(invalid(
-                "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS",
+                "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS/KITH_PROJECTOR_IDLE_POLL_MS",
                 "",
                 "too small",
             ));

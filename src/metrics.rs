@@ -77,6 +77,8 @@ pub struct Metrics {
     pub events_applied: Counter,
     /// Messages recorded as dead letters.
     pub events_dead_lettered: Counter,
+    /// Times an idle projector stopped fetching until woken.
+    pub projector_parks: Counter,
     /// Derived rows and counters repaired by reconciliation or the sampled check.
     pub consistency_repairs: Counter,
     /// GraphQL requests stopped at `KITH_REQUEST_TIMEOUT_MS`.
@@ -105,6 +107,7 @@ impl Default for Metrics {
             events_relayed: Counter::default(),
             events_applied: Counter::default(),
             events_dead_lettered: Counter::default(),
+            projector_parks: Counter::default(),
             consistency_repairs: Counter::default(),
             requests_timed_out: Counter::default(),
             rate_limited: Counter::default(),
@@ -252,6 +255,11 @@ impl Metrics {
             "events_dead_lettered",
             "Messages recorded as dead letters",
             self.events_dead_lettered.clone(),
+        );
+        kith.register(
+            "projector_parks",
+            "Times an idle projector stopped fetching until a relay announced events",
+            self.projector_parks.clone(),
         );
         kith.register(
             "consistency_repairs",

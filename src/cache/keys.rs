@@ -61,6 +61,12 @@ impl RedisKeys {
         format!("{}kith:outbox", self.prefix)
     }
 
+    /// The pub/sub channel that wakes parked projectors after a relay's
+    /// batch reached the broker.
+    pub fn projector_wake_channel(&self) -> String {
+        format!("{}kith:produced", self.prefix)
+    }
+
     /// The pub/sub channel of live updates (what projectors applied).
     pub fn live_channel(&self) -> String {
         format!("{}kith:live", self.prefix)

@@ -89,3 +89,29 @@ pub async fn ensure_topics(config: &Config) -> Result<(), KafkaError> {
     }
     Ok(())
 }
+
+/// The low and high watermarks librdkafka last saw for a partition, without
+/// asking the broker (`rd_kafka_get_watermark_offsets`: the high one comes
+/// with every fetch answer). `None` while unknown.
+pub fn cached_watermarks<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    partition: i32,
+) -> Option<(i64, i64)> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1_i64, -1_i64);
+    // SAFETY: the handle is alive for `client`'s lifetime, `topic` is a
+    // NUL-terminated string that outlives the call, and the out-pointers
+    // point to live locals. The function only reads librdkafka's own state.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            client.native_ptr(),
+            topic.as_ptr(),
+            partition,
+            &raw mut low,
+            &raw mut high,
+        )
+    };
+    (err == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0)
+        .then_some((low, high))
+}

@@ -18,7 +18,7 @@ use diesel::{QueryableByName, sql_query};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
-use super::wake::Wakeups;
+use super::wake::{Signal, Wakeups, wake_all};
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::store::dead_letters;
@@ -98,7 +98,7 @@ async fn lead(
             return Ok(());
         }
     }
-    let mut wakeups = Wakeups::new(app).await;
+    let mut wakeups = Wakeups::new(app, Signal::Relay).await;
     tracing::info!("outbox relay active");
     let poll = Duration::from_millis(app.config.relay_poll_ms);
 
@@ -125,6 +125,8 @@ async fn lead(
             if !batch.is_empty() {
                 publish(producer, &app.config.follow_topic, &batch).await?;
                 let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
+                // The events are on the broker: a parked projector may read.
+                wake_all(app, Signal::Projector).await;
                 outbox::delete(&mut conn, &ids).await?;
                 app.metrics.events_relayed.inc_by(ids.len() as u64);
             }

@@ -34,22 +34,63 @@ pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
 /// Wakes every relay after a commit that appended outbox rows: this
 /// process's at once, others' through Redis (best effort, logged).
 pub async fn wake(app: &App) {
-    app.relay_wake.notify_one();
+    wake_all(app, Signal::Relay).await;
+}
+
+/// Who is woken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Outbox relays, after a commit that appended outbox rows.
+    Relay,
+    /// Parked projectors, after a relay's batch reached the broker.
+    Projector,
+}
+
+impl Signal {
+    fn channel(self, keys: &RedisKeys) -> String {
+        match self {
+            Self::Relay => keys.relay_wake_channel(),
+            Self::Projector => keys.projector_wake_channel(),
+        }
+    }
+
+    fn local(self, app: &App) -> &tokio::sync::Notify {
+        match self {
+            Self::Relay => &app.relay_wake,
+            Self::Projector => &app.projector_wake,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Relay => "relay",
+            Self::Projector => "projector",
+        }
+    }
+}
+
+/// Wakes `signal`'s waiters: this process's at once, others' through Redis
+/// (best effort, logged: a lost wake-up only waits for the fallback poll).
+pub async fn wake_all(app: &App, signal: Signal) {
+    signal.local(app).notify_one();
     let published = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        let mut pipe = redis::pipe();
-        queue_publish(&mut pipe, &app.keys);
-        pipe.query_async::<()>(&mut *redis)
+        redis::cmd("PUBLISH")
+            .arg(signal.channel(&app.keys))
+            .arg("")
+            .query_async::<()>(&mut *redis)
             .await
             .map_err(|e| e.to_string())
     };
     if let Err(error) = published.await {
-        tracing::debug!(%error, "relay wake-up not published; the relay's poll will find the events");
+        let signal = signal.name();
+        tracing::debug!(%error, signal, "wake-up not published; the fallback poll will find the events");
     }
 }
 
-/// What an active relay waits on between rounds.
+/// What a relay waits on between rounds, or a parked projector.
 pub struct Wakeups {
+    signal: Signal,
     subscription: Option<redis::aio::PubSubStream>,
     redis_url: String,
     channel: String,
@@ -63,12 +104,13 @@ const RESUBSCRIBE_EVERY: Duration = Duration::from_secs(5);
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Wakeups {
-    /// Subscribes to the wake-up channel (retried later if Redis is away).
-    pub async fn new(app: &App) -> Self {
+    /// Subscribes to `signal`'s channel (retried later if Redis is away).
+    pub async fn new(app: &App, signal: Signal) -> Self {
         let mut wakeups = Self {
+            signal,
             subscription: None,
             redis_url: app.config.redis_url.clone(),
-            channel: app.keys.relay_wake_channel(),
+            channel: signal.channel(&app.keys),
             next_attempt: tokio::time::Instant::now(),
         };
         wakeups.subscribe().await;
@@ -87,16 +129,20 @@ impl Wakeups {
         match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribed).await {
             Ok(Ok(stream)) => self.subscription = Some(stream),
             Ok(Err(error)) => {
-                tracing::warn!(%error, "relay: no wake-ups from other processes until Redis is back");
+                let signal = self.signal.name();
+                tracing::warn!(%error, signal, "no wake-ups from other processes until Redis is back");
             }
-            Err(_) => tracing::warn!("relay: subscribing to wake-ups timed out"),
+            Err(_) => {
+                let signal = self.signal.name();
+                tracing::warn!(signal, "subscribing to wake-ups timed out");
+            }
         }
     }
 
     /// Forgets wake-ups already received: the read that follows answers them.
     pub fn drain(&mut self, app: &App) {
         // A stored local permit is consumed here (or harmlessly later).
-        let local = app.relay_wake.notified();
+        let local = self.signal.local(app).notified();
         futures_util::pin_mut!(local);
         let _ = futures_util::FutureExt::now_or_never(local.as_mut());
         if let Some(stream) = self.subscription.as_mut() {
@@ -109,11 +155,21 @@ impl Wakeups {
         }
     }
 
-    /// Waits for a wake-up (local or from another process) or `poll`.
-    pub async fn wait(&mut self, app: &App, poll: Duration) {
+    /// Subscribes again if the subscription was lost and a retry is due.
+    pub async fn resubscribe_if_due(&mut self) {
         if self.subscription.is_none() && tokio::time::Instant::now() >= self.next_attempt {
             self.subscribe().await;
         }
+    }
+
+    /// Whether wake-ups from other processes can arrive now.
+    pub fn subscribed(&self) -> bool {
+        self.subscription.is_some()
+    }
+
+    /// Waits for a wake-up (local or from another process) or `poll`.
+    pub async fn wait(&mut self, app: &App, poll: Duration) {
+        self.resubscribe_if_due().await;
         let remote = async {
             match self.subscription.as_mut() {
                 Some(stream) => stream.next().await.is_some(),
@@ -121,7 +177,7 @@ impl Wakeups {
             }
         };
         let lost = tokio::select! {
-            () = app.relay_wake.notified() => false,
+            () = self.signal.local(app).notified() => false,
             open = remote => !open,
             () = tokio::time::sleep(poll) => false,
         };

@@ -652,6 +652,85 @@ async fn a_relay_in_another_process_is_woken_by_each_commit() {
     each_commit_is_relayed_by_a_wake_up(&t).await;
 }
 
+/// An app whose idle projector looks at the broker only when woken (or
+/// after `idle_poll_ms`).
+async fn app_with_idle_poll(idle_poll_ms: u64) -> TestApp {
+    spawn_app_with(|c| {
+        c.projector_idle_poll_ms = idle_poll_ms;
+        c.rate_limit_capacity = 1000;
+    })
+    .await
+}
+
+/// Waits until the projector has parked (stopped fetching) again since `after`.
+async fn parked_since(t: &TestApp, after: u64) -> u64 {
+    eventually("the idle projector parks", 10, || async {
+        let parks = t.app.metrics.projector_parks.get();
+        (parks > after).then_some(parks)
+    })
+    .await
+}
+
+/// Lone follows on a parked projector: each is applied within seconds,
+/// which only the relay's wake-up can do (the idle look is 10 minutes away).
+async fn each_follow_wakes_the_parked_projector(t: &TestApp) {
+    let target = t.user("idol").await;
+    let mut parks = parked_since(t, 0).await;
+    for i in 0..4 {
+        let fan = t.user(&format!("idle-fan{i}")).await;
+        t.follow(fan, target).await;
+        eventually("a follow applied by a parked projector", 5, || async {
+            t.projected(fan, target).await.filter(|(active, _)| *active)
+        })
+        .await;
+        parks = parked_since(t, parks).await;
+    }
+}
+
+#[tokio::test]
+async fn a_parked_projector_is_woken_by_its_processs_relay() {
+    let t = app_with_idle_poll(600_000).await;
+    let relay = t.start_relay();
+    let projector = t.start_projector(hooks());
+    each_follow_wakes_the_parked_projector(&t).await;
+    projector.stop().await.unwrap();
+    relay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_parked_projector_is_woken_by_a_relay_in_another_process() {
+    // A real `kith relay` process: only its Redis wake-up reaches the
+    // projector here.
+    let t = app_with_idle_poll(600_000).await;
+    let _relay = crate::helpers::KithProcess::start(&t, "relay", &[]);
+    let projector = t.start_projector(hooks());
+    each_follow_wakes_the_parked_projector(&t).await;
+    projector.stop().await.unwrap();
+}
+
+/// Events no relay announces (content events from other services) wait at
+/// most the idle look's interval on a parked projector.
+#[tokio::test]
+async fn a_parked_projector_still_reads_unannounced_events() {
+    let t = app_with_idle_poll(1_000).await;
+    let author = t.user("quiet-author").await;
+    let projector = t.start_projector(hooks());
+    let parks = parked_since(&t, 0).await;
+    let event = json!({"eventId": Uuid::new_v4(), "type": "PostPublished", "authorId": author});
+    t.produce(
+        &t.app.config.content_topic,
+        &author.to_string(),
+        event.to_string().as_bytes(),
+    )
+    .await;
+    eventually("an unannounced event applied", 5, || async {
+        (t.full_stats(author).await.posts == 1).then_some(())
+    })
+    .await;
+    parked_since(&t, parks).await;
+    projector.stop().await.unwrap();
+}
+
 /// `KITH_KAFKA_*` properties reach every Kafka client: a bad one makes the
 /// producer refuse to start, a good one is taken, and Kith's delivery
 /// guarantees still win over a property that would weaken them.

@@ -73,7 +73,7 @@ impl Stack {
 
     /// The environment a kith process on this stack gets.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut env = vec![
             ("DATABASE_URL", self.database_url.clone()),
             ("DATABASE_POOL_SIZE", "8".into()),
             ("REDIS_URL", self.redis_url.clone()),
@@ -86,8 +86,16 @@ impl Stack {
             ("KITH_RATE_LIMIT_PER_SEC", "100000".into()),
             ("KITH_RELAY_POLL_MS", "500".into()),
             ("KITH_COUNTER_CHECK_INTERVAL_SECS", "0".into()),
-            ("RUST_LOG", "info".into()),
-        ]
+            (
+                "RUST_LOG",
+                std::env::var("KITH_FAULT_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            ),
+        ];
+        // librdkafka's own debug contexts, e.g. `consumer,fetch,topic`.
+        if let Ok(debug) = std::env::var("KITH_FAULT_KAFKA_DEBUG") {
+            env.push(("KITH_KAFKA_DEBUG", debug));
+        }
+        env
     }
 
     /// Runs a `kith` command to completion; returns its stdout.

@@ -43,6 +43,7 @@ use uuid::Uuid;
 use self::apply::{CommitError, Committed, Owner};
 use self::batch::{Action, Event, Item};
 use self::leases::Assignment;
+use super::wake::{Signal, Wakeups};
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::store::partitions::{self, Advance, TopicPartition};
@@ -175,14 +176,18 @@ impl Projector {
         mut assignment: watch::Receiver<Assignment>,
         shutdown: &mut Shutdown,
     ) -> Result<(), PipelineError> {
+        let mut wakeups = Wakeups::new(&self.app, Signal::Projector).await;
+        let park_after = park_after(&self.app.config);
         loop {
             // Between batches only: a batch never straddles a re-assignment.
             if assignment.has_changed().unwrap_or(false) {
                 let leases = assignment.borrow_and_update().clone();
                 self.reassign(&leases);
             }
+            // Wake-ups so far announce events the reads below will see.
+            wakeups.drain(&self.app);
             let batch = tokio::select! {
-                batch = next_batch(&self.consumer, self.app.config.projector_batch) => batch,
+                batch = next_batch(&self.consumer, self.app.config.projector_batch, park_after) => batch,
                 changed = assignment.changed() => {
                     if changed.is_err() {
                         return Ok(());
@@ -193,6 +198,12 @@ impl Projector {
                 }
                 () = shutdown.wait() => return Ok(()),
             };
+            let Some(batch) = batch else {
+                if !self.park(&mut wakeups, &assignment, shutdown).await {
+                    return Ok(());
+                }
+                continue;
+            };
             if batch.is_empty() {
                 continue;
             }
@@ -202,6 +213,64 @@ impl Projector {
             }
             tracing::debug!(elapsed = ?started.elapsed(), "projector batch done");
         }
+    }
+
+    /// Nothing arrived for a while: stops fetching until a relay says it
+    /// published (in this process or through Redis), the leases change, or
+    /// `KITH_PROJECTOR_IDLE_POLL_MS` passes — the bound for events no relay
+    /// announces (content events from other services). An idle projector
+    /// then costs the broker one short look per interval instead of a fetch
+    /// every `KITH_FETCH_WAIT_MS`. Without a wake-up subscription it keeps
+    /// fetching. False on shutdown.
+    async fn park(
+        &mut self,
+        wakeups: &mut Wakeups,
+        assignment: &watch::Receiver<Assignment>,
+        shutdown: &mut Shutdown,
+    ) -> bool {
+        if !wakeups.subscribed() {
+            wakeups.resubscribe_if_due().await;
+            return !shutdown.requested();
+        }
+        if !self.caught_up() {
+            // A fetch is still on its way (a broker serving a backlog can
+            // take longer than `park_after`): parking now would drop its
+            // answer, and the same would happen at every wake-up.
+            return !shutdown.requested();
+        }
+        // Unassigned rather than paused: librdkafka wakes its broker thread
+        // when a partition starts fetching, but not when one is resumed, so
+        // a resumed partition could wait up to a second for its next fetch.
+        if let Err(e) = self.consumer.assign(&TopicPartitionList::new()) {
+            tracing::warn!(error = %e, "projector: cannot stop fetching; fetching on");
+            return !shutdown.requested();
+        }
+        tracing::trace!("projector: idle; fetching parked");
+        self.app.metrics.projector_parks.inc();
+        // A clone, so the loop still sees the change as new.
+        let mut leases = assignment.clone();
+        let poll = Duration::from_millis(self.app.config.projector_idle_poll_ms);
+        let go_on = tokio::select! {
+            () = wakeups.wait(&self.app, poll) => true,
+            changed = leases.changed() => changed.is_ok(),
+            () = shutdown.wait() => false,
+        };
+        tracing::trace!("projector: fetching again");
+        // Each held partition from where reading stood.
+        self.point_consumer();
+        go_on
+    }
+
+    /// Whether every held partition has been read to the end the broker
+    /// last reported (librdkafka keeps each fetch answer's high watermark,
+    /// even of an answer it drops). Unknown ends count as not caught up.
+    fn caught_up(&self) -> bool {
+        self.partitions.held.iter().all(|(tp, held)| {
+            match kafka::cached_watermarks(self.consumer.client(), &tp.topic, tp.partition) {
+                Some((low, high)) => held.read_from.unwrap_or(low.max(0)) >= high,
+                None => false,
+            }
+        })
     }
 
     /// Follows the keeper's leases: new partitions are read from where Redis
@@ -247,8 +316,20 @@ impl Projector {
         }
     }
 
-    /// Points the consumer at the held partitions, each from its read position.
+    /// Points the consumer at the held partitions, each from its read
+    /// position, and says so.
     fn assign(&self) {
+        if self.point_consumer() {
+            tracing::info!(
+                partitions = ?self.partitions.held.keys().map(ToString::to_string).collect::<Vec<_>>(),
+                "projector: reading"
+            );
+        }
+    }
+
+    /// Points the consumer at the held partitions, each from its read
+    /// position. False if the consumer refused.
+    fn point_consumer(&self) -> bool {
         let mut list = TopicPartitionList::new();
         for (tp, held) in &self.partitions.held {
             let offset = held.read_from.map_or(Offset::Beginning, Offset::Offset);
@@ -257,11 +338,11 @@ impl Projector {
             }
         }
         match self.consumer.assign(&list) {
-            Ok(()) => tracing::info!(
-                partitions = ?self.partitions.held.keys().map(ToString::to_string).collect::<Vec<_>>(),
-                "projector: reading"
-            ),
-            Err(e) => tracing::error!(error = %e, "projector: cannot assign partitions"),
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(error = %e, "projector: cannot assign partitions");
+                false
+            }
         }
     }
 
@@ -595,14 +676,26 @@ impl Projector {
 }
 
 /// Waits for one message, then takes whatever else is ready, up to `max`.
-async fn next_batch(consumer: &StreamConsumer, max: usize) -> Vec<OwnedMessage> {
+/// How long the projector waits for a first message before it parks: a few
+/// fetch waits, so an idle round is told from a slow fetch.
+fn park_after(config: &crate::config::Config) -> Duration {
+    Duration::from_millis(u64::from(config.fetch_wait_ms).saturating_mul(4).max(50))
+}
+
+/// The next messages, up to `max`; `None` if none arrived within `idle`.
+async fn next_batch(
+    consumer: &StreamConsumer,
+    max: usize,
+    idle: Duration,
+) -> Option<Vec<OwnedMessage>> {
     let mut batch = Vec::new();
-    match consumer.recv().await {
-        Ok(message) => batch.push(message.detach()),
-        Err(e) => {
+    match tokio::time::timeout(idle, consumer.recv()).await {
+        Err(_elapsed) => return None,
+        Ok(Ok(message)) => batch.push(message.detach()),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "projector: consume error");
             tokio::time::sleep(Duration::from_millis(200)).await;
-            return batch;
+            return Some(batch);
         }
     }
     while batch.len() < max {
@@ -615,5 +708,5 @@ async fn next_batch(consumer: &StreamConsumer, max: usize) -> Vec<OwnedMessage> 
             Err(_elapsed) => break,
         }
     }
-    batch
+    Some(batch)
 }
