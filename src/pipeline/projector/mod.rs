@@ -264,13 +264,23 @@ impl Projector {
     /// Whether every held partition has been read to the end the broker
     /// last reported (librdkafka keeps each fetch answer's high watermark,
     /// even of an answer it drops). Unknown ends count as not caught up.
-    fn caught_up(&self) -> bool {
-        self.partitions.held.iter().all(|(tp, held)| {
+    /// When all are, a partition never read from (nothing left in it below
+    /// its end) is then read from its end, so fetching again needs no
+    /// offset lookup.
+    fn caught_up(&mut self) -> bool {
+        let mut ends = Vec::with_capacity(self.partitions.held.len());
+        for (tp, held) in &self.partitions.held {
             match kafka::cached_watermarks(self.consumer.client(), &tp.topic, tp.partition) {
-                Some((low, high)) => held.read_from.unwrap_or(low.max(0)) >= high,
-                None => false,
+                Some((low, high)) if held.read_from.unwrap_or(low.max(0)) >= high => {
+                    ends.push(high);
+                }
+                _ => return false,
             }
-        })
+        }
+        for (held, end) in self.partitions.held.values_mut().zip(ends) {
+            held.read_from.get_or_insert(end);
+        }
+        true
     }
 
     /// Follows the keeper's leases: new partitions are read from where Redis
@@ -676,10 +686,12 @@ impl Projector {
 }
 
 /// Waits for one message, then takes whatever else is ready, up to `max`.
-/// How long the projector waits for a first message before it parks: a few
-/// fetch waits, so an idle round is told from a slow fetch.
+/// How long the projector waits for a first message before it parks: two
+/// fetch waits, so that a look after waking sees at least one whole fetch
+/// (a slower fetch is covered by [`Projector::caught_up`]). Each fetch of an
+/// idle look costs the broker a read of every partition.
 fn park_after(config: &crate::config::Config) -> Duration {
-    Duration::from_millis(u64::from(config.fetch_wait_ms).saturating_mul(4).max(50))
+    Duration::from_millis(u64::from(config.fetch_wait_ms).saturating_mul(2).max(20) + 5)
 }
 
 /// The next messages, up to `max`; `None` if none arrived within `idle`.
