@@ -33,7 +33,7 @@
 //! | `KITH_LIST_CACHE_TTL_SECS` | `3600` | life of a list cache |
 //! | `KITH_HOT_FOLLOWERS` | `100000` | list size from which first pages are also held in process |
 //! | `KITH_HOT_PAGE_TTL_MS` | `1000` | life of an in-process hot page |
-//! | `KITH_LOADER_DELAY_MS` | `1` | how long a DataLoader collects keys before one batched fetch |
+//! | `KITH_LOADER_DELAY_MS` | `0` | how long a DataLoader collects keys before one batched fetch (0: the keys a level's resolvers ask for together, in one poll) |
 //! | `KITH_USER_CACHE_CAPACITY` | `100000` | user rows held in process (0: none) |
 //! | `KITH_USER_CACHE_TTL_SECS` | `60` | longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held) |
 //! | `KITH_INTERSECTION_WALK_MAX` | `20000` | most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so); at most 20000, what the complexity model charges |
@@ -331,7 +331,7 @@ impl Config {
             list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS", "3600")?,
             hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS", "100000")?,
             hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS", "1000")?,
-            loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "1")?,
+            loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS", "0")?,
             user_cache_capacity: parse(&lookup, "KITH_USER_CACHE_CAPACITY", "100000")?,
             user_cache_ttl_secs: parse(&lookup, "KITH_USER_CACHE_TTL_SECS", "60")?,
             intersection_walk_max: parse(&lookup, "KITH_INTERSECTION_WALK_MAX", "20000")?,
