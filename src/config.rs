@@ -24,7 +24,7 @@
 //! | `KITH_RELAY_POLL_MS` | `1000` | relay fallback poll when no wake-up arrives (writers wake relays after each commit) |
 //! | `KITH_PROJECTOR_BATCH` | `500` | events applied per projector transaction |
 //! | `KITH_FETCH_WAIT_MS` | `10` | longest a projector fetch waits on the broker |
-//! | `KITH_PROJECTOR_IDLE_POLL_MS` | `500` | an idle projector stops fetching until a relay announces events, and looks anyway this often (bounds the delay of events no relay announces, such as content events) |
+//! | `KITH_PROJECTOR_IDLE_POLL_MS` | `500` | an idle projector stops fetching until a relay announces events, and looks anyway this often (bounds the delay of events no relay announces, such as content events; 0: never stop fetching) |
 //! | `KITH_PROJECTOR_LEASE_MS` | `5000` | how long a projector's hold on a partition outlives its last heartbeat |
 //! | `KITH_CONTENT_LEDGER_RETENTION_HOURS` | `720` | how long content event ids are remembered (keep above the topic's retention) |
 //! | `KITH_RECONCILE_INTERVAL_SECS` | `0` | `kith run`/`project`: repair the projection and counters from the truth this often (0 = never) |
@@ -444,7 +444,7 @@ impl Config {
         if self.relay_batch < 1
             || self.projector_batch < 1
             || self.relay_poll_ms < 10
-            || self.projector_idle_poll_ms < 10
+            || (self.projector_idle_poll_ms != 0 && self.projector_idle_poll_ms < 10)
         {
             return Err(invalid(
                 "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS/KITH_PROJECTOR_IDLE_POLL_MS",

@@ -77,7 +77,7 @@ pub struct Metrics {
     pub events_applied: Counter,
     /// Messages recorded as dead letters.
     pub events_dead_lettered: Counter,
-    /// Times an idle projector stopped fetching until woken.
+    /// Times an idle projector stopped fetching (until woken or its idle interval passed).
     pub projector_parks: Counter,
     /// Derived rows and counters repaired by reconciliation or the sampled check.
     pub consistency_repairs: Counter,
@@ -258,7 +258,7 @@ impl Metrics {
         );
         kith.register(
             "projector_parks",
-            "Times an idle projector stopped fetching until a relay announced events",
+            "Times an idle projector stopped fetching (until a relay announced events or the idle interval passed)",
             self.projector_parks.clone(),
         );
         kith.register(

@@ -102,7 +102,9 @@ pub fn cached_watermarks<C: rdkafka::ClientContext>(
     let (mut low, mut high) = (-1_i64, -1_i64);
     // SAFETY: the handle is alive for `client`'s lifetime, `topic` is a
     // NUL-terminated string that outlives the call, and the out-pointers
-    // point to live locals. The function only reads librdkafka's own state.
+    // point to live locals. The function takes librdkafka's own locks; it
+    // may create the local topic/partition object (harmless: callers ask for
+    // partitions they hold).
     let err = unsafe {
         rdkafka::bindings::rd_kafka_get_watermark_offsets(
             client.native_ptr(),

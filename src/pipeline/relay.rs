@@ -18,7 +18,7 @@ use diesel::{QueryableByName, sql_query};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
-use super::wake::{Signal, Wakeups, wake_all};
+use super::wake::{Signal, Wakeups, announce_produced};
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::store::dead_letters;
@@ -75,7 +75,7 @@ struct Locked {
 
 /// Waits for leadership, then publishes until shutdown or a failure.
 async fn lead(
-    app: &App,
+    app: &Arc<App>,
     producer: &FutureProducer,
     shutdown: &mut Shutdown,
     backoff: &mut Backoff,
@@ -115,7 +115,7 @@ async fn lead(
         let letters = dead_letters::unpublished(&mut conn, DEAD_LETTERS_PER_ROUND).await?;
         if batch.is_empty() && letters.is_empty() {
             tokio::select! {
-                () = wakeups.wait(app, poll) => {}
+                _ = wakeups.wait(app, poll) => {}
                 () = shutdown.wait() => return Ok(()),
             }
             continue;
@@ -126,7 +126,7 @@ async fn lead(
                 publish(producer, &app.config.follow_topic, &batch).await?;
                 let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
                 // The events are on the broker: a parked projector may read.
-                wake_all(app, Signal::Projector).await;
+                announce_produced(app);
                 outbox::delete(&mut conn, &ids).await?;
                 app.metrics.events_relayed.inc_by(ids.len() as u64);
             }

@@ -15,6 +15,12 @@
 //! A wake-up lost to a crash between the commit and the publish, or to Redis
 //! being away, only delays its events until the next wake-up or the relay's
 //! fallback poll (`KITH_RELAY_POLL_MS`); nothing is lost either way.
+//!
+//! The same way, a relay whose batch the broker acknowledged wakes parked
+//! projectors (an idle projector stops fetching, see
+//! [`crate::pipeline::projector`]): its own process's through a `Notify`,
+//! others' on `{prefix}kith:produced`. A projector lacking that wake-up
+//! still looks every `KITH_PROJECTOR_IDLE_POLL_MS`.
 
 use std::time::Duration;
 
@@ -32,9 +38,23 @@ pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
 }
 
 /// Wakes every relay after a commit that appended outbox rows: this
-/// process's at once, others' through Redis (best effort, logged).
+/// process's at once, others' through Redis (best effort, logged: a lost
+/// wake-up only waits for the fallback poll).
 pub async fn wake(app: &App) {
-    wake_all(app, Signal::Relay).await;
+    let signal = Signal::Relay;
+    signal.local(app).notify_one();
+    let published = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        redis::cmd("PUBLISH")
+            .arg(signal.channel(&app.keys))
+            .arg("")
+            .query_async::<()>(&mut *redis)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    if let Err(error) = published.await {
+        tracing::debug!(%error, "relay wake-up not published; the relay's poll will find the events");
+    }
 }
 
 /// Who is woken.
@@ -69,23 +89,29 @@ impl Signal {
     }
 }
 
-/// Wakes `signal`'s waiters: this process's at once, others' through Redis
-/// (best effort, logged: a lost wake-up only waits for the fallback poll).
-pub async fn wake_all(app: &App, signal: Signal) {
-    signal.local(app).notify_one();
-    let published = async {
-        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        redis::cmd("PUBLISH")
-            .arg(signal.channel(&app.keys))
+/// Tells parked projectors that a relay's batch reached the broker: this
+/// process's at once, others' through Redis without holding the relay up
+/// (a publish waits on Redis; the relay goes on to its next batch).
+pub fn announce_produced(app: &std::sync::Arc<App>) {
+    Signal::Projector.local(app).notify_one();
+    let app = app.clone();
+    tokio::spawn(async move {
+        let mut redis = match app.redis.get().await {
+            Ok(redis) => redis,
+            Err(error) => {
+                tracing::debug!(%error, "projector wake-up not published");
+                return;
+            }
+        };
+        let published = redis::cmd("PUBLISH")
+            .arg(Signal::Projector.channel(&app.keys))
             .arg("")
             .query_async::<()>(&mut *redis)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    if let Err(error) = published.await {
-        let signal = signal.name();
-        tracing::debug!(%error, signal, "wake-up not published; the fallback poll will find the events");
-    }
+            .await;
+        if let Err(error) = published {
+            tracing::debug!(%error, "projector wake-up not published");
+        }
+    });
 }
 
 /// What a relay waits on between rounds, or a parked projector.
@@ -167,8 +193,9 @@ impl Wakeups {
         self.subscription.is_some()
     }
 
-    /// Waits for a wake-up (local or from another process) or `poll`.
-    pub async fn wait(&mut self, app: &App, poll: Duration) {
+    /// Waits for a wake-up (local or from another process) or `poll`. True
+    /// if a wake-up ended the wait.
+    pub async fn wait(&mut self, app: &App, poll: Duration) -> bool {
         self.resubscribe_if_due().await;
         let remote = async {
             match self.subscription.as_mut() {
@@ -176,13 +203,14 @@ impl Wakeups {
                 None => std::future::pending().await,
             }
         };
-        let lost = tokio::select! {
-            () = self.signal.local(app).notified() => false,
-            open = remote => !open,
-            () = tokio::time::sleep(poll) => false,
+        let (woken, lost) = tokio::select! {
+            () = self.signal.local(app).notified() => (true, false),
+            open = remote => (open, !open),
+            () = tokio::time::sleep(poll) => (false, false),
         };
         if lost {
             self.subscription = None;
         }
+        woken
     }
 }

@@ -17,6 +17,12 @@
 //! re-syncs the messages between the two, so a crash between PostgreSQL and
 //! Redis is repaired without applying anything twice.
 //!
+//! A projector with nothing to read stops fetching (it unassigns its
+//! partitions) until a relay announces a batch it published, its leases
+//! change, or `KITH_PROJECTOR_IDLE_POLL_MS` passes; it then reads on from
+//! where it stood. It parks only once it has read to the end the broker last
+//! reported, so no fetch answer in flight is dropped.
+//!
 //! Messages that never decode, and content events that would take a counter
 //! below zero, are recorded as dead letters in the same transaction (the
 //! relay mirrors them to the dead-letter topic). A batch a constraint rejects
@@ -178,6 +184,8 @@ impl Projector {
     ) -> Result<(), PipelineError> {
         let mut wakeups = Wakeups::new(&self.app, Signal::Projector).await;
         let park_after = park_after(&self.app.config);
+        // How long the next look waits for a first message before parking.
+        let mut window = park_after;
         loop {
             // Between batches only: a batch never straddles a re-assignment.
             if assignment.has_changed().unwrap_or(false) {
@@ -186,8 +194,11 @@ impl Projector {
             }
             // Wake-ups so far announce events the reads below will see.
             wakeups.drain(&self.app);
-            let batch = tokio::select! {
-                batch = next_batch(&self.consumer, self.app.config.projector_batch, park_after) => batch,
+            // Only the wait for a first message races the leases and
+            // shutdown: once librdkafka hands messages over, they are
+            // collected and processed, never dropped.
+            let first = tokio::select! {
+                first = first_message(&self.consumer, window) => first,
                 changed = assignment.changed() => {
                     if changed.is_err() {
                         return Ok(());
@@ -198,15 +209,23 @@ impl Projector {
                 }
                 () = shutdown.wait() => return Ok(()),
             };
-            let Some(batch) = batch else {
-                if !self.park(&mut wakeups, &assignment, shutdown).await {
-                    return Ok(());
+            let first = match first {
+                First::Idle => {
+                    window = match self.park(&mut wakeups, &assignment, shutdown).await {
+                        Parked::Shutdown => return Ok(()),
+                        // Events were announced: their fetch may take longer
+                        // than an idle look, and the first one after
+                        // re-assigning still sees the old end, so wait.
+                        Parked::Announced => park_after.max(ANNOUNCED_WINDOW),
+                        Parked::Looked | Parked::Fetching => park_after,
+                    };
+                    continue;
                 }
-                continue;
+                First::Failed => continue,
+                First::Message(message) => message,
             };
-            if batch.is_empty() {
-                continue;
-            }
+            window = park_after;
+            let batch = rest_of_batch(&self.consumer, first, self.app.config.projector_batch).await;
             let started = std::time::Instant::now();
             if !self.process(batch, shutdown).await? {
                 return Ok(());
@@ -220,45 +239,55 @@ impl Projector {
     /// `KITH_PROJECTOR_IDLE_POLL_MS` passes — the bound for events no relay
     /// announces (content events from other services). An idle projector
     /// then costs the broker one short look per interval instead of a fetch
-    /// every `KITH_FETCH_WAIT_MS`. Without a wake-up subscription it keeps
-    /// fetching. False on shutdown.
+    /// every `KITH_FETCH_WAIT_MS`. It keeps fetching without a wake-up
+    /// subscription, while a fetch may still be on its way, or when the
+    /// interval is 0.
     async fn park(
         &mut self,
         wakeups: &mut Wakeups,
         assignment: &watch::Receiver<Assignment>,
         shutdown: &mut Shutdown,
-    ) -> bool {
+    ) -> Parked {
+        let poll_ms = self.app.config.projector_idle_poll_ms;
+        if poll_ms == 0 {
+            return Parked::Fetching;
+        }
         if !wakeups.subscribed() {
             wakeups.resubscribe_if_due().await;
-            return !shutdown.requested();
+            return Parked::Fetching;
         }
         if !self.caught_up() {
             // A fetch is still on its way (a broker serving a backlog can
             // take longer than `park_after`): parking now would drop its
             // answer, and the same would happen at every wake-up.
-            return !shutdown.requested();
+            return Parked::Fetching;
         }
         // Unassigned rather than paused: librdkafka wakes its broker thread
         // when a partition starts fetching, but not when one is resumed, so
         // a resumed partition could wait up to a second for its next fetch.
         if let Err(e) = self.consumer.assign(&TopicPartitionList::new()) {
             tracing::warn!(error = %e, "projector: cannot stop fetching; fetching on");
-            return !shutdown.requested();
+            return Parked::Fetching;
         }
         tracing::trace!("projector: idle; fetching parked");
         self.app.metrics.projector_parks.inc();
         // A clone, so the loop still sees the change as new.
         let mut leases = assignment.clone();
-        let poll = Duration::from_millis(self.app.config.projector_idle_poll_ms);
-        let go_on = tokio::select! {
-            () = wakeups.wait(&self.app, poll) => true,
-            changed = leases.changed() => changed.is_ok(),
-            () = shutdown.wait() => false,
+        let parked = tokio::select! {
+            woken = wakeups.wait(&self.app, Duration::from_millis(poll_ms)) => {
+                if woken { Parked::Announced } else { Parked::Looked }
+            }
+            changed = leases.changed() => {
+                if changed.is_ok() { Parked::Looked } else { Parked::Shutdown }
+            }
+            () = shutdown.wait() => Parked::Shutdown,
         };
-        tracing::trace!("projector: fetching again");
-        // Each held partition from where reading stood.
-        self.point_consumer();
-        go_on
+        if parked != Parked::Shutdown {
+            tracing::trace!("projector: fetching again");
+            // Each held partition from where reading stood.
+            self.point_consumer();
+        }
+        parked
     }
 
     /// Whether every held partition has been read to the end the broker
@@ -268,10 +297,26 @@ impl Projector {
     /// its end) is then read from its end, so fetching again needs no
     /// offset lookup.
     fn caught_up(&mut self) -> bool {
+        // librdkafka's own position passes what it never hands over
+        // (transaction markers), which `read_from` cannot.
+        let positions = self.consumer.position().ok();
         let mut ends = Vec::with_capacity(self.partitions.held.len());
         for (tp, held) in &self.partitions.held {
+            let position = positions
+                .as_ref()
+                .and_then(|list| list.find_partition(&tp.topic, tp.partition))
+                .and_then(|entry| match entry.offset() {
+                    Offset::Offset(offset) => Some(offset),
+                    _ => None,
+                });
             match kafka::cached_watermarks(self.consumer.client(), &tp.topic, tp.partition) {
-                Some((low, high)) if held.read_from.unwrap_or(low.max(0)) >= high => {
+                Some((low, high))
+                    if held
+                        .read_from
+                        .unwrap_or(low.max(0))
+                        .max(position.unwrap_or(-1))
+                        >= high =>
+                {
                     ends.push(high);
                 }
                 _ => return false,
@@ -685,31 +730,62 @@ impl Projector {
     }
 }
 
-/// Waits for one message, then takes whatever else is ready, up to `max`.
+/// How long a look woken by a relay waits for the announced events before
+/// the projector parks again.
+const ANNOUNCED_WINDOW: Duration = Duration::from_millis(250);
+
+/// How a park ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Parked {
+    /// It did not park and fetches on (see [`Projector::park`]).
+    Fetching,
+    /// A relay announced events.
+    Announced,
+    /// The idle interval passed or the leases changed.
+    Looked,
+    /// Shutdown.
+    Shutdown,
+}
+
 /// How long the projector waits for a first message before it parks: two
 /// fetch waits, so that a look after waking sees at least one whole fetch
-/// (a slower fetch is covered by [`Projector::caught_up`]). Each fetch of an
+/// (a slower fetch is covered by [`Projector::caught_up`] and, after an
+/// announced wake-up, by [`ANNOUNCED_WINDOW`]). Each fetch of an
 /// idle look costs the broker a read of every partition.
 fn park_after(config: &crate::config::Config) -> Duration {
     Duration::from_millis(u64::from(config.fetch_wait_ms).saturating_mul(2).max(20) + 5)
 }
 
-/// The next messages, up to `max`; `None` if none arrived within `idle`.
-async fn next_batch(
-    consumer: &StreamConsumer,
-    max: usize,
-    idle: Duration,
-) -> Option<Vec<OwnedMessage>> {
-    let mut batch = Vec::new();
+/// What the wait for a batch's first message gave.
+enum First {
+    /// Nothing within the window.
+    Idle,
+    /// A consume error (logged, waited out).
+    Failed,
+    /// A message.
+    Message(OwnedMessage),
+}
+
+/// Waits up to `idle` for a first message.
+async fn first_message(consumer: &StreamConsumer, idle: Duration) -> First {
     match tokio::time::timeout(idle, consumer.recv()).await {
-        Err(_elapsed) => return None,
-        Ok(Ok(message)) => batch.push(message.detach()),
+        Err(_elapsed) => First::Idle,
+        Ok(Ok(message)) => First::Message(message.detach()),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "projector: consume error");
             tokio::time::sleep(Duration::from_millis(200)).await;
-            return Some(batch);
+            First::Failed
         }
     }
+}
+
+/// `first`, then whatever else is ready, up to `max`.
+async fn rest_of_batch(
+    consumer: &StreamConsumer,
+    first: OwnedMessage,
+    max: usize,
+) -> Vec<OwnedMessage> {
+    let mut batch = vec![first];
     while batch.len() < max {
         match tokio::time::timeout(Duration::from_millis(2), consumer.recv()).await {
             Ok(Ok(message)) => batch.push(message.detach()),
@@ -720,5 +796,5 @@ async fn next_batch(
             Err(_elapsed) => break,
         }
     }
-    Some(batch)
+    batch
 }
