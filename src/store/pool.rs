@@ -41,7 +41,12 @@ pub async fn connect(
                 .execute(&mut conn)
                 .await
                 .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-            conn.set_instrumentation(StatementCounter(statements));
+            conn.set_instrumentation(StatementCounter {
+                statements,
+                // Whatever the process installed as diesel's default (a tracer,
+                // or the distribution test's recorder) still sees every event.
+                inner: diesel::connection::get_default_instrumentation(),
+            });
             Ok(conn)
         }
         .boxed()
@@ -93,12 +98,18 @@ pub fn with_setting(url: &str, name: &str, value: &str) -> String {
     format!("{url}{separator}{name}={value}")
 }
 
-struct StatementCounter(Arc<AtomicU64>);
+struct StatementCounter {
+    statements: Arc<AtomicU64>,
+    inner: Option<Box<dyn Instrumentation>>,
+}
 
 impl Instrumentation for StatementCounter {
     fn on_connection_event(&mut self, event: InstrumentationEvent<'_>) {
         if let InstrumentationEvent::StartQuery { .. } = event {
-            self.0.fetch_add(1, Ordering::Relaxed);
+            self.statements.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(inner) = self.inner.as_mut() {
+            inner.on_connection_event(event);
         }
     }
 }
