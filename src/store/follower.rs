@@ -150,11 +150,19 @@ pub(crate) async fn edge_rows(
     pairs: &[(UserId, UserId)],
 ) -> QueryResult<Vec<EdgeRow>> {
     let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip();
+    // The table's distribution column compared to the ids themselves too, so
+    // a sharded PostgreSQL reads only their shards (docs/scale-out.md).
+    let shards = if table == "follower" {
+        "f.to_user_id = ANY($2)"
+    } else {
+        "f.from_user_id = ANY($1)"
+    };
     diesel::sql_query(format!(
         "SELECT f.from_user_id, f.to_user_id, f.active, f.followed_at, f.version
            FROM {table} f
            JOIN unnest($1::bigint[], $2::bigint[]) AS p(from_id, to_id)
-             ON f.from_user_id = p.from_id AND f.to_user_id = p.to_id"
+             ON f.from_user_id = p.from_id AND f.to_user_id = p.to_id
+          WHERE {shards}"
     ))
     .bind::<Array<BigInt>, _>(from)
     .bind::<Array<BigInt>, _>(to)
