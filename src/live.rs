@@ -188,7 +188,8 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let channel = app.keys.live_channel();
     loop {
         let subscribed = async {
-            let client = redis::Client::open(app.config.redis_url.as_str())?;
+            let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
+            let client = redis::Client::open(target.pubsub_url())?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())

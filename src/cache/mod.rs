@@ -1,6 +1,7 @@
 //! Redis: the pool, the key layout, and the derived caches — counter
 //! records and list caches — that the write path and the projector keep right.
 
+pub mod cluster;
 pub mod counters;
 pub mod keys;
 pub mod lists;

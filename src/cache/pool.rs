@@ -14,7 +14,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture};
+
+use super::cluster::{self, Target};
 
 /// How often an open breaker checks whether Redis is back.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
@@ -58,11 +62,82 @@ struct Breaker {
     generation: AtomicU64,
 }
 
+/// Opens connections, with deadlines, to one server or to a cluster.
+#[derive(Clone)]
+enum Opener {
+    Single(Client, AsyncConnectionConfig),
+    Cluster(ClusterClient),
+}
+
+impl Opener {
+    fn new(url: &str, timeout: Duration) -> Result<Self, RedisError> {
+        Ok(match Target::parse(url) {
+            Target::Single(url) => Self::Single(
+                Client::open(url)?,
+                AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout)),
+            ),
+            Target::Cluster(nodes) => Self::Cluster(
+                ClusterClient::builder(nodes)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .build()?,
+            ),
+        })
+    }
+
+    async fn open(&self) -> Result<Inner, RedisError> {
+        Ok(match self {
+            Self::Single(client, config) => Inner::Single(
+                client
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await?,
+            ),
+            Self::Cluster(client) => Inner::Cluster(client.get_async_connection().await?),
+        })
+    }
+}
+
+/// A connection to one server, or a cluster client's connection to all.
+#[derive(Clone)]
+enum Inner {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Inner {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => Box::pin(cluster::split(conn, pipeline, offset, count)),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
 /// Builds connections with deadlines and hands out [`RedisConn`]s.
 #[derive(Clone)]
 pub struct RedisManager {
-    client: Client,
-    config: AsyncConnectionConfig,
+    opener: Opener,
     breaker: Arc<Breaker>,
 }
 
@@ -71,10 +146,7 @@ impl bb8::ManageConnection for RedisManager {
     type Error = RedisError;
 
     async fn connect(&self) -> Result<RedisConn, RedisError> {
-        let inner = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
+        let inner = self.opener.open().await?;
         Ok(RedisConn {
             inner,
             broken: false,
@@ -96,7 +168,7 @@ impl bb8::ManageConnection for RedisManager {
 /// is gone marks it broken, so the pool drops it instead of lending it again,
 /// and opens the breaker.
 pub struct RedisConn {
-    inner: MultiplexedConnection,
+    inner: Inner,
     broken: bool,
     generation: u64,
     breaker: Arc<Breaker>,
@@ -154,8 +226,7 @@ pub struct RedisPool {
     pool: bb8::Pool<RedisManager>,
     max_size: u32,
     breaker: Arc<Breaker>,
-    client: Client,
-    config: AsyncConnectionConfig,
+    opener: Opener,
 }
 
 impl RedisPool {
@@ -168,14 +239,10 @@ impl RedisPool {
         timeout: Duration,
         acquire_timeout: Duration,
     ) -> Result<Self, RedisError> {
-        let client = Client::open(url)?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout));
+        let opener = Opener::new(url, timeout)?;
         let breaker = Arc::new(Breaker::default());
         let manager = RedisManager {
-            client: client.clone(),
-            config: config.clone(),
+            opener: opener.clone(),
             breaker: breaker.clone(),
         };
         let pool = bb8::Pool::builder()
@@ -192,8 +259,7 @@ impl RedisPool {
             pool,
             max_size,
             breaker,
-            client,
-            config,
+            opener,
         })
     }
 
@@ -257,8 +323,7 @@ impl RedisPool {
             return;
         }
         let breaker = self.breaker.clone();
-        let client = self.client.clone();
-        let config = self.config.clone();
+        let opener = self.opener.clone();
         tokio::spawn(async move {
             tracing::warn!("Redis unavailable; serving without it until it answers again");
             loop {
@@ -267,9 +332,7 @@ impl RedisPool {
                 // without its replicas (`MASTERDOWN`) answers PING but still
                 // cannot take Kith's writes. A full Redis (`OOM`) can serve.
                 let probe = async {
-                    let mut conn = client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?;
+                    let mut conn = opener.open().await?;
                     redis::cmd("SET")
                         .arg(PROBE_KEY)
                         .arg(1)

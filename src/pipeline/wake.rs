@@ -147,7 +147,8 @@ impl Wakeups {
         // While Redis is away, try again at most every RESUBSCRIBE_EVERY.
         self.next_attempt = tokio::time::Instant::now() + RESUBSCRIBE_EVERY;
         let subscribed = async {
-            let client = redis::Client::open(self.redis_url.as_str())?;
+            let target = crate::cache::cluster::Target::parse(&self.redis_url);
+            let client = redis::Client::open(target.pubsub_url())?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&self.channel).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())
