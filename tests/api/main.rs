@@ -27,6 +27,7 @@ mod queries;
 mod rate_limit;
 mod read_model;
 mod recovery;
+mod redis_failover;
 mod redis_outage;
 mod redis_policy;
 mod replicas;
