@@ -186,10 +186,13 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 /// in-process lists, then goes to its subscriptions.
 pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let channel = app.keys.live_channel();
+    let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
+    let mut attempt = 0;
     loop {
+        let node = target.pubsub_url(attempt);
+        attempt += 1;
         let subscribed = async {
-            let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
-            let client = redis::Client::open(target.pubsub_url())?;
+            let client = redis::Client::open(node)?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&channel).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())

@@ -52,11 +52,14 @@ impl Target {
     }
 
     /// One node's URL, for pub/sub: a cluster forwards every `PUBLISH` to
-    /// all its nodes, so a subscriber on any node hears it.
-    pub fn pubsub_url(&self) -> &str {
+    /// all its nodes, so a subscriber on any node hears it. `attempt` counts
+    /// subscriptions so far: each new one tries the next node named, so a
+    /// node gone for good is left behind.
+    pub fn pubsub_url(&self, attempt: usize) -> &str {
         match self {
             Self::Single(url) => url,
-            Self::Cluster(nodes) => nodes.first().map_or("", String::as_str),
+            Self::Cluster(nodes) if nodes.is_empty() => "",
+            Self::Cluster(nodes) => &nodes[attempt % nodes.len()],
         }
     }
 }
@@ -174,8 +177,10 @@ mod tests {
         assert_eq!(crc16(b"123456789"), 0x31C3);
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
-        assert_eq!(slot(b"a{}b"), slot(b"a{}b"));
-        assert_eq!(slot(b"{}x"), crc16(b"{}x") % 16384);
+        // The specification's hash-tag cases.
+        assert_eq!(slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
+        assert_eq!(slot(b"foo{{bar}}zap"), crc16(b"{bar") % 16384);
+        assert_eq!(slot(b"foo{bar}{zap}"), crc16(b"bar") % 16384);
     }
 
     #[test]
@@ -192,9 +197,12 @@ mod tests {
             ])
         );
         assert_eq!(
-            Target::parse("rediss+cluster://h:7000").pubsub_url(),
+            Target::parse("rediss+cluster://h:7000").pubsub_url(0),
             "rediss://h:7000"
         );
+        let two = Target::parse("redis+cluster://a:1,b:2");
+        assert_eq!(two.pubsub_url(1), "redis://b:2");
+        assert_eq!(two.pubsub_url(2), "redis://a:1");
     }
 
     #[test]

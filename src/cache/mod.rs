@@ -91,26 +91,50 @@ fn has_code(e: &redis::RedisError, code: &str) -> bool {
             .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == code))
 }
 
-/// Redis's `maxmemory-policy`, read with `CONFIG GET` or, where a managed
-/// Redis disables `CONFIG`, from `INFO memory`; `None` when neither tells.
+/// Redis's `maxmemory-policy`, read from `INFO memory` or, where that does
+/// not tell, with `CONFIG GET`; `None` when neither tells. On a cluster
+/// `INFO` answers for every primary: a policy other than `noeviction` on any
+/// of them is the answer.
 pub async fn eviction_policy(
     conn: &mut impl ConnectionLike,
 ) -> Result<Option<String>, redis::RedisError> {
-    let config: Result<Vec<String>, _> = redis::cmd("CONFIG")
+    fn policy_in(info: &str) -> Option<String> {
+        info.lines()
+            .find_map(|line| line.strip_prefix("maxmemory_policy:"))
+            .map(|p| p.trim().to_owned())
+    }
+    fn texts(value: &redis::Value) -> Vec<String> {
+        match value {
+            redis::Value::Map(nodes) => nodes.iter().flat_map(|(_, v)| texts(v)).collect(),
+            redis::Value::Array(values) => values.iter().flat_map(texts).collect(),
+            other => redis::from_redis_value_ref::<String>(other)
+                .ok()
+                .into_iter()
+                .collect(),
+        }
+    }
+    let info: Option<redis::Value> = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(conn)
+        .await
+        .ok();
+    let policies: Vec<String> = info
+        .as_ref()
+        .map(texts)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|text| policy_in(text))
+        .collect();
+    if !policies.is_empty() {
+        let evicting = policies.iter().find(|p| *p != "noeviction");
+        return Ok(evicting.or(policies.first()).cloned());
+    }
+    let pair: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
         .query_async(conn)
-        .await;
-    if let Ok(pair) = config
-        && let Some(policy) = pair.get(1)
-    {
-        return Ok(Some(policy.clone()));
-    }
-    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
-    Ok(info
-        .lines()
-        .find_map(|line| line.strip_prefix("maxmemory_policy:"))
-        .map(|p| p.trim().to_owned()))
+        .await?;
+    Ok(pair.get(1).cloned())
 }
 
 /// True when Redis refused a write for lack of memory (`OOM`), alone or

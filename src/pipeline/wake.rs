@@ -121,6 +121,8 @@ pub struct Wakeups {
     redis_url: String,
     channel: String,
     next_attempt: tokio::time::Instant,
+    /// Subscriptions tried: each tries the next node of a cluster.
+    attempts: usize,
 }
 
 /// How often a relay without a subscription tries to subscribe again.
@@ -138,6 +140,7 @@ impl Wakeups {
             redis_url: app.config.redis_url.clone(),
             channel: signal.channel(&app.keys),
             next_attempt: tokio::time::Instant::now(),
+            attempts: 0,
         };
         wakeups.subscribe().await;
         wakeups
@@ -146,9 +149,11 @@ impl Wakeups {
     async fn subscribe(&mut self) {
         // While Redis is away, try again at most every RESUBSCRIBE_EVERY.
         self.next_attempt = tokio::time::Instant::now() + RESUBSCRIBE_EVERY;
+        let target = crate::cache::cluster::Target::parse(&self.redis_url);
+        let node = target.pubsub_url(self.attempts).to_owned();
+        self.attempts += 1;
         let subscribed = async {
-            let target = crate::cache::cluster::Target::parse(&self.redis_url);
-            let client = redis::Client::open(target.pubsub_url())?;
+            let client = redis::Client::open(node.as_str())?;
             let mut pubsub = client.get_async_pubsub().await?;
             pubsub.subscribe(&self.channel).await?;
             Ok::<_, redis::RedisError>(pubsub.into_on_message())

@@ -44,8 +44,16 @@ impl Cluster {
     fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("kith-failover-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut nodes = Vec::new();
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            _dir: tempdir::Dir(dir.clone()),
+        };
         for port in FIRST_PORT..FIRST_PORT + 6 {
+            // A node left by an earlier run that was killed: shut it down.
+            if cli(port, &["ping"]).trim() == "PONG" {
+                cli(port, &["shutdown", "nosave"]);
+                std::thread::sleep(Duration::from_millis(200));
+            }
             let node_dir = dir.join(port.to_string());
             std::fs::create_dir_all(&node_dir).unwrap();
             let child = Command::new("redis-server")
@@ -59,12 +67,9 @@ impl Cluster {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("redis-server starts (scripts/stack up installs it)");
-            nodes.push((port, child));
+            // Pushed at once: a failure further on still kills it (Drop).
+            cluster.nodes.push((port, child));
         }
-        let cluster = Self {
-            nodes,
-            _dir: tempdir::Dir(dir),
-        };
         for port in FIRST_PORT..FIRST_PORT + 6 {
             let deadline = Instant::now() + Duration::from_secs(10);
             while cli(port, &["ping"]).trim() != "PONG" {
@@ -250,7 +255,12 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
         (error_code(&write).is_none() && error_code(&read).is_none()).then_some(())
     })
     .await;
-    for fan in &fans[..5] {
+    // Redis replicates asynchronously: a cache write the dead primary
+    // acknowledged just before it died may be missing on its replica (the
+    // next write of that list or record, its expiry or the sampled check
+    // repairs it). Every fan writes again, so what is compared below is
+    // what Kith wrote after the failover.
+    for fan in &fans {
         crate::helpers::assert_ok(&t.unfollow(*fan, idol).await);
         crate::helpers::assert_ok(&t.follow(*fan, idol).await);
     }
