@@ -50,6 +50,13 @@ pub struct CacheLabels {
 }
 
 /// A consumed partition.
+/// Labels of `kith_projector_wakeups_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WakeLabels {
+    /// `local`, `redis`, `idle`, `leases` or `shutdown`.
+    pub cause: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PartitionLabels {
     /// The topic.
@@ -79,6 +86,9 @@ pub struct Metrics {
     pub events_dead_lettered: Counter,
     /// Times an idle projector stopped fetching (until woken or its idle interval passed).
     pub projector_parks: Counter,
+    /// What ended each park: `local` / `redis` (a relay's wake-up), `idle`
+    /// (the idle interval), `leases`, `shutdown`.
+    pub projector_wakeups: Family<WakeLabels, Counter>,
     /// Derived rows and counters repaired by reconciliation or the sampled check.
     pub consistency_repairs: Counter,
     /// GraphQL requests stopped at `KITH_REQUEST_TIMEOUT_MS`.
@@ -108,6 +118,7 @@ impl Default for Metrics {
             events_applied: Counter::default(),
             events_dead_lettered: Counter::default(),
             projector_parks: Counter::default(),
+            projector_wakeups: Family::default(),
             consistency_repairs: Counter::default(),
             requests_timed_out: Counter::default(),
             rate_limited: Counter::default(),
@@ -222,6 +233,20 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// Counts what ended an idle projector's park.
+    pub fn projector_woken(&self, cause: &'static str) {
+        self.projector_wakeups
+            .get_or_create(&WakeLabels { cause })
+            .inc();
+    }
+
+    /// How many parks `cause` ended (for tests).
+    pub fn projector_wakeups_by(&self, cause: &'static str) -> u64 {
+        self.projector_wakeups
+            .get_or_create(&WakeLabels { cause })
+            .get()
+    }
+
     fn bounded_operation(&self, name: &str) -> String {
         let valid = !name.is_empty()
             && name.len() <= 64
@@ -255,6 +280,11 @@ impl Metrics {
             "events_dead_lettered",
             "Messages recorded as dead letters",
             self.events_dead_lettered.clone(),
+        );
+        kith.register(
+            "projector_wakeups",
+            "What ended an idle projector's park: a relay's wake-up (local or redis), the idle interval, a lease change",
+            self.projector_wakeups.clone(),
         );
         kith.register(
             "projector_parks",

@@ -114,6 +114,17 @@ pub fn announce_produced(app: &std::sync::Arc<App>) {
     });
 }
 
+/// What ended a [`Wakeups::wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woken {
+    /// A wake-up from this process.
+    Here,
+    /// A wake-up from another process, through Redis.
+    Elsewhere,
+    /// The poll interval (or the subscription was lost).
+    Nothing,
+}
+
 /// What a relay waits on between rounds, or a parked projector.
 pub struct Wakeups {
     signal: Signal,
@@ -199,9 +210,8 @@ impl Wakeups {
         self.subscription.is_some()
     }
 
-    /// Waits for a wake-up (local or from another process) or `poll`. True
-    /// if a wake-up ended the wait.
-    pub async fn wait(&mut self, app: &App, poll: Duration) -> bool {
+    /// Waits for a wake-up (local or from another process) or `poll`.
+    pub async fn wait(&mut self, app: &App, poll: Duration) -> Woken {
         self.resubscribe_if_due().await;
         let remote = async {
             match self.subscription.as_mut() {
@@ -210,9 +220,9 @@ impl Wakeups {
             }
         };
         let (woken, lost) = tokio::select! {
-            () = self.signal.local(app).notified() => (true, false),
-            open = remote => (open, !open),
-            () = tokio::time::sleep(poll) => (false, false),
+            () = self.signal.local(app).notified() => (Woken::Here, false),
+            open = remote => if open { (Woken::Elsewhere, false) } else { (Woken::Nothing, true) },
+            () = tokio::time::sleep(poll) => (Woken::Nothing, false),
         };
         if lost {
             self.subscription = None;

@@ -693,6 +693,8 @@ async fn a_parked_projector_is_woken_by_its_processs_relay() {
     let relay = t.start_relay();
     let projector = t.start_projector(hooks());
     each_follow_wakes_the_parked_projector(&t).await;
+    // The relay's own Notify, not only its Redis message, ended parks.
+    assert!(t.app.metrics.projector_wakeups_by("local") > 0);
     projector.stop().await.unwrap();
     relay.stop().await.unwrap();
 }
@@ -705,6 +707,8 @@ async fn a_parked_projector_is_woken_by_a_relay_in_another_process() {
     let _relay = crate::helpers::KithProcess::start(&t, "relay", &[]);
     let projector = t.start_projector(hooks());
     each_follow_wakes_the_parked_projector(&t).await;
+    assert!(t.app.metrics.projector_wakeups_by("redis") > 0);
+    assert_eq!(t.app.metrics.projector_wakeups_by("local"), 0);
     projector.stop().await.unwrap();
 }
 

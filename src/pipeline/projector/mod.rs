@@ -49,7 +49,7 @@ use uuid::Uuid;
 use self::apply::{CommitError, Committed, Owner};
 use self::batch::{Action, Event, Item};
 use self::leases::Assignment;
-use super::wake::{Signal, Wakeups};
+use super::wake::{Signal, Wakeups, Woken};
 use super::{Backoff, PipelineError, Shutdown, kafka};
 use crate::app::App;
 use crate::store::partitions::{self, Advance, TopicPartition};
@@ -273,15 +273,18 @@ impl Projector {
         self.app.metrics.projector_parks.inc();
         // A clone, so the loop still sees the change as new.
         let mut leases = assignment.clone();
-        let parked = tokio::select! {
-            woken = wakeups.wait(&self.app, Duration::from_millis(poll_ms)) => {
-                if woken { Parked::Announced } else { Parked::Looked }
-            }
+        let (parked, cause) = tokio::select! {
+            woken = wakeups.wait(&self.app, Duration::from_millis(poll_ms)) => match woken {
+                Woken::Here => (Parked::Announced, "local"),
+                Woken::Elsewhere => (Parked::Announced, "redis"),
+                Woken::Nothing => (Parked::Looked, "idle"),
+            },
             changed = leases.changed() => {
-                if changed.is_ok() { Parked::Looked } else { Parked::Shutdown }
+                if changed.is_ok() { (Parked::Looked, "leases") } else { (Parked::Shutdown, "shutdown") }
             }
-            () = shutdown.wait() => Parked::Shutdown,
+            () = shutdown.wait() => (Parked::Shutdown, "shutdown"),
         };
+        self.app.metrics.projector_woken(cause);
         if parked != Parked::Shutdown {
             tracing::trace!("projector: fetching again");
             // Each held partition from where reading stood.
