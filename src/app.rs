@@ -58,6 +58,8 @@ pub struct App {
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
     /// Persisted queries: texts learnt through APQ, the manifest, the allow-list mode.
     pub persisted: crate::graph::persisted::PersistedQueries,
+    /// Parsed GraphQL documents by query text ([`crate::graph::limits`]).
+    pub documents: crate::graph::limits::Documents,
     /// Live updates: the projectors' batches, for this process's subscriptions.
     pub live: Arc<crate::live::Hub>,
     /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`)
@@ -157,6 +159,7 @@ impl App {
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
                 .build(),
             persisted: crate::graph::persisted::PersistedQueries::new(&config),
+            documents: crate::graph::limits::documents(),
             live: Arc::default(),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)

@@ -348,7 +348,7 @@ async fn graphql_query_get(
         if let Err(refused) = state.app.persisted.resolve(&mut request) {
             return Err(Refusal::persisted(&refused));
         }
-        if is_mutation(&request) {
+        if graph::operation_is(&state.app, &request, OperationType::Mutation) {
             return Err(Refusal {
                 allow: Some("POST"),
                 ..Refusal::new(
@@ -363,10 +363,6 @@ async fn graphql_query_get(
         Ok(request) => execute(&state, &headers, request, media, true).await,
         Err(refusal) => refusal.respond(media),
     }
-}
-
-fn is_mutation(request: &async_graphql::Request) -> bool {
-    graph::operation_is(request, OperationType::Mutation)
 }
 
 /// `415` unless the body is declared JSON (UTF-8, the only charset allowed).

@@ -189,14 +189,8 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
     let mut attempt = 0;
     loop {
-        let node = target.pubsub_url(attempt);
+        let subscribed = crate::cache::cluster::subscribe(&target, attempt, &channel);
         attempt += 1;
-        let subscribed = async {
-            let client = redis::Client::open(node)?;
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(pubsub.into_on_message())
-        };
         match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
             Ok(Ok(mut messages)) => {
                 app.live.listening.store(true, Ordering::Relaxed);

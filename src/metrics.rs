@@ -49,7 +49,6 @@ pub struct CacheLabels {
     pub result: &'static str,
 }
 
-/// A consumed partition.
 /// Labels of `kith_projector_wakeups_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WakeLabels {
@@ -57,6 +56,7 @@ pub struct WakeLabels {
     pub cause: &'static str,
 }
 
+/// A consumed partition.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PartitionLabels {
     /// The topic.

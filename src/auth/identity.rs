@@ -285,20 +285,11 @@ fn pem_key(pem: &str) -> Result<Key, String> {
 
 /// The active user with this handle.
 async fn user_by_handle(app: &App, handle: &str) -> Result<UserId, TokenError> {
-    let user = match app.users.get_by_handle(handle) {
-        Some(user) => Some(user),
-        None => {
-            // As the request loaders read users: the row read is kept in
-            // the process cache, unless a change was noticed meanwhile.
-            let seen = app.users.generation();
-            let mut conn = app.pg.get().await.map_err(|_| TokenError::Keys)?;
-            let read = crate::store::users::find_by_handles(&mut conn, &[handle.to_owned()])
-                .await
-                .map_err(|_| TokenError::Keys)?;
-            app.users.insert(seen, &read);
-            read.into_iter().next()
-        }
-    };
+    let user = crate::read::users::by_handles(app, &[handle.to_owned()])
+        .await
+        .map_err(|_| TokenError::Keys)?
+        .into_iter()
+        .next();
     match user {
         Some(user) if user.status != UserStatus::Deleted => Ok(user.id),
         _ => Err(TokenError::Subject),

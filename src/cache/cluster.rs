@@ -7,15 +7,17 @@
 //! reconnects, topology refresh). Any other URL is one server, as before.
 //!
 //! Every script and multi-key command of Kith touches keys of one slot (the
-//! `{user}` hash tags of [`super::keys`]). A pipeline, though, often spans
+//! `{user}` hash tags of [`super::keys`]; slots as the `redis` crate computes
+//! them). A pipeline, though, often spans
 //! users: the cluster client refuses such a pipeline, so [`split`] sends one
 //! sub-pipeline per slot, all at once, and puts the answers back in order.
 //! Commands without a key (`PUBLISH`, `SCRIPT LOAD`) go one by one, routed
 //! by the client (`SCRIPT LOAD` to every primary).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
 use redis::{Arg, Cmd, Pipeline, RedisResult, Value};
 
 /// Where Redis is.
@@ -64,32 +66,16 @@ impl Target {
     }
 }
 
-/// The cluster slot of `key` (CRC16/XMODEM of its hash tag, mod 16384).
-pub fn slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let close = key[open + 1..].iter().position(|&b| b == b'}')?;
-            (close > 0).then(|| &key[open + 1..open + 1 + close])
-        })
-        .unwrap_or(key);
-    crc16(tagged) % 16384
-}
-
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+/// Subscribes to `channel` on the node `attempt` picks ([`Target::pubsub_url`]).
+pub async fn subscribe(
+    target: &Target,
+    attempt: usize,
+    channel: &str,
+) -> RedisResult<redis::aio::PubSubStream> {
+    let client = redis::Client::open(target.pubsub_url(attempt))?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    Ok(pubsub.into_on_message())
 }
 
 /// The key a command is routed by, if it has one.
@@ -128,13 +114,17 @@ pub async fn split(
         return conn.req_packed_commands(pipeline, offset, count).await;
     }
     let cmds: Vec<&Cmd> = pipeline.cmd_iter().collect();
-    let mut by_slot: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    let mut by_slot: HashMap<Slot, Vec<usize>> = HashMap::new();
     let mut keyless = Vec::new();
     for (i, cmd) in cmds.iter().enumerate() {
         match key_of(cmd) {
-            Some(key) => by_slot.entry(slot(&key)).or_default().push(i),
+            Some(key) => by_slot.entry(Slot::for_key(key)).or_default().push(i),
             None => keyless.push(i),
         }
+    }
+    if by_slot.len() <= 1 && keyless.is_empty() {
+        // One slot (one user's keys): the pipeline goes as it is.
+        return conn.req_packed_commands(pipeline, offset, count).await;
     }
     let mut parts = Vec::with_capacity(by_slot.len() + keyless.len());
     for (_, indices) in by_slot {
@@ -170,18 +160,6 @@ pub async fn split(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_follow_the_cluster_spec() {
-        // From the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(crc16(b"123456789"), 0x31C3);
-        assert_eq!(slot(b"foo"), 12182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
-        // The specification's hash-tag cases.
-        assert_eq!(slot(b"foo{}{bar}"), crc16(b"foo{}{bar}") % 16384);
-        assert_eq!(slot(b"foo{{bar}}zap"), crc16(b"{bar") % 16384);
-        assert_eq!(slot(b"foo{bar}{zap}"), crc16(b"bar") % 16384);
-    }
 
     #[test]
     fn cluster_urls_name_their_nodes() {

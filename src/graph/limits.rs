@@ -18,12 +18,24 @@ use async_graphql::{
 
 use crate::config::Config;
 
-/// The limits, from the configuration, and the parsed documents of recent
-/// requests (clients send the same few query texts over and over; parsing
-/// is a visible share of a request's CPU).
+/// Parsed documents of recent requests that passed the limits, by query
+/// text (clients send the same few texts over and over; parsing is a
+/// visible share of a request's CPU). One per process, in
+/// [`crate::app::App::documents`].
+pub type Documents = moka::sync::Cache<String, Arc<ExecutableDocument>>;
+
+/// An empty document cache, bounded by the query text it holds.
+pub fn documents() -> Documents {
+    moka::sync::Cache::builder()
+        .max_capacity(DOCUMENT_CACHE_BYTES)
+        .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
+        .build()
+}
+
+/// The limits, from the configuration, and the process's parsed documents.
 #[derive(Clone)]
 pub struct Limits {
-    documents: moka::sync::Cache<String, Arc<ExecutableDocument>>,
+    documents: Documents,
     /// Most aliased fields in one document.
     pub max_aliases: usize,
     /// Most root fields in one operation (fragments at the root counted).
@@ -33,13 +45,10 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The configured limits.
-    pub fn new(config: &Config) -> Self {
+    /// The configured limits, keeping parsed documents in `documents`.
+    pub fn new(config: &Config, documents: Documents) -> Self {
         Self {
-            documents: moka::sync::Cache::builder()
-                .max_capacity(DOCUMENT_CACHE_BYTES)
-                .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
-                .build(),
+            documents,
             max_aliases: config.max_aliases,
             max_root_fields: config.max_root_fields,
             max_offset: config.max_offset,

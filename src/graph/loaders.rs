@@ -63,24 +63,9 @@ impl Loader<String> for HandleLoader {
     type Error = LoadError;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, User>, Self::Error> {
-        let cache = &self.0.users;
-        let mut found = Vec::with_capacity(keys.len());
-        let mut missing = Vec::new();
-        for handle in keys {
-            match cache.get_by_handle(handle) {
-                Some(user) => found.push(user),
-                None => missing.push(handle.clone()),
-            }
-        }
-        if !missing.is_empty() {
-            let seen = cache.generation();
-            let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
-            let read = users::find_by_handles(&mut conn, &missing)
-                .await
-                .map_err(|e| Arc::new(e.into()))?;
-            cache.insert(seen, &read);
-            found.extend(read);
-        }
+        let found = crate::read::users::by_handles(&self.0, keys)
+            .await
+            .map_err(Arc::new)?;
         Ok(found.into_iter().map(|u| (u.handle.clone(), u)).collect())
     }
 }

@@ -55,7 +55,7 @@ pub fn schema(app: Arc<App>) -> KithSchema {
     builder()
         .limit_depth(app.config.max_query_depth)
         .limit_complexity(app.config.max_query_complexity)
-        .extension(limits::Limits::new(&app.config))
+        .extension(limits::Limits::new(&app.config, app.documents.clone()))
         .data(cursor::CursorKeys::new(&app.config.jwt_secret))
         .data(app)
         .finish()
@@ -203,10 +203,15 @@ fn with_codes(mut response: Response) -> Response {
 }
 
 /// True when the operation `request` selects is of type `ty` (false when the
-/// document does not parse: the executor reports that).
-pub fn operation_is(request: &Request, ty: OperationType) -> bool {
-    let Ok(doc) = async_graphql::parser::parse_query(&request.query) else {
-        return false;
+/// document does not parse: the executor reports that). A text seen before
+/// is not parsed again (the process's document cache).
+pub fn operation_is(app: &App, request: &Request, ty: OperationType) -> bool {
+    let doc = match app.documents.get(&request.query) {
+        Some(doc) => doc,
+        None => match async_graphql::parser::parse_query(&request.query) {
+            Ok(doc) => Arc::new(doc),
+            Err(_) => return false,
+        },
     };
     let name = request.operation_name.as_deref();
     doc.operations.iter().any(|(op_name, op)| {
@@ -266,7 +271,7 @@ impl async_graphql::Executor for StreamExecutor {
             return futures_util::stream::once(std::future::ready(persisted_refusal(&refused)))
                 .boxed();
         }
-        if !operation_is(&request, OperationType::Subscription) {
+        if !operation_is(&self.app, &request, OperationType::Subscription) {
             let executor = self.clone();
             return futures_util::stream::once(async move {
                 async_graphql::Executor::execute(&executor, request).await

@@ -41,8 +41,12 @@ pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
 /// process's at once, others' through Redis (best effort, logged: a lost
 /// wake-up only waits for the fallback poll).
 pub async fn wake(app: &App) {
-    let signal = Signal::Relay;
-    signal.local(app).notify_one();
+    Signal::Relay.local(app).notify_one();
+    publish(app, Signal::Relay).await;
+}
+
+/// Publishes `signal`'s wake-up on Redis for other processes (best effort).
+async fn publish(app: &App, signal: Signal) {
     let published = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
         redis::cmd("PUBLISH")
@@ -53,7 +57,8 @@ pub async fn wake(app: &App) {
             .map_err(|e| e.to_string())
     };
     if let Err(error) = published.await {
-        tracing::debug!(%error, "relay wake-up not published; the relay's poll will find the events");
+        let signal = signal.name();
+        tracing::debug!(%error, signal, "wake-up not published; the fallback poll will find the events");
     }
 }
 
@@ -95,23 +100,7 @@ impl Signal {
 pub fn announce_produced(app: &std::sync::Arc<App>) {
     Signal::Projector.local(app).notify_one();
     let app = app.clone();
-    tokio::spawn(async move {
-        let mut redis = match app.redis.get().await {
-            Ok(redis) => redis,
-            Err(error) => {
-                tracing::debug!(%error, "projector wake-up not published");
-                return;
-            }
-        };
-        let published = redis::cmd("PUBLISH")
-            .arg(Signal::Projector.channel(&app.keys))
-            .arg("")
-            .query_async::<()>(&mut *redis)
-            .await;
-        if let Err(error) = published {
-            tracing::debug!(%error, "projector wake-up not published");
-        }
-    });
+    tokio::spawn(async move { publish(&app, Signal::Projector).await });
 }
 
 /// What ended a [`Wakeups::wait`].
@@ -129,7 +118,7 @@ pub enum Woken {
 pub struct Wakeups {
     signal: Signal,
     subscription: Option<redis::aio::PubSubStream>,
-    redis_url: String,
+    target: crate::cache::cluster::Target,
     channel: String,
     next_attempt: tokio::time::Instant,
     /// Subscriptions tried: each tries the next node of a cluster.
@@ -148,7 +137,7 @@ impl Wakeups {
         let mut wakeups = Self {
             signal,
             subscription: None,
-            redis_url: app.config.redis_url.clone(),
+            target: crate::cache::cluster::Target::parse(&app.config.redis_url),
             channel: signal.channel(&app.keys),
             next_attempt: tokio::time::Instant::now(),
             attempts: 0,
@@ -160,15 +149,9 @@ impl Wakeups {
     async fn subscribe(&mut self) {
         // While Redis is away, try again at most every RESUBSCRIBE_EVERY.
         self.next_attempt = tokio::time::Instant::now() + RESUBSCRIBE_EVERY;
-        let target = crate::cache::cluster::Target::parse(&self.redis_url);
-        let node = target.pubsub_url(self.attempts).to_owned();
+        let subscribed =
+            crate::cache::cluster::subscribe(&self.target, self.attempts, &self.channel);
         self.attempts += 1;
-        let subscribed = async {
-            let client = redis::Client::open(node.as_str())?;
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&self.channel).await?;
-            Ok::<_, redis::RedisError>(pubsub.into_on_message())
-        };
         match tokio::time::timeout(SUBSCRIBE_TIMEOUT, subscribed).await {
             Ok(Ok(stream)) => self.subscription = Some(stream),
             Ok(Err(error)) => {

@@ -37,6 +37,32 @@ const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
 /// In-process user rows, by id and by handle.
+/// The users with these handles: from the process cache, the rest from
+/// PostgreSQL in one statement, kept in the cache unless a change was
+/// noticed meanwhile. Handles nobody has are left out.
+pub async fn by_handles(
+    app: &crate::app::App,
+    handles: &[String],
+) -> Result<Vec<User>, crate::error::ApiError> {
+    let cache = &app.users;
+    let mut found = Vec::with_capacity(handles.len());
+    let mut missing = Vec::new();
+    for handle in handles {
+        match cache.get_by_handle(handle) {
+            Some(user) => found.push(user),
+            None => missing.push(handle.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        let seen = cache.generation();
+        let mut conn = app.pg.get().await?;
+        let read = crate::store::users::find_by_handles(&mut conn, &missing).await?;
+        cache.insert(seen, &read);
+        found.extend(read);
+    }
+    Ok(found)
+}
+
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,
     by_handle: moka::sync::Cache<String, UserId>,

@@ -52,7 +52,11 @@ impl Cluster {
             // A node left by an earlier run that was killed: shut it down.
             if cli(port, &["ping"]).trim() == "PONG" {
                 cli(port, &["shutdown", "nosave"]);
-                std::thread::sleep(Duration::from_millis(200));
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while cli(port, &["ping"]).trim() == "PONG" {
+                    assert!(Instant::now() < deadline, "a stale node on {port} stays up");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
             }
             let node_dir = dir.join(port.to_string());
             std::fs::create_dir_all(&node_dir).unwrap();
@@ -89,7 +93,7 @@ impl Cluster {
             .status()
             .unwrap();
         assert!(created.success(), "redis-cli --cluster create");
-        cluster.wait_ok(None);
+        cluster.wait_ok();
         // A replica that never synced is too stale to be promoted.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -111,9 +115,9 @@ impl Cluster {
         cluster
     }
 
-    /// Waits until the cluster is ok (asked of `via`, or of the first node).
-    fn wait_ok(&self, via: Option<u16>) {
-        let port = via.unwrap_or(FIRST_PORT);
+    /// Waits until the new cluster is ok (before Kith runs on it).
+    fn wait_ok(&self) {
+        let port = FIRST_PORT;
         let deadline = Instant::now() + Duration::from_secs(30);
         while !cli(port, &["cluster", "info"]).contains("cluster_state:ok") {
             assert!(Instant::now() < deadline, "cluster not ok");
@@ -218,27 +222,37 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
         *codes.entry(code).or_default() += 1;
     };
     let started = Instant::now();
-    let mut killed_at = None;
+    let mut killed = false;
+    // Each fan's edge as its last acknowledged write left it (`None` after
+    // an answer that says nothing, such as UNAVAILABLE).
+    let mut acknowledged: std::collections::HashMap<UserId, Option<bool>> = Default::default();
     let mut i = 10;
     // Writes and reads before, during and after the switch.
     while started.elapsed() < Duration::from_secs(12) {
-        if killed_at.is_none() && started.elapsed() > Duration::from_secs(2) {
+        if !killed && started.elapsed() > Duration::from_secs(2) {
             cluster.kill(victim);
-            killed_at = Some(Instant::now());
+            killed = true;
         }
         let fan = fans[i % fans.len()];
-        let write = if i % 3 == 0 {
-            t.unfollow(fan, idol).await
-        } else {
+        let follow = i % 3 != 0;
+        let write = if follow {
             t.follow(fan, idol).await
+        } else {
+            t.unfollow(fan, idol).await
         };
+        acknowledged.insert(fan, error_code(&write).is_none().then_some(follow));
         tally(&write);
         tally(&profile(fan).await);
         i += 1;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let survivor = (FIRST_PORT..FIRST_PORT + 3).find(|p| *p != victim).unwrap();
-    cluster.wait_ok(Some(survivor));
+    eventually("the replica to take over", 30, || async {
+        cli(survivor, &["cluster", "info"])
+            .contains("cluster_state:ok")
+            .then_some(())
+    })
+    .await;
     let unexpected: Vec<_> = codes
         .keys()
         .filter(|c| !["ok", "UNAVAILABLE"].contains(&c.as_str()))
@@ -248,6 +262,17 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
         "answers during the failover: {codes:?}"
     );
 
+    // Every acknowledged write is in PostgreSQL, as acknowledged.
+    for (fan, state) in &acknowledged {
+        if let Some(follow) = state {
+            let edge = t.edge(*fan, idol).await;
+            assert_eq!(
+                edge.map(|(active, _)| active),
+                Some(*follow),
+                "{fan}'s acknowledged write"
+            );
+        }
+    }
     // Recovered by itself: every request succeeds again.
     eventually("Kith serves again after the failover", 30, || async {
         let write = t.follow(fans[0], idol).await;
