@@ -509,19 +509,29 @@ async fn execute(
     } else {
         graph::run(&state.schema, &state.app, request, viewer).await
     };
-    let mut body = serde_json::to_value(&outcome.response).unwrap_or_else(|e| {
+    let refused = !outcome.executed && media == Media::GraphqlResponse;
+    let body = if refused {
+        // Nothing ran: the answer has no `data` at all.
+        serde_json::to_value(&outcome.response).map(|mut body| {
+            if let Value::Object(map) = &mut body {
+                map.remove("data");
+            }
+            body.to_string()
+        })
+    } else {
+        serde_json::to_string(&outcome.response)
+    };
+    let body = body.unwrap_or_else(|e| {
         tracing::error!(error = %e, "response not serialisable");
         json!({ "errors": [{ "message": "internal error", "extensions": { "code": "INTERNAL" } }] })
+            .to_string()
     });
-    let status = if !outcome.executed && media == Media::GraphqlResponse {
-        if let Value::Object(map) = &mut body {
-            map.remove("data");
-        }
+    let status = if refused {
         StatusCode::BAD_REQUEST
     } else {
         StatusCode::OK
     };
-    let mut response = (status, body.to_string()).into_response();
+    let mut response = (status, body).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, media.content_type());

@@ -6,15 +6,11 @@
 //! depth are checked by async-graphql's validation right after.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextPrepareRequest,
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, Field, OperationType, Selection, SelectionSet,
 };
-use async_graphql::parser::types::{ExecutableDocument, Field, Selection, SelectionSet};
-use async_graphql::{
-    Name, Pos, Positioned, Request, Response, ServerError, ServerResult, Value, Variables,
-};
+use async_graphql::{Name, Pos, Positioned, Request, ServerError, ServerResult, Value, Variables};
 
 use crate::config::Config;
 
@@ -246,41 +242,14 @@ const DOCUMENT_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 /// Longest query text the document cache keeps.
 const MAX_CACHED_QUERY_BYTES: usize = 16 * 1024;
 
-impl ExtensionFactory for Limits {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(self.clone())
-    }
-}
-
-/// Set by the `execute` hook: the request passed parsing and validation and
-/// its resolvers ran (the HTTP layer answers `400` when it stays false), and
-/// the name of the operation it ran (for metrics).
-#[derive(Default)]
-pub struct ExecutionStarted(AtomicBool, std::sync::Mutex<Option<String>>);
-
-impl ExecutionStarted {
-    /// True once execution began.
-    pub fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// The name of the operation that ran, if it has one.
-    pub fn operation(&self) -> Option<String> {
-        self.1.lock().expect("operation lock").clone()
-    }
-}
-
-#[async_graphql::async_trait::async_trait]
-impl Extension for Limits {
-    /// Runs before async-graphql's own depth walk (which follows every
-    /// spread of every fragment): the document is parsed here, once, and
-    /// handed on parsed.
-    async fn prepare_request(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        mut request: Request,
-        next: NextPrepareRequest<'_>,
-    ) -> ServerResult<Request> {
+impl Limits {
+    /// Admits `request`: its document — from the process's cache when its
+    /// text was seen before, else parsed now — must fit the limits. The
+    /// document is handed to the executor parsed, so async-graphql does not
+    /// parse it again. Done outside async-graphql's extension hooks: any
+    /// extension sends every field of every request down the executor's
+    /// slow path (a `ResolveInfo` and an extension chain per field).
+    pub fn admit(&self, request: &mut Request) -> ServerResult<Admitted> {
         let (doc, cached) = match self.documents.get(&request.query) {
             Some(doc) => (doc, true),
             None => (
@@ -295,20 +264,40 @@ impl Extension for Limits {
         if !cached && request.query.len() <= MAX_CACHED_QUERY_BYTES {
             self.documents.insert(request.query.clone(), doc.clone());
         }
+        let admitted = Admitted::of(&doc, request.operation_name.as_deref());
         request.set_parsed_query(ExecutableDocument::clone(&doc));
-        next.run(ctx, request).await
+        Ok(admitted)
     }
+}
 
-    async fn execute(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        operation_name: Option<&str>,
-        next: NextExecute<'_>,
-    ) -> Response {
-        if let Some(started) = ctx.data_opt::<Arc<ExecutionStarted>>() {
-            started.0.store(true, Ordering::Relaxed);
-            *started.1.lock().expect("operation lock") = operation_name.map(str::to_owned);
+/// What an admitted document's selected operation is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// Its name (also the one operation of a document that names it).
+    pub operation: Option<String>,
+    /// Its type, `None` when the document has no such operation (the
+    /// executor refuses it).
+    pub ty: Option<OperationType>,
+}
+
+impl Admitted {
+    fn of(doc: &ExecutableDocument, name: Option<&str>) -> Self {
+        let selected = match (&doc.operations, name) {
+            (DocumentOperations::Single(op), None) => Some((None, op)),
+            (DocumentOperations::Multiple(ops), Some(name)) => {
+                ops.get(name).map(|op| (Some(name.to_owned()), op))
+            }
+            (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
+                ops.iter().next().map(|(n, op)| (Some(n.to_string()), op))
+            }
+            _ => None,
+        };
+        match selected {
+            Some((operation, op)) => Self {
+                operation,
+                ty: Some(op.node.ty),
+            },
+            None => Self::default(),
         }
-        next.run(ctx, operation_name).await
     }
 }

@@ -55,7 +55,6 @@ pub fn schema(app: Arc<App>) -> KithSchema {
     builder()
         .limit_depth(app.config.max_query_depth)
         .limit_complexity(app.config.max_query_complexity)
-        .extension(limits::Limits::new(&app.config, app.documents.clone()))
         .data(cursor::CursorKeys::new(&app.config.jwt_secret))
         .data(app)
         .finish()
@@ -156,28 +155,51 @@ async fn run_timed(
             operation: None,
         };
     }
-    let started = Arc::new(limits::ExecutionStarted::default());
-    let request = request
-        .data(viewer)
-        .data(loaders::Loaders::new(app))
-        .data(started.clone());
+    let admitted = match limits::Limits::new(&app.config, app.documents.clone()).admit(&mut request)
+    {
+        Ok(admitted) => admitted,
+        Err(refused) => {
+            return Ran {
+                response: with_codes(Response::from_errors(vec![refused])),
+                executed: false,
+                operation: None,
+            };
+        }
+    };
+    let request = request.data(viewer).data(loaders::Loaders::new(app));
     let deadline = std::time::Duration::from_millis(app.config.request_timeout_ms);
-    let response = match tokio::time::timeout(deadline, schema.execute(request)).await {
-        Ok(response) => response,
+    let (response, executed) = match tokio::time::timeout(deadline, schema.execute(request)).await {
+        Ok(response) => {
+            let executed = executed(&response, &admitted);
+            (response, executed)
+        }
         Err(_) => {
             app.metrics.requests_timed_out.inc();
-            Response::from_errors(vec![
+            let response = Response::from_errors(vec![
                 crate::error::ApiError::Timeout
                     .extend()
                     .into_server_error(Default::default()),
-            ])
+            ]);
+            (response, true)
         }
     };
     Ran {
         response: with_codes(response),
-        executed: started.get(),
-        operation: started.operation(),
+        executed,
+        operation: admitted.operation.filter(|_| executed),
     }
+}
+
+/// True when the executor ran `admitted`'s operation: it refuses a document
+/// that fails validation (or names no operation of it) with errors that
+/// have no path and no data, while every error a resolver raises carries
+/// the path of its field. (A subscription sent as a plain request runs and
+/// is told its transport cannot serve it.)
+fn executed(response: &Response, admitted: &limits::Admitted) -> bool {
+    let refused = response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty());
+    !refused || admitted.ty == Some(OperationType::Subscription)
 }
 
 /// The answer to a request refused by [`persisted::PersistedQueries`].
@@ -278,9 +300,12 @@ impl async_graphql::Executor for StreamExecutor {
             })
             .boxed();
         }
-        let request = request
-            .data(loaders::Loaders::uncached(&self.app))
-            .data(Arc::new(limits::ExecutionStarted::default()));
+        let limits = limits::Limits::new(&self.app.config, self.app.documents.clone());
+        if let Err(refused) = limits.admit(&mut request) {
+            let refusal = with_codes(Response::from_errors(vec![refused]));
+            return futures_util::stream::once(std::future::ready(refusal)).boxed();
+        }
+        let request = request.data(loaders::Loaders::uncached(&self.app));
         self.schema
             .execute_stream_with_session_data(request, session_data.unwrap_or_default())
             .map(with_codes)
