@@ -8,6 +8,7 @@
 //! is version-guarded and applies only to a list that is cached, so a stale or
 //! duplicate event changes nothing and no partial list is ever created.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -320,52 +321,110 @@ pub enum Member {
     Unknown,
 }
 
-/// Queues "which of `users` does `list` hold" on `pipe` (one reply:
-/// [`parse_members`]). `users` must not be empty.
-pub fn queue_members(
-    pipe: &mut redis::Pipeline,
-    keys: &RedisKeys,
-    list: ListKey,
-    users: &[UserId],
-) {
-    let [zset, _, coverage] = keys.list(list);
-    let mut invocation = MEMBERS.key(zset);
-    invocation.key(coverage);
-    for user in users {
-        invocation.arg(member(*user));
-    }
-    pipe.invoke_script(&invocation);
+/// Script calls asking cached lists which of some users they hold: one call
+/// for every ask of a pipeline, or on a Redis Cluster one per list owner
+/// (the keys of one call must share a slot; a user's keys do).
+pub struct MembersCalls {
+    /// Per call, the indices of the asks it carries.
+    calls: Vec<Vec<usize>>,
+    /// Per ask, how many users it asks about.
+    sizes: Vec<usize>,
 }
 
-/// The membership in one reply of the members script, for `n` users asked.
-pub fn parse_members(reply: &redis::Value, n: usize) -> Membership {
-    let Ok(reply) = redis::from_redis_value_ref::<Vec<redis::Value>>(reply) else {
-        return Membership::NotCached;
-    };
-    let whole = match reply
-        .first()
-        .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
-    {
-        Some(1) => true,
-        Some(2) => false,
-        _ => return Membership::NotCached,
-    };
-    if reply.len() != n + 1 {
-        return Membership::NotCached;
-    }
-    Membership::Known(
-        reply[1..]
-            .iter()
-            .map(|v| {
-                let score = redis::from_redis_value_ref::<String>(v).unwrap_or_default();
-                match score.parse::<f64>() {
-                    Ok(ms) => Member::In(ms as i64),
-                    Err(_) if whole => Member::Absent,
-                    Err(_) => Member::Unknown,
+impl MembersCalls {
+    /// Queues the calls for `asks` — (list, users) pairs, each with at least
+    /// one user — on `pipe`; their replies are read by [`Self::parse`].
+    pub fn queue(
+        pipe: &mut redis::Pipeline,
+        keys: &RedisKeys,
+        asks: &[(ListKey, &[UserId])],
+        cluster: bool,
+    ) -> Self {
+        let mut calls: Vec<Vec<usize>> = Vec::new();
+        if cluster {
+            let mut by_owner: HashMap<UserId, usize> = HashMap::new();
+            for (i, (list, _)) in asks.iter().enumerate() {
+                let call = *by_owner.entry(list.owner()).or_insert_with(|| {
+                    calls.push(Vec::new());
+                    calls.len() - 1
+                });
+                calls[call].push(i);
+            }
+        } else if !asks.is_empty() {
+            calls.push((0..asks.len()).collect());
+        }
+        for call in &calls {
+            let mut invocation = MEMBERS.prepare_invoke();
+            for &i in call {
+                let (list, users) = asks[i];
+                let [zset, _, coverage] = keys.list(list);
+                invocation.key(zset).key(coverage).arg(users.len());
+                for user in users {
+                    invocation.arg(member(*user));
                 }
-            })
-            .collect(),
-    )
+            }
+            pipe.invoke_script(&invocation);
+        }
+        Self {
+            calls,
+            sizes: asks.iter().map(|(_, users)| users.len()).collect(),
+        }
+    }
+
+    /// How many replies the calls take from the pipeline.
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// True when nothing was asked.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// The membership per ask, in the order asked, from the calls' replies
+    /// (`next` gives each call's reply in turn; `None`: Redis did not
+    /// answer, and the lists say nothing).
+    pub fn parse<'a>(&self, mut next: impl FnMut() -> Option<&'a redis::Value>) -> Vec<Membership> {
+        let mut out = vec![Membership::NotCached; self.sizes.len()];
+        for call in &self.calls {
+            let reply =
+                next().and_then(|r| redis::from_redis_value_ref::<Vec<redis::Value>>(r).ok());
+            let Some(reply) = reply else { continue };
+            let mut values = reply.iter();
+            for &i in call {
+                match parse_one(&mut values, self.sizes[i]) {
+                    Some(membership) => out[i] = membership,
+                    // A reply of the wrong shape: nothing after it is trusted.
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+}
+
+/// One list's part of a members reply: its coverage, then (when cached)
+/// `n` scores; `None` when the reply ends early or is malformed.
+fn parse_one<'a>(
+    values: &mut impl Iterator<Item = &'a redis::Value>,
+    n: usize,
+) -> Option<Membership> {
+    let whole = match redis::from_redis_value_ref::<i64>(values.next()?).ok()? {
+        0 => return Some(Membership::NotCached),
+        1 => true,
+        2 => false,
+        _ => return None,
+    };
+    let mut answers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let score = redis::from_redis_value_ref::<String>(values.next()?).unwrap_or_default();
+        answers.push(match score.parse::<f64>() {
+            Ok(ms) => Member::In(ms as i64),
+            Err(_) if whole => Member::Absent,
+            Err(_) => Member::Unknown,
+        });
+    }
+    Some(Membership::Known(answers))
 }
 
 /// The members of a cached list, newest first (for checks and tools), or
@@ -506,6 +565,44 @@ mod tests {
         assert_eq!(parse_member("10"), None);
         let max = UserId::new(i64::MAX).unwrap();
         assert_eq!(parse_member(&member(max)), Some(max));
+    }
+
+    #[test]
+    fn one_call_asks_every_list_except_on_a_cluster() {
+        let keys = RedisKeys::new("t:");
+        let id = |n| UserId::new(n).unwrap();
+        let (a, b, c) = ([id(1)], [id(2), id(3)], [id(4)]);
+        let asks: [(ListKey, &[UserId]); 3] = [
+            (ListKey::Following(id(7)), &a),
+            (ListKey::Following(id(8)), &b),
+            (ListKey::Followers(id(7)), &c),
+        ];
+        let mut pipe = redis::pipe();
+        let one = MembersCalls::queue(&mut pipe, &keys, &asks, false);
+        assert_eq!(one.len(), 1);
+        let mut pipe = redis::pipe();
+        let per_owner = MembersCalls::queue(&mut pipe, &keys, &asks, true);
+        assert_eq!(per_owner.len(), 2, "user 7's two lists share a call");
+
+        use redis::Value::{BulkString, Int};
+        let s = |t: &str| BulkString(t.as_bytes().to_vec());
+        // List 1 cached whole with user 1 absent; list 2 not cached; list 3
+        // cached in part with user 4 at 1700.
+        let reply = redis::Value::Array(vec![Int(1), s(""), Int(0), Int(2), s("1700")]);
+        let mut replies = std::iter::once(&reply);
+        assert_eq!(
+            one.parse(|| replies.next()),
+            vec![
+                Membership::Known(vec![Member::Absent]),
+                Membership::NotCached,
+                Membership::Known(vec![Member::In(1700)]),
+            ]
+        );
+        // A reply cut short, and no reply at all: the lists say nothing.
+        let short = redis::Value::Array(vec![Int(1)]);
+        let mut replies = std::iter::once(&short);
+        assert_eq!(one.parse(|| replies.next()), vec![Membership::NotCached; 3]);
+        assert_eq!(per_owner.parse(|| None), vec![Membership::NotCached; 3]);
     }
 
     #[test]

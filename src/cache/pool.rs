@@ -263,6 +263,12 @@ impl RedisPool {
         })
     }
 
+    /// True when the pool talks to a Redis Cluster, where one script may
+    /// only touch keys of one slot.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.opener, Opener::Cluster(_))
+    }
+
     /// The pool's connections and checkout statistics (for metrics).
     pub fn state(&self) -> bb8::State {
         self.pool.state()

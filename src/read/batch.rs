@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use super::{counters, pages, relations};
 use crate::app::App;
 use crate::cache::counters::{self as records, CounterRecord};
-use crate::cache::lists::{self, Member, Membership, PageMiss};
+use crate::cache::lists::{self, Member, MembersCalls, Membership, PageMiss};
 use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::UserId;
@@ -78,9 +78,11 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
         }
         synced
     });
-    for (owner, members) in &lookups {
-        lists::queue_members(&mut pipe, &app.keys, ListKey::Following(*owner), members);
-    }
+    let asks: Vec<(ListKey, &[UserId])> = lookups
+        .iter()
+        .map(|(owner, members)| (ListKey::Following(*owner), members.as_slice()))
+        .collect();
+    let members_calls = MembersCalls::queue(&mut pipe, &app.keys, &asks, app.redis.is_cluster());
     for (list, request) in &page_reads {
         lists::queue_page(&mut pipe, &app.keys, *list, *request);
     }
@@ -101,10 +103,8 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     }
     let mut known: HashMap<(UserId, UserId), Option<DateTime<Utc>>> = HashMap::new();
     let mut uncached = Vec::new();
-    for (owner, members) in &lookups {
-        let membership = next().map_or(Membership::NotCached, |r| {
-            lists::parse_members(r, members.len())
-        });
+    let memberships = members_calls.parse(&mut next);
+    for ((owner, members), membership) in lookups.iter().zip(memberships) {
         let answers = match membership {
             Membership::Known(answers) => answers,
             Membership::NotCached => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
-use crate::cache::lists::{self, Member, Membership};
+use crate::cache::lists::{self, Member, MembersCalls, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following;
@@ -259,29 +259,35 @@ async fn probe_many(
     let mut pipe = redis::pipe();
     // (list, members, asked of the cache): decided once, so that replies
     // and chunks stay matched whatever happens meanwhile.
-    let mut chunks: Vec<(ListKey, &[UserId], bool)> = Vec::new();
+    let mut chunks: Vec<(ListKey, &[UserId])> = Vec::new();
+    let mut unsynced_chunks: Vec<(ListKey, &[UserId])> = Vec::new();
     for (list, members) in &asks {
         let ask_cache = !unsynced(app, *list);
         for chunk in members.chunks(PROBE_CHUNK) {
             if ask_cache {
-                lists::queue_members(&mut pipe, &app.keys, *list, chunk);
+                chunks.push((*list, chunk));
+            } else {
+                unsynced_chunks.push((*list, chunk));
             }
-            chunks.push((*list, chunk, ask_cache));
         }
     }
+    // Each chunk its own call: a call's reply holds every score it asks for.
+    let calls: Vec<MembersCalls> = chunks
+        .iter()
+        .map(|ask| MembersCalls::queue(&mut pipe, &app.keys, std::slice::from_ref(ask), true))
+        .collect();
     let replies = super::batch::query(app, &pipe).await;
     let mut replies = replies.as_deref().map(|r| r.iter());
+    let mut next = || replies.as_mut().and_then(Iterator::next);
+    let memberships = calls.iter().flat_map(|call| call.parse(&mut next));
     let mut found = HashMap::new();
     let mut unknown: Vec<(ListKey, UserId)> = Vec::new();
-    for (list, chunk, asked) in chunks {
-        let reply = if asked {
-            replies.as_mut().and_then(Iterator::next)
-        } else {
-            None
-        };
-        let membership = reply.map_or(Membership::NotCached, |r| {
-            lists::parse_members(r, chunk.len())
-        });
+    let not_asked = unsynced_chunks.iter().map(|_| Membership::NotCached);
+    for ((list, chunk), membership) in chunks
+        .into_iter()
+        .chain(unsynced_chunks.iter().copied())
+        .zip(memberships.chain(not_asked))
+    {
         match membership {
             Membership::Known(answers) => {
                 for (member, answer) in chunk.iter().zip(answers) {
