@@ -138,6 +138,7 @@ async fn main() {
     }
 
     let (pg0, redis0) = app.round_trips.snapshot();
+    let cpu0 = (process_cpu_seconds(), redis_cpu_seconds(&app).await);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -165,6 +166,7 @@ async fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let (pg1, redis1) = app.round_trips.snapshot();
+    let cpu1 = (process_cpu_seconds(), redis_cpu_seconds(&app).await);
     latencies.sort_unstable();
     let n = latencies.len() as f64;
     let ms = |us: u64| us as f64 / 1000.0;
@@ -172,9 +174,11 @@ async fn main() {
         "# Profile query (user + counters + 20 followers with counters and viewerRelation)\n\n\
          Machine: {} cores; PostgreSQL, Redis and the bench on it; release build; warm caches;\n\
          {clients} concurrent clients for {seconds} s through the axum router (no TCP).\n\n\
-         | requests | throughput req/s | p50 ms | p90 ms | p99 ms | max ms | PG statements/req | Redis calls/req |\n\
-         |---|---|---|---|---|---|---|---|\n\
-         | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+         CPU per request: the bench process (Kith and its in-process clients) and Redis,\n\
+         from /proc and Redis's `INFO cpu` — steadier than throughput on a shared machine.\n\n\
+         | requests | throughput req/s | p50 ms | p90 ms | p99 ms | max ms | PG statements/req | Redis calls/req | process CPU µs/req | Redis CPU µs/req |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n\
+         | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} |\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         latencies.len(),
         n / elapsed,
@@ -184,6 +188,41 @@ async fn main() {
         ms(latencies.last().copied().unwrap_or(0)),
         (pg1 - pg0) as f64 / n,
         (redis1 - redis0) as f64 / n,
+        (cpu1.0 - cpu0.0) * 1e6 / n,
+        (cpu1.1 - cpu0.1) * 1e6 / n,
     );
     common::write_report("profile_query.md", &report);
+}
+
+/// CPU seconds (user and system) this process has used, from /proc.
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after it).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds Redis has used (`used_cpu_user` + `used_cpu_sys`).
+async fn redis_cpu_seconds(app: &kith::app::App) -> f64 {
+    let mut conn = app.redis.get().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(&mut *conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+        .sum()
 }
