@@ -92,6 +92,13 @@ pub enum StartError {
          that must expire together; size Redis so the caches fit, see the README)"
     )]
     RedisEviction(String),
+    /// `REDIS_URL` names one server, and that server is a cluster node.
+    #[error(
+        "the Redis at REDIS_URL is a cluster node; name the cluster as \
+         redis+cluster://host:port,host:port,… (Kith batches keys of several users \
+         into one call only where one server holds every slot)"
+    )]
+    RedisClusterAsSingle,
 }
 
 impl App {
@@ -120,16 +127,20 @@ impl App {
             Duration::from_millis(config.redis_timeout_ms),
             Duration::from_millis((config.request_timeout_ms / 2).max(100)),
         )?;
-        let policy = cache::eviction_policy(&mut *redis.get().await.map_err(|e| match e {
+        let mut conn = redis.get().await.map_err(|e| match e {
             bb8::RunError::User(e) => e,
             bb8::RunError::TimedOut => {
                 redis::RedisError::from((redis::ErrorKind::Io, "timed out connecting to Redis"))
             }
-        })?)
-        .await?;
+        })?;
+        let policy = cache::eviction_policy(&mut *conn).await?;
         if let Some(policy) = policy.filter(|p| p != "noeviction") {
             return Err(StartError::RedisEviction(policy));
         }
+        if !redis.is_cluster() && cache::cluster_enabled(&mut *conn).await? {
+            return Err(StartError::RedisClusterAsSingle);
+        }
+        drop(conn);
         Ok(Self::new(config, pg, redis, round_trips))
     }
 

@@ -30,7 +30,7 @@ static FILL_COMMIT: LazyLock<redis::Script> =
 static MEMBERS: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_members.lua")));
 
-/// The scripts a batched read ([`queue_page`], [`queue_members`]) invokes by hash.
+/// The scripts a batched read ([`queue_page`], [`MembersCalls`]) invokes by hash.
 pub fn read_scripts() -> [&'static redis::Script; 2] {
     [&PAGE, &MEMBERS]
 }

@@ -137,6 +137,13 @@ pub async fn eviction_policy(
     Ok(pair.get(1).cloned())
 }
 
+/// True when the server runs in cluster mode (`INFO cluster`); false when
+/// it does not say (a server too old to have the section).
+pub async fn cluster_enabled(conn: &mut impl ConnectionLike) -> Result<bool, redis::RedisError> {
+    let info: String = redis::cmd("INFO").arg("cluster").query_async(conn).await?;
+    Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1"))
+}
+
 /// True when Redis refused a write for lack of memory (`OOM`), alone or
 /// anywhere in a pipeline.
 pub fn out_of_memory(e: &redis::RedisError) -> bool {

@@ -193,14 +193,19 @@ async fn run_timed(
 /// True when the executor ran `admitted`'s operation: it refuses a document
 /// that fails validation (or names no operation of it) with errors that
 /// have no path and no data, while every error a resolver raises carries
-/// the path of its field. (A subscription sent as a plain request runs and
-/// is told its transport cannot serve it.)
+/// the path of its field. A valid subscription sent as a plain request runs,
+/// and is told (with no path either) that its transport cannot serve it.
 fn executed(response: &Response, admitted: &limits::Admitted) -> bool {
     let refused = response.data == async_graphql::Value::Null
         && !response.errors.is_empty()
         && response.errors.iter().all(|e| e.path.is_empty());
-    !refused || admitted.ty == Some(OperationType::Subscription)
+    let transport_refused = admitted.ty == Some(OperationType::Subscription)
+        && matches!(response.errors.as_slice(), [e] if e.message == SUBSCRIPTION_NOT_HERE);
+    !refused || transport_refused
 }
+
+/// What the executor answers a valid subscription sent as a plain request.
+const SUBSCRIPTION_NOT_HERE: &str = "Subscriptions are not supported on this transport.";
 
 /// The answer to a request refused by [`persisted::PersistedQueries`].
 fn persisted_refusal(refused: &persisted::PersistedError) -> Response {

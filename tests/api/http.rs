@@ -480,6 +480,28 @@ async fn the_response_type_follows_accept() {
     }
     let (status, _, _) = exchange(&t, post(Some("application/json"), None, "{ \"not json")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // A subscription sent as a plain request: refused like any document when
+    // it does not validate; when it does, it runs and is told the transport
+    // cannot serve it (a GraphQL answer, not a bad request).
+    let strict = Some("application/graphql-response+json");
+    let invalid = r#"{"query": "subscription { noSuchField }"}"#;
+    let (status, _, body) = exchange(&t, post(Some("application/json"), strict, invalid)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let r: Value = serde_json::from_slice(&body).unwrap();
+    assert!(r.get("data").is_none(), "{r}");
+    let valid =
+        r#"{"query": "subscription { followerEvents(userId: \"VXNlcjox\") { __typename } }"}"#;
+    let (status, _, body) = exchange(&t, post(Some("application/json"), strict, valid)).await;
+    let r: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("transport"),
+        "{r}"
+    );
 }
 
 #[tokio::test]

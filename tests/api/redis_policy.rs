@@ -87,6 +87,31 @@ async fn an_evicting_redis_is_refused_at_start_up() {
 }
 
 #[tokio::test]
+async fn a_cluster_node_named_as_one_server_is_refused_at_start_up() {
+    let t = spawn_app().await;
+    let dir = std::env::temp_dir().join(format!("kith-cluster-node-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let redis = Redis::start(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let mut config = t.app.config.clone();
+    config.redis_url = redis.url.clone();
+    let started = App::start(config).await;
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+    match started {
+        Err(StartError::RedisClusterAsSingle) => {}
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("started on a cluster node named as one server"),
+    }
+}
+
+#[tokio::test]
 async fn a_full_redis_drops_caches_instead_of_stalling_the_projector() {
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
