@@ -41,6 +41,7 @@ use serde_json::{Value, json};
 mod common;
 mod load;
 mod procs;
+mod reference;
 
 use load::{Call, Conn, MakeCall, Outcome};
 
@@ -548,6 +549,82 @@ async fn main() {
         .await;
     let cpu_profile = perf.map(procs::PerfRecord::finish).unwrap_or_default();
 
+    // The reference: PostGraphile over the same tables, the same profile
+    // query for the same users and viewers (its process in the Kith column).
+    let functions: Vec<String> = {
+        #[derive(QueryableByName)]
+        struct Name {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            proname: String,
+        }
+        let rows: Vec<Name> = diesel::sql_query(
+            "SELECT DISTINCT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = $1",
+        )
+        .bind::<diesel::sql_types::Text, _>(&schema)
+        .load(&mut conn)
+        .await
+        .expect("functions of the bench schema");
+        rows.into_iter().map(|r| r.proname).collect()
+    };
+    let reference_phase = match reference::start(
+        &base_url,
+        &schema,
+        &functions,
+        reports.join("bench-reference.log"),
+    )
+    .await
+    {
+        None => None,
+        Some(reference) => {
+            let calls: MakeCall = {
+                let (ordinary, viewers) = (Arc::new(ordinary.clone()), Arc::new(viewers.clone()));
+                Arc::new(move |i| {
+                    let target = ordinary[(mix(i) % ordinary.len() as u64) as usize];
+                    let viewer = viewers[(mix(i ^ 0xABCD) % viewers.len() as u64) as usize];
+                    Call {
+                        token: None,
+                        body: json!({ "query": reference::PROFILE, "variables": {
+                            "id": target.to_string(), "viewer": viewer.to_string() } })
+                        .to_string(),
+                    }
+                })
+            };
+            let probe = calls(0);
+            let mut conn = Conn::open(reference.addr).await.expect("reference");
+            let (_, body) = conn
+                .send("POST", "/graphql", None, &probe.body)
+                .await
+                .expect("reference answers");
+            let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+            assert!(
+                answer["errors"].is_null()
+                    && answer["data"]["userById"]["followingsByToUserId"]["edges"]
+                        .as_array()
+                        .is_some_and(|e| !e.is_empty()),
+                "the reference query failed: {answer}"
+            );
+            load::closed_loop(
+                reference.addr,
+                clients,
+                Duration::from_secs(5),
+                None,
+                calls.clone(),
+            )
+            .await;
+            let kith_pid = std::mem::replace(&mut bench.kith_pid, reference.pid);
+            let phase = bench
+                .phase(
+                    "reference: PostGraphile 4.14, the same profile query, ordinary users",
+                    &format!("{clients} clients"),
+                    load::closed_loop(reference.addr, clients, bench.phase, None, calls),
+                )
+                .await;
+            bench.kith_pid = kith_pid;
+            Some(phase)
+        }
+    };
+
     let celebrity_profile = {
         let viewers = Arc::new(viewers.clone());
         bench.calls(move |i, token| Call {
@@ -787,7 +864,7 @@ async fn main() {
     let follow_ratio = follow_phase.throughput / pg_tps;
     let celebrity_cost = celebrity_phase.kith_pg_redis_cpu() / ordinary_phase.kith_pg_redis_cpu();
     let lag = lag_phase.lag.unwrap_or_default();
-    let targets = vec![
+    let mut targets = vec![
         // The pool's count includes background work (the relay's fallback
         // poll, projector lease renewals): a few statements a second.
         (
@@ -853,6 +930,26 @@ async fn main() {
             "≥",
         ),
     ];
+    if let Some(reference) = &reference_phase {
+        targets.insert(
+            0,
+            (
+                "profile throughput ÷ the reference's (PostGraphile, same run)",
+                ordinary_phase.throughput / reference.throughput.max(1e-9),
+                5.0,
+                "≥",
+            ),
+        );
+        targets.insert(
+            1,
+            (
+                "profile p99 ÷ the reference's p99",
+                ordinary_phase.p99 / reference.p99.max(1e-9),
+                0.2,
+                "≤",
+            ),
+        );
+    }
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -876,8 +973,8 @@ async fn main() {
     let _ = writeln!(
         md,
         "## Phases\n\nCPU columns: milliseconds of CPU per request, from `/proc` (PostgreSQL: all \
-         backends; broker: tansu; bench: the load generator). Statements and Redis: per request, \
-         from Kith's own counters.\n\n\
+         backends; broker: tansu; bench: the load generator; in the reference phase the Kith column \
+         is the PostGraphile process). Statements and Redis: per request, from Kith's own counters.\n\n\
          | phase | load | requests | ok/s | p50 ms | p99 ms | p99.9 ms | errors | Kith | PostgreSQL | Redis | broker | bench | PG statements | Redis round trips |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
