@@ -19,8 +19,8 @@ fn ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// `(comm, utime + stime in ticks)` of one process.
-fn stat(pid: &str) -> Option<(String, u64)> {
+/// `(comm, parent pid, utime + stime in ticks)` of one process.
+fn stat(pid: &str) -> Option<(String, String, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let open = text.find('(')?;
     let close = text.rfind(')')?;
@@ -28,7 +28,20 @@ fn stat(pid: &str) -> Option<(String, u64)> {
     let fields: Vec<&str> = text[close + 2..].split_whitespace().collect();
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((comm, utime + stime))
+    Some((comm, fields.get(1)?.to_string(), utime + stime))
+}
+
+/// The processes whose parent is `pid`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let parent = pid.to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| stat(&p.to_string()).is_some_and(|(_, ppid, _)| ppid == parent))
+        .collect()
 }
 
 /// CPU seconds of each group now. Processes that ended are not counted (a
@@ -46,10 +59,11 @@ pub fn cpu(kith_pid: u32) -> Cpu {
         if !pid.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let Some((comm, ticks)) = stat(&pid) else {
+        let Some((comm, parent, ticks)) = stat(&pid) else {
             continue;
         };
-        let group = if pid == kith {
+        // The measured server and its workers (the reference forks some).
+        let group = if pid == kith || parent == kith {
             "kith"
         } else if pid == me {
             "bench"

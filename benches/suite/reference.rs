@@ -32,15 +32,25 @@ pub struct Reference {
     child: std::process::Child,
     /// Where it serves `POST /graphql`.
     pub addr: SocketAddr,
-    /// Its process (Node.js runs it in one).
+    /// Its main process (its workers are that process's children).
     pub pid: u32,
 }
 
 impl Drop for Reference {
     fn drop(&mut self) {
+        // Its workers first: they would outlive a killed main process.
+        for worker in crate::procs::children(self.pid) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &worker.to_string()])
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn home() -> PathBuf {
@@ -78,13 +88,15 @@ pub async fn start(
         .args(["-c", url, "-s", schema, "--host", "127.0.0.1"])
         .args(["--port", &addr.port().to_string()])
         // Tuned as for production: no mutations, no query log, a pool as
-        // large as the bench's clients.
+        // large as the bench's clients, and a worker per core (Node.js runs
+        // JavaScript on one).
         .args([
             "--disable-default-mutations",
             "--disable-query-log",
             "-m",
             "16",
         ])
+        .args(["--cluster-workers", &cores().to_string()])
         .stdout(out.try_clone().ok()?)
         .stderr(out)
         .spawn()
