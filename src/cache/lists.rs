@@ -8,7 +8,6 @@
 //! is version-guarded and applies only to a list that is cached, so a stale or
 //! duplicate event changes nothing and no partial list is ever created.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -322,8 +321,9 @@ pub enum Member {
 }
 
 /// Script calls asking cached lists which of some users they hold: one call
-/// for every ask of a pipeline, or on a Redis Cluster one per list owner
-/// (the keys of one call must share a slot; a user's keys do).
+/// for every ask of a pipeline, or one per ask (on a Redis Cluster, where
+/// the keys of one call must share a slot — one list's keys do — or to bound
+/// the work of each call).
 pub struct MembersCalls {
     /// Per call, the indices of the asks it carries.
     calls: Vec<Vec<usize>>,
@@ -333,26 +333,19 @@ pub struct MembersCalls {
 
 impl MembersCalls {
     /// Queues the calls for `asks` — (list, users) pairs, each with at least
-    /// one user — on `pipe`; their replies are read by [`Self::parse`].
+    /// one user — on `pipe`, all in one call when `together`; their replies
+    /// are read by [`Self::parse`].
     pub fn queue(
         pipe: &mut redis::Pipeline,
         keys: &RedisKeys,
         asks: &[(ListKey, &[UserId])],
-        cluster: bool,
+        together: bool,
     ) -> Self {
-        let mut calls: Vec<Vec<usize>> = Vec::new();
-        if cluster {
-            let mut by_owner: HashMap<UserId, usize> = HashMap::new();
-            for (i, (list, _)) in asks.iter().enumerate() {
-                let call = *by_owner.entry(list.owner()).or_insert_with(|| {
-                    calls.push(Vec::new());
-                    calls.len() - 1
-                });
-                calls[call].push(i);
-            }
-        } else if !asks.is_empty() {
-            calls.push((0..asks.len()).collect());
-        }
+        let calls: Vec<Vec<usize>> = if together && !asks.is_empty() {
+            vec![(0..asks.len()).collect()]
+        } else {
+            (0..asks.len()).map(|i| vec![i]).collect()
+        };
         for call in &calls {
             let mut invocation = MEMBERS.prepare_invoke();
             for &i in call {
@@ -369,16 +362,6 @@ impl MembersCalls {
             calls,
             sizes: asks.iter().map(|(_, users)| users.len()).collect(),
         }
-    }
-
-    /// How many replies the calls take from the pipeline.
-    pub fn len(&self) -> usize {
-        self.calls.len()
-    }
-
-    /// True when nothing was asked.
-    pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
     }
 
     /// The membership per ask, in the order asked, from the calls' replies
@@ -568,7 +551,7 @@ mod tests {
     }
 
     #[test]
-    fn one_call_asks_every_list_except_on_a_cluster() {
+    fn one_call_asks_every_list_or_one_call_each() {
         let keys = RedisKeys::new("t:");
         let id = |n| UserId::new(n).unwrap();
         let (a, b, c) = ([id(1)], [id(2), id(3)], [id(4)]);
@@ -578,11 +561,11 @@ mod tests {
             (ListKey::Followers(id(7)), &c),
         ];
         let mut pipe = redis::pipe();
-        let one = MembersCalls::queue(&mut pipe, &keys, &asks, false);
-        assert_eq!(one.len(), 1);
+        let one = MembersCalls::queue(&mut pipe, &keys, &asks, true);
+        assert_eq!(pipe.len(), 1);
         let mut pipe = redis::pipe();
-        let per_owner = MembersCalls::queue(&mut pipe, &keys, &asks, true);
-        assert_eq!(per_owner.len(), 2, "user 7's two lists share a call");
+        let each = MembersCalls::queue(&mut pipe, &keys, &asks, false);
+        assert_eq!(pipe.len(), 3);
 
         use redis::Value::{BulkString, Int};
         let s = |t: &str| BulkString(t.as_bytes().to_vec());
@@ -602,7 +585,7 @@ mod tests {
         let short = redis::Value::Array(vec![Int(1)]);
         let mut replies = std::iter::once(&short);
         assert_eq!(one.parse(|| replies.next()), vec![Membership::NotCached; 3]);
-        assert_eq!(per_owner.parse(|| None), vec![Membership::NotCached; 3]);
+        assert_eq!(each.parse(|| None), vec![Membership::NotCached; 3]);
     }
 
     #[test]

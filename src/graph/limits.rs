@@ -281,7 +281,8 @@ pub struct Admitted {
 }
 
 impl Admitted {
-    fn of(doc: &ExecutableDocument, name: Option<&str>) -> Self {
+    /// The operation of `doc` a request naming `name` (or none) selects.
+    pub fn of(doc: &ExecutableDocument, name: Option<&str>) -> Self {
         let selected = match (&doc.operations, name) {
             (DocumentOperations::Single(op), None) => Some((None, op)),
             (DocumentOperations::Multiple(ops), Some(name)) => {

@@ -240,10 +240,7 @@ pub fn operation_is(app: &App, request: &Request, ty: OperationType) -> bool {
             Err(_) => return false,
         },
     };
-    let name = request.operation_name.as_deref();
-    doc.operations.iter().any(|(op_name, op)| {
-        op.node.ty == ty && (name.is_none() || op_name.map(|n| n.as_str()) == name)
-    })
+    limits::Admitted::of(&doc, request.operation_name.as_deref()).ty == Some(ty)
 }
 
 /// Runs what arrives over one WebSocket connection. Subscriptions run with

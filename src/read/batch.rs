@@ -82,7 +82,8 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
         .iter()
         .map(|(owner, members)| (ListKey::Following(*owner), members.as_slice()))
         .collect();
-    let members_calls = MembersCalls::queue(&mut pipe, &app.keys, &asks, app.redis.is_cluster());
+    // On a cluster, one call per list: its keys share a slot.
+    let members_calls = MembersCalls::queue(&mut pipe, &app.keys, &asks, !app.redis.is_cluster());
     for (list, request) in &page_reads {
         lists::queue_page(&mut pipe, &app.keys, *list, *request);
     }

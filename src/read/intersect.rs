@@ -257,8 +257,8 @@ async fn probe_many(
     asks: HashMap<ListKey, Vec<UserId>>,
 ) -> Result<HashMap<(ListKey, UserId), i64>, ApiError> {
     let mut pipe = redis::pipe();
-    // (list, members, asked of the cache): decided once, so that replies
-    // and chunks stay matched whatever happens meanwhile.
+    // Which chunks the cache is asked is decided once, so that replies and
+    // chunks stay matched whatever happens meanwhile.
     let mut chunks: Vec<(ListKey, &[UserId])> = Vec::new();
     let mut unsynced_chunks: Vec<(ListKey, &[UserId])> = Vec::new();
     for (list, members) in &asks {
@@ -271,22 +271,18 @@ async fn probe_many(
             }
         }
     }
-    // Each chunk its own call: a call's reply holds every score it asks for.
-    let calls: Vec<MembersCalls> = chunks
-        .iter()
-        .map(|ask| MembersCalls::queue(&mut pipe, &app.keys, std::slice::from_ref(ask), true))
-        .collect();
+    // Each chunk its own call, so that no script runs long.
+    let calls = MembersCalls::queue(&mut pipe, &app.keys, &chunks, false);
     let replies = super::batch::query(app, &pipe).await;
     let mut replies = replies.as_deref().map(|r| r.iter());
-    let mut next = || replies.as_mut().and_then(Iterator::next);
-    let memberships = calls.iter().flat_map(|call| call.parse(&mut next));
+    let memberships = calls.parse(|| replies.as_mut().and_then(Iterator::next));
     let mut found = HashMap::new();
     let mut unknown: Vec<(ListKey, UserId)> = Vec::new();
     let not_asked = unsynced_chunks.iter().map(|_| Membership::NotCached);
     for ((list, chunk), membership) in chunks
         .into_iter()
         .chain(unsynced_chunks.iter().copied())
-        .zip(memberships.chain(not_asked))
+        .zip(memberships.into_iter().chain(not_asked))
     {
         match membership {
             Membership::Known(answers) => {

@@ -36,7 +36,6 @@ const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the listener waits before reconnecting after a failure.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
-/// In-process user rows, by id and by handle.
 /// The users with these handles: from the process cache, the rest from
 /// PostgreSQL in one statement, kept in the cache unless a change was
 /// noticed meanwhile. Handles nobody has are left out.
@@ -63,6 +62,7 @@ pub async fn by_handles(
     Ok(found)
 }
 
+/// In-process user rows, by id and by handle.
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,
     by_handle: moka::sync::Cache<String, UserId>,

@@ -261,6 +261,11 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
         unexpected.is_empty(),
         "answers during the failover: {codes:?}"
     );
+    // The idol's keys were on the killed primary: some requests met it dead.
+    assert!(
+        codes.get("UNAVAILABLE").is_some_and(|n| *n > 0),
+        "no request met the killed primary, so no failover was exercised: {codes:?}"
+    );
 
     // Every acknowledged write is in PostgreSQL, as acknowledged.
     for (fan, state) in &acknowledged {

@@ -75,12 +75,12 @@ const DEVIATIONS: &[(&str, &str, &str)] = &[
     ("insert into outbox", "outbox", "## Tables"),
     ("event_id = p_event", "content_event_ledger", "## Tables"),
     (
-        "unnest",
+        "cross join lateral",
         "following",
         "## Citus rules the current SQL breaks",
     ),
     (
-        "unnest",
+        "cross join lateral",
         "follower",
         "## Citus rules the current SQL breaks",
     ),
