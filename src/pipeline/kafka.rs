@@ -55,6 +55,23 @@ pub fn producer_config(config: &Config) -> ClientConfig {
     client
 }
 
+/// The projector's consumer settings. Partitions are assigned explicitly and
+/// positions live in PostgreSQL: the group id only names the client to the
+/// broker; nothing joins a group or commits offsets there.
+pub fn consumer_config(config: &Config) -> ClientConfig {
+    let mut client = client_config(config);
+    client
+        .set("group.id", &config.consumer_group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        // tansu answers a fetch only when its wait expires, not when data
+        // arrives, so the wait bounds the lag; against Kafka it can be raised.
+        .set("fetch.wait.max.ms", config.fetch_wait_ms.to_string());
+    client
+}
+
 /// Creates the follow, content and dead-letter topics when missing (the local
 /// broker does not create topics on first produce), replicated as configured:
 /// with `acks=all`, a write is acknowledged once `min.insync.replicas` copies

@@ -102,35 +102,39 @@ async fn lead(
     tracing::info!("outbox relay active");
     let poll = Duration::from_millis(app.config.relay_poll_ms);
 
-    loop {
-        if shutdown.requested() {
-            return Ok(());
-        }
+    // Rows the broker acknowledged, deleted with the next round's read (or
+    // before stopping). A relay that dies first leaves them to be sent again,
+    // which the projector's positions and edge versions make harmless.
+    let mut published: Vec<i64> = Vec::new();
+    while !shutdown.requested() {
         // Wake-ups so far are answered by the reads below; one that arrives
         // after them is still there when we wait, so no commit is left for
         // the fallback poll.
         wakeups.drain(app);
-        let batch = outbox::oldest(&mut conn, app.config.relay_batch).await?;
+        let batch = outbox::settle_and_read(&mut conn, &published, app.config.relay_batch).await?;
+        published.clear();
         // Every round, so a busy outbox never starves them.
         let letters = dead_letters::unpublished(&mut conn, DEAD_LETTERS_PER_ROUND).await?;
         if batch.is_empty() && letters.is_empty() {
             tokio::select! {
                 _ = wakeups.wait(app, poll) => {}
-                () = shutdown.wait() => return Ok(()),
+                () = shutdown.wait() => {}
             }
             continue;
         }
         let started = std::time::Instant::now();
-        let published = async {
-            if !batch.is_empty() {
-                publish(producer, &app.config.follow_topic, &batch).await?;
-                let ids: Vec<i64> = batch.iter().map(|e| e.id).collect();
+        let mut sent = Ok(());
+        if !batch.is_empty() {
+            sent = publish(producer, &app.config.follow_topic, &batch).await;
+            if sent.is_ok() {
                 // The events are on the broker: a parked projector may read.
                 announce_produced(app);
-                outbox::delete(&mut conn, &ids).await?;
-                app.metrics.events_relayed.inc_by(ids.len() as u64);
+                app.metrics.events_relayed.inc_by(batch.len() as u64);
+                published = batch.iter().map(|e| e.id).collect();
             }
-            if !letters.is_empty() {
+        }
+        if sent.is_ok() && !letters.is_empty() {
+            sent = async {
                 crate::pipeline::dead_letters::publish(
                     producer,
                     &app.config.dead_letter_topic,
@@ -139,20 +143,21 @@ async fn lead(
                 .await?;
                 let ids: Vec<i64> = letters.iter().map(|l| l.id).collect();
                 dead_letters::mark_published(&mut conn, &ids).await?;
+                Ok::<_, PipelineError>(())
             }
-            Ok::<_, PipelineError>(())
-        };
-        match published.await {
+            .await;
+        }
+        match sent {
             Ok(()) => {
                 tracing::debug!(rows = batch.len(), dead_letters = letters.len(), elapsed = ?started.elapsed(), "outbox batch published");
                 backoff.reset();
             }
             Err(e) => {
-                // Nothing is deleted: the whole batch is sent again, and the
-                // projector's version guards make the repeats harmless.
+                // What the broker did not acknowledge stays and is sent
+                // again; the projector's version guards make repeats harmless.
                 tracing::warn!(error = %e, rows = batch.len(), "outbox relay: publish failed; backing off");
                 if !shutdown.sleep(backoff.next_delay()).await {
-                    return Ok(());
+                    break;
                 }
                 if producer.client().fatal_error().is_some() {
                     return Err(e);
@@ -160,6 +165,10 @@ async fn lead(
             }
         }
     }
+    if !published.is_empty() {
+        outbox::delete(&mut conn, &published).await?;
+    }
+    Ok(())
 }
 
 /// Sends every row and waits for every acknowledgement.

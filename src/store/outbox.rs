@@ -33,24 +33,39 @@ pub async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResu
 }
 
 /// One outbox row waiting to be published.
-#[derive(Clone, Debug, Queryable)]
+#[derive(Clone, Debug, QueryableByName)]
 pub struct PendingEvent {
     /// Outbox row id: commit order within one partition key.
+    #[diesel(sql_type = BigInt)]
     pub id: i64,
     /// The Kafka message key.
+    #[diesel(sql_type = diesel::sql_types::Text)]
     pub partition_key: String,
     /// The event JSON.
+    #[diesel(sql_type = diesel::sql_types::Jsonb)]
     pub payload: serde_json::Value,
 }
 
-/// The oldest `limit` rows, in insertion order.
-pub async fn oldest(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<PendingEvent>> {
-    outbox::table
-        .order(outbox::id)
-        .limit(limit)
-        .select((outbox::id, outbox::partition_key, outbox::payload))
-        .load(conn)
-        .await
+/// Deletes `published` (rows the broker acknowledged) and returns the oldest
+/// `limit` other rows, in insertion order — one statement, so a relay round
+/// costs one round trip and one commit fewer than a read and a delete.
+pub async fn settle_and_read(
+    conn: &mut PgConn,
+    published: &[i64],
+    limit: i64,
+) -> QueryResult<Vec<PendingEvent>> {
+    // The read sees the snapshot from before the delete, hence the filter.
+    diesel::sql_query(
+        "WITH gone AS (DELETE FROM outbox WHERE id = ANY($1))
+         SELECT id, partition_key, payload FROM outbox
+          WHERE id <> ALL($1)
+          ORDER BY id
+          LIMIT $2",
+    )
+    .bind::<Array<BigInt>, _>(published)
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await
 }
 
 /// Deletes published rows.

@@ -69,7 +69,6 @@ const DISTRIBUTED: &[(&str, &str)] = &[
 /// the statement, the table, the document's section that explains it).
 const DEVIATIONS: &[(&str, &str, &str)] = &[
     ("handle = any", "users", "### Read path"),
-    ("from outbox order by", "outbox", "### Pipeline"),
     ("count(*) from outbox", "outbox", "### Pipeline"),
     ("delete from outbox", "outbox", "### Pipeline"),
     ("insert into outbox", "outbox", "## Tables"),
