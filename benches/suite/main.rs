@@ -7,7 +7,9 @@
 //! real TCP from this process:
 //!
 //! - `pgbench` single-row inserts and `redis-benchmark` for the commands a
-//!   page needs — the limits;
+//!   page needs — the limits — and, without Kith, the follow statement
+//!   under `pgbench` and the broker carrying 1,000 events/s from the
+//!   relay's producer to the projector's consumer (`limits.rs`);
 //! - the profile query of ordinary users, the same of a celebrity with a
 //!   million followers under many clients, deep pages, `relationships` for
 //!   100 ids;
@@ -39,6 +41,7 @@ use serde_json::{Value, json};
 
 #[path = "../common.rs"]
 mod common;
+mod limits;
 mod load;
 mod procs;
 mod reference;
@@ -521,6 +524,13 @@ async fn main() {
         ],
     );
     eprintln!("redis-benchmark: GET {redis_get:.0}/s, ZRANGE page {redis_zrange:.0}/s");
+    let (statement_tps, statement_pg_ms) =
+        limits::follow_statement(&base_url, &schema, clients, seconds).await;
+    eprintln!(
+        "kith_change_edge alone: {statement_tps:.0}/s, PostgreSQL {statement_pg_ms:.2} ms each"
+    );
+    let broker = limits::broker(&app.config, &schema, 1000, seconds).await;
+    eprintln!("broker alone: {broker:?}");
 
     // ------------------------------------------------------------- reads
     let profile = {
@@ -968,7 +978,18 @@ async fn main() {
         "## Limits measured in the same run\n\n| what | rate |\n|---|---|\n\
          | pgbench single-row insert, {clients} clients | {pg_tps:.0} tps |\n\
          | redis-benchmark GET (a counter record), {clients} clients | {redis_get:.0}/s |\n\
-         | redis-benchmark ZRANGE BYSCORE REV LIMIT 0 21 (a page), {clients} clients | {redis_zrange:.0}/s |\n"
+         | redis-benchmark ZRANGE BYSCORE REV LIMIT 0 21 (a page), {clients} clients | {redis_zrange:.0}/s |\n\
+         | `kith_change_edge` alone (a follow of a random pair of 100,000 users; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL {statement_pg_ms:.2} ms CPU each) |\n\
+         | the broker alone: {:.0} events/s with the relay's producer settings, read with the projector's consumer settings (no Kith) | acknowledged p50 {:.1} ms, p99 {:.1} ms; sent → consumed p50 {:.1} ms, p99 {:.1} ms; broker {:.2} ms CPU per event; {} of {} consumed |\n",
+        statement_tps * 100.0 / pg_tps,
+        broker.rate,
+        broker.ack_p50,
+        broker.ack_p99,
+        broker.end_p50,
+        broker.end_p99,
+        broker.cpu_ms,
+        broker.received,
+        broker.sent,
     );
     let _ = writeln!(
         md,
@@ -1048,9 +1069,49 @@ async fn main() {
         );
         target_json.push(json!({ "figure": what, "measured": value, "limit": limit, "sense": sense, "met": met }));
     }
+    // What bounds the write targets, from the figures above.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let follow_cpu: f64 = ["kith", "postgres", "redis", "broker"]
+        .iter()
+        .map(|g| follow_phase.cpu_ms.get(*g).copied().unwrap_or(0.0))
+        .sum();
+    let _ = writeln!(
+        md,
+        "\n### What bounds the write targets\n\n\
+         - A follow in the full-speed mix took {follow_cpu:.2} ms of CPU (Kith, PostgreSQL, \
+         Redis and the broker together): {cores:.0} cores carry at most {:.0} follows/s, against \
+         the 25% target's {:.0}/s.\n\
+         - The follow statement alone, with nothing else running, reached {statement_tps:.0}/s, \
+         {:.0}% of single-row inserts.\n\
+         - The broker alone took a p50 of {:.1} ms (p99 {:.1} ms) from send to consumer at {:.0} \
+         events/s, and {:.2} ms of its CPU per event; the lag target's p50 is 20 ms.\n",
+        cores * 1000.0 / follow_cpu.max(1e-9),
+        pg_tps * 0.25,
+        statement_tps * 100.0 / pg_tps,
+        broker.end_p50,
+        broker.end_p99,
+        broker.rate,
+        broker.cpu_ms,
+    );
     let report = json!({
         "graph": { "users": summary.users, "edges": summary.edges, "celebrity_followers": celebrity_followers, "seed_seconds": seed_secs },
-        "limits": { "pgbench_tps": pg_tps, "redis_get_per_s": redis_get, "redis_zrange_page_per_s": redis_zrange },
+        "limits": {
+            "pgbench_tps": pg_tps,
+            "redis_get_per_s": redis_get,
+            "redis_zrange_page_per_s": redis_zrange,
+            "follow_statement_per_s": statement_tps,
+            "follow_statement_pg_cpu_ms": statement_pg_ms,
+            "broker": {
+                "rate": broker.rate,
+                "sent": broker.sent,
+                "received": broker.received,
+                "ack_p50_ms": broker.ack_p50,
+                "ack_p99_ms": broker.ack_p99,
+                "end_to_end_p50_ms": broker.end_p50,
+                "end_to_end_p99_ms": broker.end_p99,
+                "cpu_ms_per_event": broker.cpu_ms,
+            },
+        },
         "phases": bench.report.iter().map(Phase::json).collect::<Vec<_>>(),
         "fan_rush": { "counted_followers": counted, "first_page_right": page_right, "drain_seconds": drain_secs },
         "memory": { "kith_rss_mib": rss, "kith_peak_rss_mib": hwm, "redis_bytes_per_cached_edge": bytes_per_edge.0 },

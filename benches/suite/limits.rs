@@ -1,0 +1,233 @@
+//! Limits of the write path measured in the same run, each without Kith
+//! around it: the follow statement alone under `pgbench`, and the broker
+//! alone carrying events from the relay's producer to the projector's
+//! consumer. A follow through Kith costs at least the first, and its
+//! pipeline lag is at least the second's latency.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use kith::config::Config;
+use rdkafka::consumer::{Consumer as _, StreamConsumer};
+use rdkafka::message::Message as _;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::procs;
+
+/// Users of the follow statement's scratch schema.
+const STATEMENT_USERS: i64 = 100_000;
+
+/// `kith_change_edge` (a follow of a random pair) under `pgbench`, in a
+/// scratch schema of its own with Kith's migrations: follows per second,
+/// and PostgreSQL CPU ms per follow.
+pub async fn follow_statement(
+    base_url: &str,
+    schema: &str,
+    clients: usize,
+    seconds: u64,
+) -> (f64, f64) {
+    let scratch = format!("{schema}_statement");
+    let separator = if base_url.contains('?') { '&' } else { '?' };
+    let url = format!("{base_url}{separator}options=-c%20search_path%3D{scratch}");
+    let mut admin = AsyncPgConnection::establish(base_url)
+        .await
+        .expect("PostgreSQL");
+    diesel::sql_query(format!("CREATE SCHEMA {scratch}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    kith::store::migrate::run_pending(&url)
+        .await
+        .expect("migrations");
+    let mut conn = AsyncPgConnection::establish(&url)
+        .await
+        .expect("PostgreSQL");
+    for sql in [
+        format!(
+            "INSERT INTO users (id, handle, display_name) OVERRIDING SYSTEM VALUE
+             SELECT g, 's' || g, 's' || g FROM generate_series(1, {STATEMENT_USERS}) g"
+        ),
+        "INSERT INTO user_stats (user_id) SELECT id FROM users".to_owned(),
+        "ANALYZE users, user_stats, following".to_owned(),
+    ] {
+        diesel::sql_query(sql).execute(&mut conn).await.unwrap();
+    }
+    drop(conn);
+    let script = std::env::temp_dir().join(format!("{scratch}.sql"));
+    std::fs::write(
+        &script,
+        format!(
+            "\\set a random(1, {STATEMENT_USERS})\n\
+             \\set b 1 + (:a + random(0, {})) % {STATEMENT_USERS}\n\
+             SELECT outcome FROM kith_change_edge(:a, :b, true, gen_random_uuid());\n",
+            STATEMENT_USERS - 2
+        ),
+    )
+    .unwrap();
+    let run = |seconds: u64| {
+        std::process::Command::new("pgbench")
+            .args(["-n", "-c", &clients.to_string(), "-j", "2", "-T"])
+            .arg(seconds.to_string())
+            .arg("-f")
+            .arg(&script)
+            .arg(&url)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("pgbench runs (Debian's postgresql-client)")
+    };
+    // A first run in a new schema is slower (a checkpoint after the load,
+    // caches): warm up, then measure.
+    run(5).wait().expect("pgbench ends");
+    // Backends of pgbench end with it: read PostgreSQL's CPU while it runs.
+    let child = run(seconds);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = procs::cpu(u32::MAX);
+    let window = seconds.saturating_sub(2).max(1);
+    tokio::time::sleep(Duration::from_secs(window)).await;
+    let cpu = procs::cpu(u32::MAX).since(&before);
+    let output = child.wait_with_output().expect("pgbench ends");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let tps: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench output: {text}"));
+    diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let pg_ms = cpu.of("postgres") * 1000.0 / (tps * window as f64);
+    (tps, pg_ms)
+}
+
+/// What the broker alone did with paced events.
+#[derive(Clone, Debug, Default)]
+pub struct Broker {
+    /// Events sent per second (target).
+    pub rate: f64,
+    /// Events that reached the consumer.
+    pub received: usize,
+    /// Events sent.
+    pub sent: usize,
+    /// Produce acknowledgement latency, ms.
+    pub ack_p50: f64,
+    /// Produce acknowledgement latency, ms.
+    pub ack_p99: f64,
+    /// Send → consumed, ms.
+    pub end_p50: f64,
+    /// Send → consumed, ms.
+    pub end_p99: f64,
+    /// Broker CPU ms per event.
+    pub cpu_ms: f64,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Sends `rate` events a second for `seconds` with the relay's producer
+/// settings (one at a time, as commits arrive) to scratch topics shaped like
+/// Kith's (the same partitions), and reads them with the projector's
+/// consumer settings (both topics' partitions, as the projector fetches).
+pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> Broker {
+    let mut config = config.clone();
+    config.follow_topic = format!("{schema}.limit.follow");
+    config.content_topic = format!("{schema}.limit.content");
+    config.dead_letter_topic = format!("{schema}.limit.dead");
+    config.consumer_group = format!("{schema}.limit");
+    kith::pipeline::kafka::ensure_topics(&config)
+        .await
+        .expect("topics");
+    let producer = kith::pipeline::kafka::producer(&config).expect("producer");
+    let consumer: StreamConsumer = kith::pipeline::kafka::consumer_config(&config)
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for topic in [&config.follow_topic, &config.content_topic] {
+        for partition in 0..config.topic_partitions {
+            assignment
+                .add_partition_offset(topic, partition, Offset::Beginning)
+                .unwrap();
+        }
+    }
+    consumer.assign(&assignment).expect("assign");
+
+    let start = Instant::now();
+    let total = (rate * seconds) as usize;
+    let consumed = tokio::spawn(async move {
+        let mut latencies = Vec::with_capacity(total);
+        let deadline = Instant::now() + Duration::from_secs(seconds + 30);
+        while latencies.len() < total && Instant::now() < deadline {
+            let Ok(Ok(message)) =
+                tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await
+            else {
+                continue;
+            };
+            let sent_us: u64 = message
+                .payload()
+                .and_then(|p| std::str::from_utf8(p.get(..16)?).ok())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            let now_us = start.elapsed().as_micros() as u64;
+            latencies.push(now_us.saturating_sub(sent_us) as f64 / 1000.0);
+        }
+        latencies
+    });
+    // Let the consumer's first fetches start before the clock runs.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let acks = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    let cpu_before = procs::cpu(u32::MAX);
+    let begun = Instant::now();
+    let mut waits = Vec::with_capacity(total);
+    // A follow event's size, keyed by a follower id.
+    let padding = "x".repeat(220);
+    for i in 0..total {
+        let due = begun + Duration::from_secs_f64(i as f64 / rate as f64);
+        tokio::time::sleep_until(due.into()).await;
+        let sent_us = start.elapsed().as_micros() as u64;
+        let payload = format!("{sent_us:016}{padding}");
+        let key = (crate::mix(i as u64) % 1_000_000).to_string();
+        let delivery = producer
+            .send_result(
+                FutureRecord::to(&config.follow_topic)
+                    .key(&key)
+                    .payload(&payload),
+            )
+            .map_err(|(e, _)| e)
+            .expect("enqueued");
+        let acks = acks.clone();
+        let sent = Instant::now();
+        waits.push(tokio::spawn(async move {
+            if let Ok(Ok(_)) = delivery.await {
+                acks.lock()
+                    .unwrap()
+                    .push(sent.elapsed().as_secs_f64() * 1000.0);
+            }
+        }));
+    }
+    for wait in waits {
+        let _ = wait.await;
+    }
+    let mut ends = consumed.await.unwrap_or_default();
+    let cpu = procs::cpu(u32::MAX).since(&cpu_before);
+    let mut acks = std::mem::take(&mut *acks.lock().unwrap());
+    acks.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    Broker {
+        rate: rate as f64,
+        received: ends.len(),
+        sent: total,
+        ack_p50: quantile(&acks, 0.5),
+        ack_p99: quantile(&acks, 0.99),
+        end_p50: quantile(&ends, 0.5),
+        end_p99: quantile(&ends, 0.99),
+        cpu_ms: cpu.of("broker") * 1000.0 / total.max(1) as f64,
+    }
+}
