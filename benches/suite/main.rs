@@ -752,6 +752,8 @@ async fn main() {
             body: json!({ "query": query, "variables": { "id": gid(to) } }).to_string(),
         }
     });
+    // The mix's CPU is counted until the pipeline has applied it (below).
+    let write_cpu0 = procs::cpu(bench.kith_pid);
     let follow_phase = bench
         .phase(
             "follow/unfollow mix, full speed",
@@ -771,6 +773,7 @@ async fn main() {
     };
     let (half_calls, lag_calls) = (paced(10_000_000), paced(20_000_000));
     bench.drain().await;
+    let write_cpu = procs::cpu(bench.kith_pid).since(&write_cpu0);
     let lag_phase = bench
         .phase(
             "follows paced at 1,000/s",
@@ -903,10 +906,12 @@ async fn main() {
         ),
         ("pipeline lag p50 at 1,000 follows/s, ms", lag.1, 20.0, "≤"),
         ("pipeline lag p99 at 1,000 follows/s, ms", lag.2, 100.0, "≤"),
+        // An open loop's rate is measured to its last answer, so a rate
+        // held exactly reads a little under: 1% is allowed.
         (
-            "achieved follows/s when paced at 1,000/s",
+            "achieved follows/s when paced at 1,000/s (within 1%)",
             lag_phase.throughput,
-            1000.0,
+            990.0,
             "≥",
         ),
         (
@@ -979,7 +984,7 @@ async fn main() {
          | pgbench single-row insert, {clients} clients | {pg_tps:.0} tps |\n\
          | redis-benchmark GET (a counter record), {clients} clients | {redis_get:.0}/s |\n\
          | redis-benchmark ZRANGE BYSCORE REV LIMIT 0 21 (a page), {clients} clients | {redis_zrange:.0}/s |\n\
-         | `kith_change_edge` alone (a follow of a random pair of 100,000 users; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL {statement_pg_ms:.2} ms CPU each) |\n\
+         | `kith_change_edge` alone (a follow of a random pair of 100,000 users; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL, all its processes, {statement_pg_ms:.2} ms CPU each) |\n\
          | the broker alone: {:.0} events/s with the relay's producer settings, read with the projector's consumer settings (no Kith) | acknowledged p50 {:.1} ms, p99 {:.1} ms; sent → consumed p50 {:.1} ms, p99 {:.1} ms; broker {:.2} ms CPU per event; {} of {} consumed |\n",
         statement_tps * 100.0 / pg_tps,
         broker.rate,
@@ -1073,14 +1078,17 @@ async fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let follow_cpu: f64 = ["kith", "postgres", "redis", "broker"]
         .iter()
-        .map(|g| follow_phase.cpu_ms.get(*g).copied().unwrap_or(0.0))
-        .sum();
+        .map(|g| write_cpu.of(g))
+        .sum::<f64>()
+        * 1000.0
+        / follow_phase.requests.max(1) as f64;
     let _ = writeln!(
         md,
         "\n### What bounds the write targets\n\n\
-         - A follow in the full-speed mix took {follow_cpu:.2} ms of CPU (Kith, PostgreSQL, \
-         Redis and the broker together): {cores:.0} cores carry at most {:.0} follows/s, against \
-         the 25% target's {:.0}/s.\n\
+         - A write of the full-speed mix (three follows to one unfollow) took {follow_cpu:.2} ms \
+         of CPU, Kith, PostgreSQL, Redis and the broker together, counted until the pipeline had \
+         applied it (every process of each, so an upper bound): {cores:.0} cores carry at most \
+         {:.0} such writes a second, against the 25% target's {:.0}/s.\n\
          - The follow statement alone, with nothing else running, reached {statement_tps:.0}/s, \
          {:.0}% of single-row inserts.\n\
          - The broker alone took a p50 of {:.1} ms (p99 {:.1} ms) from send to consumer at {:.0} \

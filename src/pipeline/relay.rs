@@ -160,6 +160,10 @@ async fn lead(
                     break;
                 }
                 if producer.client().fatal_error().is_some() {
+                    // What was acknowledged need not be sent again.
+                    if !published.is_empty() {
+                        let _ = outbox::delete(&mut conn, &published).await;
+                    }
                     return Err(e);
                 }
             }

@@ -47,8 +47,8 @@ pub struct PendingEvent {
 }
 
 /// Deletes `published` (rows the broker acknowledged) and returns the oldest
-/// `limit` other rows, in insertion order — one statement, so a relay round
-/// costs one round trip and one commit fewer than a read and a delete.
+/// `limit` other rows, in insertion order — in one statement, so a relay
+/// round costs one round trip and one commit fewer than a read and a delete.
 pub async fn settle_and_read(
     conn: &mut PgConn,
     published: &[i64],

@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
+use futures_util::FutureExt as _;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Message as _, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
@@ -781,14 +782,14 @@ async fn rest_of_batch(
 ) -> Vec<OwnedMessage> {
     let mut batch = vec![first];
     while batch.len() < max {
-        // A zero timeout still polls the queue once before giving up.
-        match tokio::time::timeout(Duration::ZERO, consumer.recv()).await {
-            Ok(Ok(message)) => batch.push(message.detach()),
-            Ok(Err(e)) => {
+        // One poll of the queue, no timer.
+        match consumer.recv().now_or_never() {
+            Some(Ok(message)) => batch.push(message.detach()),
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, "projector: consume error");
                 break;
             }
-            Err(_elapsed) => break,
+            None => break,
         }
     }
     batch
