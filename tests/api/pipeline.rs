@@ -604,9 +604,30 @@ async fn app_without_relay_poll() -> TestApp {
     .await
 }
 
+/// Messages on the follow topic: the sum of its partitions' high watermarks.
+async fn messages_on_follow_topic(t: &TestApp) -> i64 {
+    let config = t.app.config.clone();
+    tokio::task::spawn_blocking(move || {
+        let client: rdkafka::consumer::BaseConsumer = kith::pipeline::kafka::client_config(&config)
+            .create()
+            .expect("client");
+        (0..config.topic_partitions)
+            .map(|p| {
+                client
+                    .fetch_watermarks(&config.follow_topic, p, Duration::from_secs(10))
+                    .expect("watermarks")
+                    .1
+            })
+            .sum()
+    })
+    .await
+    .unwrap()
+}
+
 /// Commits at every point of a running relay's loop (while it reads, while
 /// it publishes, while it waits), then lone commits on an idle relay: each
-/// must be relayed within seconds, which only a wake-up can do.
+/// must be relayed within seconds, which only a wake-up can do — and once:
+/// a relay deletes what the broker acknowledged before it reads again.
 async fn each_commit_is_relayed_by_a_wake_up(t: &TestApp) {
     let target = t.user("target").await;
     let mut fans = Vec::new();
@@ -633,6 +654,10 @@ async fn each_commit_is_relayed_by_a_wake_up(t: &TestApp) {
         })
         .await;
     }
+    // 45 commits, each on the topic once (a message sent twice would be an
+    // acknowledged row read again).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(messages_on_follow_topic(t).await, 45);
 }
 
 #[tokio::test]
