@@ -1084,7 +1084,7 @@ async fn main() {
         / follow_phase.requests.max(1) as f64;
     let _ = writeln!(
         md,
-        "\n### What bounds the write targets\n\n\
+        "\n## What bounds the write targets\n\n\
          - A write of the full-speed mix (three follows to one unfollow) took {follow_cpu:.2} ms \
          of CPU, Kith, PostgreSQL, Redis and the broker together, counted until the pipeline had \
          applied it (every process of each, so an upper bound): {cores:.0} cores carry at most \
