@@ -66,17 +66,7 @@ pub async fn follow_statement(
         ),
     )
     .unwrap();
-    let run = |seconds: u64| {
-        std::process::Command::new("pgbench")
-            .args(["-n", "-c", &clients.to_string(), "-j", "2", "-T"])
-            .arg(seconds.to_string())
-            .arg("-f")
-            .arg(&script)
-            .arg(&url)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("pgbench runs (Debian's postgresql-client)")
-    };
+    let run = |seconds: u64| crate::pgbench_start(&url, &script, clients, seconds);
     // A first run in a new schema is slower (a checkpoint after the load,
     // caches): warm up, then measure.
     run(5).wait().expect("pgbench ends");
@@ -88,13 +78,7 @@ pub async fn follow_statement(
     tokio::time::sleep(Duration::from_secs(window)).await;
     let cpu = procs::cpu(u32::MAX).since(&before);
     let output = child.wait_with_output().expect("pgbench ends");
-    let text = String::from_utf8_lossy(&output.stdout);
-    let tps: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("tps = "))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no tps in pgbench output: {text}"));
+    let tps = crate::pgbench_tps(&output);
     diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
         .execute(&mut admin)
         .await

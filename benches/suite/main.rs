@@ -348,14 +348,32 @@ fn pgbench(url: &str, schema: &str, clients: usize, seconds: u64) -> f64 {
         format!("INSERT INTO {schema}.bench_insert (v) VALUES (1);\n"),
     )
     .unwrap();
-    let output = std::process::Command::new("pgbench")
+    let output = pgbench_start(url, &script, clients, seconds)
+        .wait_with_output()
+        .expect("pgbench ends");
+    pgbench_tps(&output)
+}
+
+/// `pgbench` running `script` with `clients` for `seconds`, its output piped.
+fn pgbench_start(
+    url: &str,
+    script: &std::path::Path,
+    clients: usize,
+    seconds: u64,
+) -> std::process::Child {
+    std::process::Command::new("pgbench")
         .args(["-n", "-c", &clients.to_string(), "-j", "2", "-T"])
         .arg(seconds.to_string())
         .arg("-f")
-        .arg(&script)
+        .arg(script)
         .arg(url)
-        .output()
-        .expect("pgbench runs (Debian's postgresql-client)");
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("pgbench runs (Debian's postgresql-client)")
+}
+
+/// The `tps = ` of a finished `pgbench`.
+fn pgbench_tps(output: &std::process::Output) -> f64 {
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("tps = "))

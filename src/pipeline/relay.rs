@@ -106,6 +106,8 @@ async fn lead(
     // before stopping). A relay that dies first leaves them to be sent again,
     // which the projector's positions and edge versions make harmless.
     let mut published: Vec<i64> = Vec::new();
+    // A producer in a fatal state: the loop ends, and so does this lead.
+    let mut failed = None;
     while !shutdown.requested() {
         // Wake-ups so far are answered by the reads below; one that arrives
         // after them is still there when we wait, so no commit is left for
@@ -160,19 +162,20 @@ async fn lead(
                     break;
                 }
                 if producer.client().fatal_error().is_some() {
-                    // What was acknowledged need not be sent again.
-                    if !published.is_empty() {
-                        let _ = outbox::delete(&mut conn, &published).await;
-                    }
-                    return Err(e);
+                    failed = Some(e);
+                    break;
                 }
             }
         }
     }
+    // What was acknowledged need not be sent again by the next relay.
     if !published.is_empty() {
-        outbox::delete(&mut conn, &published).await?;
+        let deleted = outbox::delete(&mut conn, &published).await;
+        if failed.is_none() {
+            deleted?;
+        }
     }
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// Sends every row and waits for every acknowledgement.

@@ -1,9 +1,10 @@
 //! One Redis round trip for everything a level of a query reads from the
 //! caches: counter records, relations (membership in cached following
 //! lists) and list pages, in one pipeline of single-key commands and
-//! scripts (so that under Redis Cluster it splits per node, never across a
-//! slot). What the caches cannot answer is then read from PostgreSQL, one
-//! statement per kind; with warm caches, none.
+//! scripts. Under Redis Cluster it splits per node, never across a slot
+//! (each members script then asks one owner's list); on one server one
+//! members script asks every list. What the caches cannot answer is then
+//! read from PostgreSQL, one statement per kind; with warm caches, none.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
