@@ -660,7 +660,7 @@ async fn cors(State(state): State<HttpState>, request: Request, next: Next) -> R
 }
 
 async fn graphiql() -> Html<&'static str> {
-    Html(include_str!("../assets/graphiql/index.html"))
+    Html(include_str!("../../assets/graphiql/index.html"))
 }
 
 /// GraphiQL's scripts and styles, vendored (`assets/graphiql`): the page
@@ -669,19 +669,19 @@ async fn graphiql() -> Html<&'static str> {
 async fn graphiql_asset(Path(name): Path<String>) -> Response {
     let (body, content_type): (&'static [u8], &'static str) = match name.as_str() {
         "graphiql.min.js" => (
-            include_bytes!("../assets/graphiql/graphiql.min.js"),
+            include_bytes!("../../assets/graphiql/graphiql.min.js"),
             "text/javascript; charset=utf-8",
         ),
         "graphiql.min.css" => (
-            include_bytes!("../assets/graphiql/graphiql.min.css"),
+            include_bytes!("../../assets/graphiql/graphiql.min.css"),
             "text/css; charset=utf-8",
         ),
         "react.production.min.js" => (
-            include_bytes!("../assets/graphiql/react.production.min.js"),
+            include_bytes!("../../assets/graphiql/react.production.min.js"),
             "text/javascript; charset=utf-8",
         ),
         "react-dom.production.min.js" => (
-            include_bytes!("../assets/graphiql/react-dom.production.min.js"),
+            include_bytes!("../../assets/graphiql/react-dom.production.min.js"),
             "text/javascript; charset=utf-8",
         ),
         _ => return StatusCode::NOT_FOUND.into_response(),
