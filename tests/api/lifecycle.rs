@@ -219,3 +219,158 @@ async fn suspending_sets_followers_counts_from_the_truth_even_after_drift() {
     assert_eq!(summary.restored, 1);
     assert_eq!(t.full_stats(fan).await.followings, 1);
 }
+
+#[tokio::test]
+async fn a_deleted_follower_can_be_removed_and_stays_removed_on_restore() {
+    let t = spawn_app_with(|_| {}).await;
+    let (me, gone) = (t.user("me").await, t.user("gone").await);
+    t.follow(gone, me).await;
+    lifecycle::set_status(&t.app, gone, UserStatus::Deleted)
+        .await
+        .unwrap();
+    let remove = "mutation($id: ID!) { removeFollower(input: {userId: $id}) { changed } }";
+    let r = t
+        .execute(
+            kith::auth::Viewer::User(me),
+            remove,
+            json!({ "id": kith::graph::ids::user_id(gone).to_string() }),
+        )
+        .await;
+    assert!(r["errors"].is_null(), "{r}");
+    let summary = lifecycle::set_status(&t.app, gone, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 0, "{summary}");
+    assert_eq!(
+        t.edge(gone, me).await.map(|(active, _)| active),
+        Some(false)
+    );
+}
+
+#[tokio::test]
+async fn an_unfollow_during_a_restore_is_not_lost() {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let t = spawn_app_with(|_| {}).await;
+    let (fan, sus) = (t.user("fan").await, t.user("sus").await);
+    t.follow(fan, sus).await;
+    lifecycle::set_status(&t.app, sus, UserStatus::Suspended)
+        .await
+        .unwrap();
+    assert_eq!(
+        t.edge(fan, sus).await.map(|(active, _)| active),
+        Some(false)
+    );
+
+    // A restore in flight, as `lifecycle` runs one batch: the account's
+    // hidden edges locked, then its edges revived — not committed yet.
+    let mut restore = diesel_async::AsyncPgConnection::establish(&t.app.config.database_url)
+        .await
+        .unwrap();
+    for statement in [
+        "BEGIN".to_owned(),
+        format!(
+            "UPDATE users SET status = 'active' WHERE id = {}",
+            sus.get()
+        ),
+        format!(
+            "SELECT 1 FROM hidden_edge WHERE account_id = {} FOR UPDATE",
+            sus.get()
+        ),
+        format!(
+            "UPDATE following SET active = TRUE, version = version + 1, updated_at = now()
+              WHERE from_user_id = {} AND to_user_id = {}",
+            fan.get(),
+            sus.get()
+        ),
+        format!(
+            "UPDATE user_stats SET followings = followings + 1,
+                    version = kith_next_version(version) WHERE user_id = {}",
+            fan.get()
+        ),
+        format!("DELETE FROM hidden_edge WHERE account_id = {}", sus.get()),
+    ] {
+        diesel::sql_query(statement)
+            .execute(&mut restore)
+            .await
+            .unwrap();
+    }
+    // The fan unfollows meanwhile; the restore commits a moment later.
+    let t = Arc::new(t);
+    let unfollow = {
+        let t = t.clone();
+        tokio::spawn(async move { t.unfollow(fan, sus).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    diesel::sql_query("COMMIT")
+        .execute(&mut restore)
+        .await
+        .unwrap();
+    let r = unfollow.await.unwrap();
+    assert!(r["errors"].is_null(), "{r}");
+    assert_eq!(
+        t.edge(fan, sus).await.map(|(active, _)| active),
+        Some(false),
+        "the unfollow made while the restore ran was lost"
+    );
+    assert_eq!(t.stats(fan).await.0, 0, "the fan follows no one: {r}");
+}
+
+#[tokio::test]
+async fn an_unfollow_during_a_suspension_is_not_undone_by_the_restore() {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let t = spawn_app_with(|_| {}).await;
+    let (fan, sus) = (t.user("fan").await, t.user("sus").await);
+    t.follow(fan, sus).await;
+
+    // A suspension in flight, as `lifecycle` runs one batch: the account's
+    // edges locked and made inactive, remembered as hidden — not committed.
+    let mut hide = diesel_async::AsyncPgConnection::establish(&t.app.config.database_url)
+        .await
+        .unwrap();
+    let (fan_id, sus_id) = (fan.get(), sus.get());
+    for statement in [
+        "BEGIN".to_owned(),
+        format!("UPDATE users SET status = 'suspended' WHERE id = {sus_id}"),
+        format!("SELECT 1 FROM following WHERE to_user_id = {sus_id} AND active FOR UPDATE"),
+        format!(
+            "UPDATE following SET active = FALSE, version = version + 1, updated_at = now()
+              WHERE from_user_id = {fan_id} AND to_user_id = {sus_id}"
+        ),
+        format!(
+            "UPDATE user_stats SET followings = followings - 1,
+                    version = kith_next_version(version) WHERE user_id = {fan_id}"
+        ),
+        format!(
+            "INSERT INTO hidden_edge (account_id, from_user_id, to_user_id, followed_at)
+             VALUES ({sus_id}, {fan_id}, {sus_id}, now())"
+        ),
+    ] {
+        diesel::sql_query(statement)
+            .execute(&mut hide)
+            .await
+            .unwrap();
+    }
+    // The fan unfollows meanwhile (and waits for the edge); the suspension
+    // commits a moment later.
+    let t = Arc::new(t);
+    let unfollow = {
+        let t = t.clone();
+        tokio::spawn(async move { t.unfollow(fan, sus).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    diesel::sql_query("COMMIT")
+        .execute(&mut hide)
+        .await
+        .unwrap();
+    let r = unfollow.await.unwrap();
+    assert!(r["errors"].is_null(), "{r}");
+    // Restoring the account must not bring back the follow the fan ended.
+    let summary = lifecycle::set_status(&t.app, sus, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(summary.restored, 0, "{summary}");
+    assert_eq!(
+        t.edge(fan, sus).await.map(|(active, _)| active),
+        Some(false)
+    );
+}
