@@ -109,7 +109,13 @@ pub async fn reconcile(
     batch: i64,
     progress: bool,
 ) -> Result<Summary, PipelineError> {
-    let started = Utc::now();
+    // The watermark is compared with `updated_at`, which PostgreSQL's clock
+    // wrote: it is taken from that clock too (a host clock ahead of it
+    // would skip every edge changed in between, for good).
+    let started = {
+        let mut conn = app.pg.get().await?;
+        crate::store::database_now(&mut conn).await?
+    };
     let edge_scope = match scope {
         Scope::Full => EdgeScope::All,
         Scope::Since(t) => EdgeScope::ChangedSince(t),
@@ -341,7 +347,11 @@ async fn read_watermark(app: &App) -> Result<Option<DateTime<Utc>>, PipelineErro
     }
     let mut conn = app.pg.get().await?;
     let row: Option<Row> =
-        diesel::sql_query("SELECT watermark FROM reconcile_watermark WHERE name = $1")
+        // Never ahead of PostgreSQL's clock (one written by a host whose
+        // clock ran ahead would skip every edge changed until it passed).
+        diesel::sql_query(
+            "SELECT least(watermark, now()) AS watermark FROM reconcile_watermark WHERE name = $1",
+        )
             .bind::<diesel::sql_types::Text, _>(WATERMARK)
             .get_result(&mut conn)
             .await

@@ -81,11 +81,10 @@ pub async fn prune_ledger(app: std::sync::Arc<crate::app::App>, mut shutdown: su
         i64::try_from(app.config.content_ledger_retention_hours).unwrap_or(i64::MAX / 3_600_000),
     );
     loop {
-        let before = chrono::Utc::now() - retention;
         loop {
             let deleted = async {
                 let mut conn = app.pg.get().await.map_err(|e| e.to_string())?;
-                crate::store::content::prune(&mut conn, before, BATCH)
+                crate::store::content::prune(&mut conn, retention, BATCH)
                     .await
                     .map_err(|e| e.to_string())
             }

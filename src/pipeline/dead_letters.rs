@@ -109,7 +109,7 @@ async fn replay_one(app: &App, letter: &DeadLetter) -> Result<Result<(), String>
         letter.source_offset,
         None,
     );
-    let event = match batch::decode(&app.config, &message, chrono::Utc::now().timestamp_millis()) {
+    let event = match batch::decode(&app.config, &message) {
         Ok(event) => event,
         Err(reason) => return Ok(Err(reason)),
     };

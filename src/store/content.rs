@@ -7,19 +7,21 @@ use diesel_async::RunQueryDsl;
 
 use super::PgConn;
 
-/// Forgets up to `limit` ledger entries counted before `before`; returns how
+/// Forgets up to `limit` ledger entries counted longer than `retention` ago; returns how
 /// many. A redelivery of such an old event would count again, so the
 /// retention must outlast the content topic's.
 pub async fn prune(
     conn: &mut PgConn,
-    before: chrono::DateTime<chrono::Utc>,
+    retention: chrono::Duration,
     limit: i64,
 ) -> QueryResult<usize> {
+    // Older than `retention` by PostgreSQL's clock, which wrote `applied_at`.
     diesel::sql_query(
         "DELETE FROM content_event_ledger WHERE event_id IN (
-             SELECT event_id FROM content_event_ledger WHERE applied_at < $1 LIMIT $2)",
+             SELECT event_id FROM content_event_ledger
+              WHERE applied_at < now() - make_interval(secs => $1) LIMIT $2)",
     )
-    .bind::<diesel::sql_types::Timestamptz, _>(before)
+    .bind::<diesel::sql_types::Double, _>(retention.num_milliseconds() as f64 / 1000.0)
     .bind::<BigInt, _>(limit)
     .execute(conn)
     .await

@@ -30,3 +30,18 @@ pub use pool::{PgConn, PgPool};
 pub fn committed<T>(rows: Vec<T>) -> Option<T> {
     rows.into_iter().next()
 }
+
+/// PostgreSQL's clock (`now()`): the one clock every time Kith compares
+/// with times the database wrote is read from, never an application host's.
+pub async fn database_now(conn: &mut PgConn) -> diesel::QueryResult<chrono::DateTime<chrono::Utc>> {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Now {
+        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+        now: chrono::DateTime<chrono::Utc>,
+    }
+    let row: Now = diesel::sql_query("SELECT now() AS now")
+        .get_result(conn)
+        .await?;
+    Ok(row.now)
+}

@@ -371,3 +371,49 @@ async fn a_scheduled_reconcile_repairs_drift_by_itself() {
     trigger.trigger();
     schedule.await.unwrap();
 }
+
+/// `kith <args>` on the test's schema and Redis prefix, its clock `ahead`
+/// of this machine's (libfaketime, installed by `scripts/stack tools`);
+/// waits for it to exit successfully.
+fn kith_ahead(t: &TestApp, ahead: &str, args: &[&str]) {
+    let preload = ["x86_64-linux-gnu", "aarch64-linux-gnu"]
+        .iter()
+        .map(|arch| format!("/usr/lib/{arch}/faketime/libfaketimeMT.so.1"))
+        .find(|path| std::path::Path::new(path).exists())
+        .expect("libfaketime (scripts/stack tools installs it)");
+    let c = &t.app.config;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
+        .args(args)
+        .env("DATABASE_URL", &c.database_url)
+        .env("REDIS_URL", &c.redis_url)
+        .env("KITH_REDIS_PREFIX", &c.redis_prefix)
+        .env("KITH_METRICS_ADDR", "off")
+        .env("LD_PRELOAD", preload)
+        .env("FAKETIME", ahead)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "kith {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_host_clock_ahead_of_postgres_makes_reconcile_skip_nothing() {
+    let t = spawn_app_with(|_| {}).await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    // A first incremental run (everything) on a host five minutes ahead.
+    kith_ahead(&t, "+300s", &["reconcile", "--quiet"]);
+    // An edge changes after it, and its projection is missing (no projector
+    // runs here): the next incremental run must repair it.
+    t.follow(alice, bob).await;
+    assert_eq!(t.projected(alice, bob).await, None);
+    kith_ahead(&t, "+300s", &["reconcile", "--quiet"]);
+    assert_eq!(
+        t.projected(alice, bob).await,
+        Some((true, 1)),
+        "the incremental run skipped an edge changed after the last one"
+    );
+}

@@ -55,11 +55,12 @@ impl Item {
 
 /// Earliest follow time accepted (2000-01-01): older is a corrupt event.
 const EARLIEST_FOLLOW_MS: i64 = 946_684_800_000;
-/// How far ahead of this clock a follow time may be (producers' clock skew).
-const FUTURE_SLACK_MS: i64 = 24 * 3600 * 1000;
 
 /// Decodes and checks one message. `Err` says why it can never be applied.
-pub fn decode(config: &Config, message: &OwnedMessage, now_ms: i64) -> Result<Event, String> {
+/// A follow time is checked against the event's own transition time (both
+/// from PostgreSQL's clock: a follow happens at or before its transition),
+/// never against this host's clock.
+pub fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
     let payload = message.payload().ok_or("empty payload")?;
     if message.topic() == config.follow_topic {
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
@@ -75,7 +76,7 @@ pub fn decode(config: &Config, message: &OwnedMessage, now_ms: i64) -> Result<Ev
         if event.version < 1 {
             return Err(format!("version {} is not positive", event.version));
         }
-        if !(EARLIEST_FOLLOW_MS..=now_ms + FUTURE_SLACK_MS).contains(&event.followed_at_ms) {
+        if !(EARLIEST_FOLLOW_MS..=event.occurred_at_ms).contains(&event.followed_at_ms) {
             return Err(format!(
                 "followedAtMs {} is out of range",
                 event.followed_at_ms
@@ -114,24 +115,24 @@ mod tests {
         let now = 1_764_460_800_000;
         let event = |from: i64, to: i64, version: i64, at: i64| {
             format!(
-                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000001","type":"FollowCreated","from":{from},"to":{to},"version":{version},"followedAtMs":{at},"occurredAtMs":{at}}}"#
+                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000001","type":"FollowCreated","from":{from},"to":{to},"version":{version},"followedAtMs":{at},"occurredAtMs":{now}}}"#
             )
         };
         let topic = config.follow_topic.clone();
-        assert!(decode(&config, &message(&topic, &event(1, 2, 1, now)), now).is_ok());
+        assert!(decode(&config, &message(&topic, &event(1, 2, 1, now))).is_ok());
         for (bad, why) in [
             (event(1, 1, 1, now), "themselves"),
             (event(1, 2, 0, now), "version"),
             (event(1, 2, 1, 0), "out of range"),
-            (event(1, 2, 1, now + 2 * FUTURE_SLACK_MS), "out of range"),
+            (event(1, 2, 1, now + 1), "out of range"),
             (event(0, 2, 1, now), "not positive"),
             (event(1, -5, 1, now), "not positive"),
         ] {
-            let err = decode(&config, &message(&topic, &bad), now).unwrap_err();
+            let err = decode(&config, &message(&topic, &bad)).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
         let content =
             r#"{"eventId":"00000000-0000-0000-0000-000000000001","type":"PostLiked","authorId":0}"#;
-        assert!(decode(&config, &message(&config.content_topic, content), now).is_err());
+        assert!(decode(&config, &message(&config.content_topic, content)).is_err());
     }
 }

@@ -449,7 +449,6 @@ impl Projector {
     /// Sorts the messages of a batch: not ours (dropped), already applied
     /// (re-sync only), to apply, or dead.
     fn plan(&mut self, batch: Vec<OwnedMessage>) -> Vec<Item> {
-        let now_ms = Utc::now().timestamp_millis();
         let mut items = Vec::with_capacity(batch.len());
         for message in batch {
             let tp = TopicPartition {
@@ -461,7 +460,7 @@ impl Projector {
             };
             let offset = message.offset();
             held.read_from = Some(offset + 1);
-            let decoded = batch::decode(&self.app.config, &message, now_ms);
+            let decoded = batch::decode(&self.app.config, &message);
             let action = if held.applied_to.is_some_and(|next| offset < next) {
                 Action::Resync(decoded.ok())
             } else {
