@@ -8,6 +8,8 @@
 -- ARGV[2]  edge version of this state
 -- ARGV[3]  '1' active (add), '0' inactive (remove)
 -- ARGV[4]  score: follow time in ms, as carried by the event
+-- ARGV[5]  how long (ms) the versions outlive the list: removed members'
+--          versions are their tombstones, kept through an expiry and refill
 -- Returns  1 applied, 0 not newer than what the list holds (duplicate or stale), -1 not cached
 
 if redis.call('EXISTS', KEYS[3]) == 0 then
@@ -23,10 +25,12 @@ if ARGV[3] == '1' then
 else
   redis.call('ZREM', KEYS[1], ARGV[1])
 end
--- The list and its versions never outlive the coverage marker.
+-- The list never outlives its coverage marker; its versions outlive both a
+-- while, so that an update delayed past a removal meets the tombstone even
+-- if the list expired and was filled again meanwhile.
 local ttl = redis.call('PTTL', KEYS[3])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl + tonumber(ARGV[5]))
 end
 return 1

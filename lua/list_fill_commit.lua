@@ -8,22 +8,37 @@
 -- ARGV[2]  TTL of the cache in ms
 -- ARGV[3]  coverage: 'all', or '<score>:<member>' of the oldest entry read
 --          (the cache holds every edge from there to the newest)
--- ARGV[4…] triples: member, score, edge version
--- Returns  1 committed, 0 the claim was lost (nothing written)
+-- ARGV[4]  how long (ms) versions outlive the list (list_apply_edge.lua)
+-- ARGV[5…] triples: member, score, edge version
+-- Returns  0 the claim was lost (nothing written); else { 1, members… }: the
+--          members the list holds that the rows did not name — added by
+--          updates applied while the fill ran, which the filler checks
+--          against the truth (such an update may have been delayed past a
+--          removal whose tombstone had expired)
 
 if redis.call('GET', KEYS[3]) ~= 'filling:' .. ARGV[1] then
   return 0
 end
-for i = 4, #ARGV, 3 do
+local read = {}
+for i = 5, #ARGV, 3 do
   local member, score, version = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  read[member] = true
   local seen = tonumber(redis.call('HGET', KEYS[2], member))
-  -- A newer state applied during the fill wins over the rows read before it.
-  if not seen or seen < version then
+  -- A newer state applied during the fill wins over the rows read before it;
+  -- a version the hash holds already is the same state (its member may have
+  -- left the ZSet with the leftovers list_fill_begin.lua dropped).
+  if not seen or seen <= version then
     redis.call('HSET', KEYS[2], member, version)
     redis.call('ZADD', KEYS[1], score, member)
   end
 end
 redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return 1
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[4]))
+local out = { 1 }
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  if not read[member] then
+    out[#out + 1] = member
+  end
+end
+return out

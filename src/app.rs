@@ -69,6 +69,8 @@ pub struct App {
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
     pub fill_permits: Arc<tokio::sync::Semaphore>,
+    /// Lists reads may still fill this second (`KITH_MAX_FILLS_PER_SEC`).
+    pub fill_budget: crate::read::pages::FillBudget,
     /// The sampled check of counters as they are read.
     pub sampled_check: SampledCheck,
 }
@@ -147,12 +149,15 @@ impl App {
     /// Assembles the state from pools that are already open. `round_trips`
     /// must be the counter the PostgreSQL pool was built with.
     pub fn new(config: Config, pg: PgPool, redis: RedisPool, round_trips: RoundTrips) -> Arc<Self> {
+        let persisted = crate::graph::persisted::PersistedQueries::new(&config);
+        let metrics = Metrics::default();
+        metrics.name_operations(persisted.operation_names());
         Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             tokens: TokenKeys::with_leeway(&config.jwt_secret, config.jwt_leeway_secs),
             identity: crate::auth::identity::Identity::from_config(&config),
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
-            metrics: Metrics::default(),
+            metrics,
             round_trips,
             relay_wake: tokio::sync::Notify::new(),
             projector_wake: tokio::sync::Notify::new(),
@@ -169,7 +174,7 @@ impl App {
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
                 .build(),
-            persisted: crate::graph::persisted::PersistedQueries::new(&config),
+            persisted,
             documents: crate::graph::limits::documents(),
             live: Arc::default(),
             intersections: moka::future::Cache::builder()
@@ -181,6 +186,7 @@ impl App {
                 .build(),
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
+            fill_budget: crate::read::pages::FillBudget::new(config.max_fills_per_sec),
             sampled_check: SampledCheck::new(Duration::from_secs(
                 config.counter_check_interval_secs,
             )),

@@ -51,15 +51,21 @@
 //! | `KITH_MAX_ALIASES` | `50` | most aliased fields in one GraphQL document |
 //! | `KITH_MAX_ROOT_FIELDS` | `20` | most root fields in one operation |
 //! | `KITH_MAX_BODY_BYTES` | `1048576` | largest request body; larger ones get 413 |
+//! | `KITH_MAX_QUERY_BYTES` | `65536` | longest GraphQL query text, refused (`INVALID_INPUT`) before it is parsed |
+//! | `KITH_INTROSPECTION` | `true` | answer introspection (`__schema`, `__type`); `false` refuses it (`INTROSPECTION_DISABLED`) |
+//! | `KITH_MAX_OPERATIONS_PER_CONNECTION` | `4` | queries and mutations one WebSocket connection may run at once (more wait, up to 64; past that `RATE_LIMITED`) |
 //! | `KITH_REQUEST_TIMEOUT_MS` | `5000` | deadline of one GraphQL request; past it the answer is `TIMEOUT` |
 //! | `KITH_STATEMENT_TIMEOUT_MS` | `4000` | PostgreSQL `statement_timeout` of pooled connections (0 = none; operator commands use none) |
 //! | `KITH_REDIS_TIMEOUT_MS` | `1000` | deadline of connecting to Redis and of each Redis answer |
 //! | `KITH_MAX_CONCURRENT_FILLS` | `4` | list-cache fills started by reads that may run at once per process |
+//! | `KITH_MAX_FILLS_PER_SEC` | `200` | lists reads may fill per second per process (past it they are read from PostgreSQL until the budget refills) |
 //! | `KITH_CORS_ORIGINS` | empty | comma-separated origins browsers may call the API from (`*` = any) |
 //! | `KITH_HTTP_ADDR` | `127.0.0.1:8080` | where `kith serve` listens |
+//! | `KITH_METRICS_ADDR` | `127.0.0.1:9464` | where `GET /metrics` is served, apart from the API (`off`: nowhere) |
 //! | `KITH_JWT_SECRET` | a dev-only secret | HS256 key for bearer tokens (`kith token`); without it, HS256 tokens are refused once a provider is configured |
 //! | `KITH_JWT_JWKS_URL` | unset | an identity provider's JWKS (`https://…/.well-known/jwks.json`): RS256 / ES256 tokens are verified with its keys (cached 10 min; re-read on an unknown `kid`) |
 //! | `KITH_JWT_PUBLIC_KEY_FILE` | unset | instead, one PEM public key (RSA for RS256, P-256 for ES256) |
+//! | `KITH_JWT_JWKS_TTL_SECS` | `600` | how long a JWKS read is used before it is read again (in the background: requests keep the keys known meanwhile) |
 //! | `KITH_JWT_JWKS_MIN_REFRESH_MS` | `10000` | the shortest time between two reads of the JWKS (an unknown `kid` re-reads it at most this often) |
 //! | `KITH_JWT_ISSUER` / `KITH_JWT_AUDIENCE` | unset | when set, the `iss` / `aud` provider tokens must carry |
 //! | `KITH_JWT_LEEWAY_SECS` | `30` | clock skew allowed on `exp` and `nbf` |
@@ -227,6 +233,12 @@ pub struct Config {
     pub max_root_fields: usize,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// Longest query text, bytes (checked before parsing).
+    pub max_query_bytes: usize,
+    /// Whether introspection is answered.
+    pub introspection: bool,
+    /// Queries and mutations one WebSocket connection may run at once.
+    pub max_operations_per_connection: usize,
     /// Deadline of one GraphQL request, ms.
     pub request_timeout_ms: u64,
     /// PostgreSQL `statement_timeout` of pooled connections, ms (0 = none).
@@ -235,10 +247,14 @@ pub struct Config {
     pub redis_timeout_ms: u64,
     /// List-cache fills started by reads that may run at once.
     pub max_concurrent_fills: usize,
+    /// Lists reads may fill per second, per process.
+    pub max_fills_per_sec: u32,
     /// Origins allowed to call the API from a browser (`*` = any).
     pub cors_origins: Vec<String>,
     /// Address of the HTTP listener.
     pub http_addr: SocketAddr,
+    /// Address of the metrics listener (`None`: metrics are not served).
+    pub metrics_addr: Option<SocketAddr>,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: String,
     /// Whether HS256 tokens are accepted: unless an identity provider is
@@ -248,6 +264,8 @@ pub struct Config {
     pub jwt_jwks_url: Option<String>,
     /// The shortest time between two JWKS reads, ms.
     pub jwt_jwks_min_refresh_ms: u64,
+    /// How long a JWKS read is used before it is read again, seconds.
+    pub jwt_jwks_ttl_secs: u64,
     /// The identity provider's public key (PEM), read from its file.
     pub jwt_public_key_pem: Option<String>,
     /// The `iss` provider tokens must carry.
@@ -354,22 +372,37 @@ impl Config {
             max_aliases: parse(&lookup, "KITH_MAX_ALIASES", "50")?,
             max_root_fields: parse(&lookup, "KITH_MAX_ROOT_FIELDS", "20")?,
             max_body_bytes: parse(&lookup, "KITH_MAX_BODY_BYTES", "1048576")?,
+            max_query_bytes: parse(&lookup, "KITH_MAX_QUERY_BYTES", "65536")?,
+            introspection: parse(&lookup, "KITH_INTROSPECTION", "true")?,
+            max_operations_per_connection: parse(
+                &lookup,
+                "KITH_MAX_OPERATIONS_PER_CONNECTION",
+                "4",
+            )?,
             request_timeout_ms: parse(&lookup, "KITH_REQUEST_TIMEOUT_MS", "5000")?,
             statement_timeout_ms: parse(&lookup, "KITH_STATEMENT_TIMEOUT_MS", "4000")?,
             redis_timeout_ms: parse(&lookup, "KITH_REDIS_TIMEOUT_MS", "1000")?,
             max_concurrent_fills: parse(&lookup, "KITH_MAX_CONCURRENT_FILLS", "4")?,
+            max_fills_per_sec: parse(&lookup, "KITH_MAX_FILLS_PER_SEC", "200")?,
             cors_origins: text("KITH_CORS_ORIGINS", "")
                 .split(',')
                 .map(|o| o.trim().trim_end_matches('/').to_owned())
                 .filter(|o| !o.is_empty())
                 .collect(),
             http_addr: parse(&lookup, "KITH_HTTP_ADDR", "127.0.0.1:8080")?,
+            metrics_addr: match text("KITH_METRICS_ADDR", "127.0.0.1:9464").trim() {
+                "" | "off" => None,
+                addr => Some(addr.parse().map_err(|e: std::net::AddrParseError| {
+                    invalid("KITH_METRICS_ADDR", addr, &e.to_string())
+                })?),
+            },
             jwt_secret: text("KITH_JWT_SECRET", DEV_JWT_SECRET),
             jwt_hs256: lookup("KITH_JWT_SECRET").is_some()
                 || (lookup("KITH_JWT_JWKS_URL").is_none()
                     && lookup("KITH_JWT_PUBLIC_KEY_FILE").is_none()),
             jwt_jwks_url: lookup("KITH_JWT_JWKS_URL").filter(|u| !u.is_empty()),
             jwt_jwks_min_refresh_ms: parse(&lookup, "KITH_JWT_JWKS_MIN_REFRESH_MS", "10000")?,
+            jwt_jwks_ttl_secs: parse(&lookup, "KITH_JWT_JWKS_TTL_SECS", "600")?,
             jwt_public_key_pem: match lookup("KITH_JWT_PUBLIC_KEY_FILE") {
                 None => None,
                 Some(path) => {
@@ -521,6 +554,20 @@ impl Config {
                 "must be at least 10",
             ));
         }
+        if self.max_query_bytes < 1024 || self.max_query_bytes > self.max_body_bytes {
+            return Err(invalid(
+                "KITH_MAX_QUERY_BYTES",
+                &self.max_query_bytes.to_string(),
+                "must be at least 1024 and at most KITH_MAX_BODY_BYTES",
+            ));
+        }
+        if self.max_operations_per_connection == 0 || self.max_fills_per_sec == 0 {
+            return Err(invalid(
+                "KITH_MAX_OPERATIONS_PER_CONNECTION/KITH_MAX_FILLS_PER_SEC",
+                "0",
+                "must be at least 1",
+            ));
+        }
         if self.database_pool_size == 0 || self.redis_pool_size == 0 {
             return Err(invalid("*_POOL_SIZE", "0", "must be at least 1"));
         }
@@ -532,10 +579,14 @@ impl Config {
         self.jwt_secret == DEV_JWT_SECRET
     }
 
-    /// Refuses to serve with the published development secret on an address
-    /// other hosts can reach: anyone could sign tokens for any user.
+    /// Refuses to accept tokens signed with the published development secret
+    /// on an address other hosts can reach: anyone could sign tokens for any
+    /// user. A deployment that takes only an identity provider's tokens
+    /// (no `KITH_JWT_SECRET`, so HS256 is refused) needs no secret: the
+    /// development default then signs only paging cursors, which name a
+    /// position in a list the client may read anyway.
     pub fn check_listener(&self) -> Result<(), ConfigError> {
-        if self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
+        if self.jwt_hs256 && self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
             return Err(invalid(
                 "KITH_JWT_SECRET",
                 "<development default>",
@@ -643,6 +694,18 @@ mod tests {
         assert!(err.contains("KITH_JWT_SECRET"), "{err}");
         assert!(on("10.0.0.5:8080", None).is_err());
         assert!(on("0.0.0.0:8080", Some("a-real-secret-of-enough-length")).is_ok());
+    }
+
+    #[test]
+    fn an_identity_provider_alone_serves_any_address() {
+        let config = Config::from_lookup(|name| match name {
+            "KITH_HTTP_ADDR" => Some("0.0.0.0:8080".to_owned()),
+            "KITH_JWT_JWKS_URL" => Some("https://id.example/.well-known/jwks.json".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        assert!(!config.jwt_hs256, "no secret: HS256 tokens are refused");
+        assert!(config.check_listener().is_ok());
     }
 
     #[test]

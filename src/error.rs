@@ -168,11 +168,27 @@ impl From<bb8::RunError<redis::RedisError>> for ApiError {
 }
 
 impl From<redis::RedisError> for ApiError {
+    /// Redis away or unable to serve now is `UNAVAILABLE`; so is a Redis
+    /// that refuses a write for lack of memory (`OOM`, under `noeviction`):
+    /// the service cannot take the write now, and says so on purpose.
     fn from(e: redis::RedisError) -> Self {
-        if crate::cache::pool::is_unavailable(&e) {
+        if crate::cache::pool::is_unavailable(&e) || crate::cache::out_of_memory(&e) {
             Self::Unavailable(e.into())
         } else {
             Self::Internal(e.into())
+        }
+    }
+}
+
+impl ApiError {
+    /// True when Redis refused a write for lack of memory (for the metric
+    /// that counts it).
+    pub fn is_redis_out_of_memory(&self) -> bool {
+        match self {
+            Self::Unavailable(cause) | Self::Internal(cause) => cause
+                .downcast_ref::<redis::RedisError>()
+                .is_some_and(crate::cache::out_of_memory),
+            _ => false,
         }
     }
 }
@@ -207,6 +223,11 @@ mod tests {
         }
         let timeout = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
         assert_eq!(ApiError::from(timeout).code(), "UNAVAILABLE");
+        let full = ApiError::from(reply(
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ));
+        assert_eq!(full.code(), "UNAVAILABLE");
+        assert!(full.is_redis_out_of_memory());
     }
 
     #[test]

@@ -458,6 +458,7 @@ async fn run(config: Config, jobs: Jobs) -> anyhow::Result<()> {
     let app = App::start(config).await?;
     let (trigger, shutdown) = Shutdown::new();
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(kith::http::serve_metrics(app.clone(), shutdown.clone()).map(|()| Ok(())));
     if jobs.relay {
         tasks.spawn(kith::pipeline::relay::run(app.clone(), shutdown.clone()).map(|()| Ok(())));
     }

@@ -5,7 +5,7 @@
 //! at scrape time — pool states, the outbox backlog, statement and round-trip
 //! counts, fills in flight — comes in a [`Scrape`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,9 +27,14 @@ const REQUEST_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// Distinct operation names kept as labels; past it, `other` (clients name
-/// their operations, so the set must stay bounded).
+/// Operation names of signed-in clients kept as labels; past it, `other`
+/// (clients name their operations, so the set must stay bounded).
 const MAX_OPERATIONS: usize = 128;
+/// Of them, how many one user may introduce: one client cannot take them all.
+const NEW_OPERATIONS_PER_USER: usize = 4;
+/// Operation names of anonymous clients kept as labels, apart from the
+/// signed-in ones (an anonymous flood fills only these).
+const MAX_ANONYMOUS_OPERATIONS: usize = 32;
 
 /// A GraphQL request's labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -63,6 +68,69 @@ pub struct PartitionLabels {
     pub topic: String,
     /// The partition.
     pub partition: i32,
+}
+
+/// Labels of `kith_list_fills_skipped_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkipLabels {
+    /// `not_active` (no such user, or not active) or `budget` (`KITH_MAX_FILLS_PER_SEC`).
+    pub reason: &'static str,
+}
+
+/// Labels of `kith_redis_out_of_memory_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    /// `rate_limit`, `write_through`, `fill`, `counter_record`, `projector`.
+    pub path: &'static str,
+}
+
+/// Who named an operation, for [`Metrics::observe_request`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameSource {
+    /// A signed-in client.
+    User(crate::model::UserId),
+    /// An anonymous client.
+    Anonymous,
+}
+
+/// The operation names kept as labels, by where they came from.
+#[derive(Default)]
+struct OperationNames {
+    /// From the persisted-query manifest: always kept.
+    manifest: HashSet<String>,
+    signed_in: HashSet<String>,
+    anonymous: HashSet<String>,
+    /// Names each user introduced (at most [`MAX_OPERATIONS`] users).
+    introduced: HashMap<crate::model::UserId, usize>,
+}
+
+impl OperationNames {
+    fn label(&mut self, name: &str, source: NameSource) -> bool {
+        if self.manifest.contains(name)
+            || self.signed_in.contains(name)
+            || self.anonymous.contains(name)
+        {
+            return true;
+        }
+        match source {
+            NameSource::User(user) => {
+                let introduced = self.introduced.entry(user).or_default();
+                if self.signed_in.len() < MAX_OPERATIONS && *introduced < NEW_OPERATIONS_PER_USER {
+                    *introduced += 1;
+                    self.signed_in.insert(name.to_owned());
+                    return true;
+                }
+                if *introduced == 0 {
+                    self.introduced.remove(&user);
+                }
+                false
+            }
+            NameSource::Anonymous => {
+                self.anonymous.len() < MAX_ANONYMOUS_OPERATIONS
+                    && self.anonymous.insert(name.to_owned())
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -108,7 +176,13 @@ pub struct Metrics {
     pub cache: Family<CacheLabels, Counter>,
     /// Messages between the projector's position and the partition's end.
     pub consumer_lag: Family<PartitionLabels, Gauge>,
-    operations: Mutex<HashSet<String>>,
+    /// List fills reads asked for and were not made.
+    pub list_fills_skipped: Family<SkipLabels, Counter>,
+    /// Redis writes refused for lack of memory (`OOM`), by path.
+    pub redis_out_of_memory: Family<PathLabels, Counter>,
+    /// Outbox rows not yet published, as last sampled (-1: not known yet).
+    pub outbox_backlog: Gauge,
+    operations: Mutex<OperationNames>,
 }
 
 impl Default for Metrics {
@@ -128,6 +202,13 @@ impl Default for Metrics {
             request_duration: Family::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS)),
             cache: Family::default(),
             consumer_lag: Family::default(),
+            list_fills_skipped: Family::default(),
+            redis_out_of_memory: Family::default(),
+            outbox_backlog: {
+                let gauge = Gauge::default();
+                gauge.set(-1);
+                gauge
+            },
             operations: Mutex::default(),
         }
     }
@@ -164,11 +245,10 @@ impl From<bb8::State> for PoolState {
     }
 }
 
-/// What is read at scrape time.
+/// What is read at scrape time (all of it held in process: a scrape runs no
+/// statement and no Redis command).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Scrape {
-    /// The outbox size, when PostgreSQL answered.
-    pub backlog: Option<i64>,
     /// Statements run on the PostgreSQL pool.
     pub postgres_statements: u64,
     /// Redis round trips made by reads.
@@ -184,9 +264,14 @@ pub struct Scrape {
 impl Metrics {
     /// Counts one GraphQL request: `operation` as named (None: anonymous),
     /// `executed` false when it was refused before execution.
+    /// Names are labels while bounded per source ([`NameSource`]): the
+    /// manifest's names always; up to 128 names of signed-in clients, each
+    /// user introducing at most 4; up to 32 names of anonymous clients;
+    /// `other` past that.
     pub fn observe_request(
         &self,
         operation: Option<&str>,
+        source: NameSource,
         executed: bool,
         outcome: &str,
         took: Duration,
@@ -196,7 +281,7 @@ impl Metrics {
         } else {
             match operation {
                 None => "anonymous".to_owned(),
-                Some(name) => self.bounded_operation(name),
+                Some(name) => self.bounded_operation(name, source),
             }
         };
         let labels = RequestLabels {
@@ -247,19 +332,40 @@ impl Metrics {
             .get()
     }
 
-    fn bounded_operation(&self, name: &str) -> String {
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !valid {
+    /// Keeps `names` (the persisted-query manifest's operations) as labels.
+    pub fn name_operations(&self, names: impl IntoIterator<Item = String>) {
+        let mut operations = self.operations.lock().expect("operations lock");
+        operations
+            .manifest
+            .extend(names.into_iter().filter(|name| valid_name(name)));
+    }
+
+    fn bounded_operation(&self, name: &str, source: NameSource) -> String {
+        if !valid_name(name) {
             return "other".to_owned();
         }
-        let mut seen = self.operations.lock().expect("operations lock");
-        if seen.contains(name) || seen.len() < MAX_OPERATIONS && seen.insert(name.to_owned()) {
+        let mut operations = self.operations.lock().expect("operations lock");
+        if operations.label(name, source) {
             name.to_owned()
         } else {
             "other".to_owned()
         }
+    }
+
+    /// Counts list fills that were asked for and not made.
+    pub fn list_fills_skipped(&self, reason: &'static str, n: usize) {
+        if n > 0 {
+            self.list_fills_skipped
+                .get_or_create(&SkipLabels { reason })
+                .inc_by(n as u64);
+        }
+    }
+
+    /// Counts a Redis write refused for lack of memory on `path`.
+    pub fn redis_oom(&self, path: &'static str) {
+        self.redis_out_of_memory
+            .get_or_create(&PathLabels { path })
+            .inc();
     }
 
     /// The OpenMetrics text exposition.
@@ -346,11 +452,21 @@ impl Metrics {
             "Lists being filled into the list cache by this process",
             ConstGauge::new(i64::try_from(scrape.fills_in_flight).unwrap_or(i64::MAX)),
         );
-        if let Some(backlog) = scrape.backlog {
+        kith.register(
+            "list_fills_skipped",
+            "List fills asked for by reads and not made: the owner is not an active user, or the process's fill budget is spent",
+            self.list_fills_skipped.clone(),
+        );
+        kith.register(
+            "redis_out_of_memory",
+            "Redis writes refused for lack of memory (OOM), by path",
+            self.redis_out_of_memory.clone(),
+        );
+        if self.outbox_backlog.get() >= 0 {
             kith.register(
                 "relay_backlog",
-                "Outbox rows not yet published",
-                ConstGauge::new(backlog),
+                "Outbox rows not yet published, as last sampled (exact up to 10,000, estimated past it)",
+                self.outbox_backlog.clone(),
             );
         }
         let connections = Family::<PoolLabels, Gauge>::default();
@@ -397,6 +513,13 @@ impl Metrics {
     }
 }
 
+/// A name usable as a label: letters, digits and `_`, at most 64.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,11 +530,13 @@ mod tests {
         metrics.events_relayed.inc_by(3);
         metrics.observe_lag(0.004);
         metrics.observe_lag(2.0);
-        metrics.observe_request(Some("Profile"), true, "ok", Duration::from_millis(3));
-        metrics.observe_request(Some("bad name!"), true, "ok", Duration::from_millis(3));
+        let anonymous = NameSource::Anonymous;
+        let took = Duration::from_millis(3);
+        metrics.observe_request(Some("Profile"), anonymous, true, "ok", took);
+        metrics.observe_request(Some("bad name!"), anonymous, true, "ok", took);
         metrics.cache_lookup("list", true, 2);
+        metrics.outbox_backlog.set(7);
         let text = metrics.render(&Scrape {
-            backlog: Some(7),
             postgres_statements: 3,
             read_redis_round_trips: 4,
             ..Scrape::default()
@@ -432,5 +557,39 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line:?} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn one_client_cannot_take_every_operation_label() {
+        let metrics = Metrics::default();
+        metrics.name_operations(["Listed".to_owned()]);
+        let user = |n| NameSource::User(crate::model::UserId::new(n).unwrap());
+        let label = |name: &str, source| {
+            metrics.observe_request(Some(name), source, true, "ok", Duration::ZERO);
+            metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    operation: name.to_owned(),
+                    outcome: "ok".to_owned(),
+                })
+                .get()
+                > 0
+        };
+        for i in 0..1000 {
+            label(&format!("Flood{i}"), user(1));
+            label(&format!("Anon{i}"), NameSource::Anonymous);
+        }
+        assert!(label("Flood3", user(1)), "a user's first names are kept");
+        assert!(!label("Flood4", user(1)), "past its quota, `other`");
+        assert!(!label("Anon32", NameSource::Anonymous));
+        assert!(
+            label("Profile", user(2)),
+            "another user's names still count"
+        );
+        assert!(
+            label("Listed", user(1)),
+            "the manifest's names always count"
+        );
+        assert!(label("Listed", NameSource::Anonymous));
     }
 }

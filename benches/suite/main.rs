@@ -99,6 +99,8 @@ async fn ids(conn: &mut AsyncPgConnection, sql: &str) -> Vec<i64> {
 struct Bench {
     app: Arc<App>,
     addr: SocketAddr,
+    /// Where the `kith run` under test serves `/metrics`.
+    metrics: SocketAddr,
     kith_pid: u32,
     phase: Duration,
     first_id: i64,
@@ -122,10 +124,11 @@ impl Bench {
         })
     }
 
-    async fn get(&self, path: &str) -> (u16, String) {
-        let mut conn = Conn::open(self.addr).await.expect("connect");
-        let (status, body) = conn.send("GET", path, None, "").await.expect("GET");
-        (status, String::from_utf8_lossy(&body).into_owned())
+    /// `GET /metrics` of the `kith run` under test.
+    async fn metrics_text(&self) -> String {
+        let mut conn = Conn::open(self.metrics).await.expect("connect");
+        let (_, body) = conn.send("GET", "/metrics", None, "").await.expect("GET");
+        String::from_utf8_lossy(&body).into_owned()
     }
 
     async fn post(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
@@ -140,7 +143,7 @@ impl Bench {
 
     /// Kith's own counters: `(statements, read round trips, lag histogram)`.
     async fn scrape(&self) -> Scrape {
-        let (_, text) = self.get("/metrics").await;
+        let text = self.metrics_text().await;
         let value = |name: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(name))
@@ -172,13 +175,17 @@ impl Bench {
     async fn drain(&self) {
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(120) {
-            let (_, text) = self.get("/metrics").await;
+            let text = self.metrics_text().await;
             let value = |name: &str| {
                 text.lines()
                     .find_map(|l| l.strip_prefix(name))
                     .and_then(|v| v.trim().parse::<f64>().ok())
             };
-            let backlog = value("kith_relay_backlog ").unwrap_or(1.0);
+            // The metric is sampled every 10 s: the outbox itself says now.
+            let backlog = match self.app.pg.get().await {
+                Ok(mut conn) => kith::store::outbox::backlog(&mut conn).await.unwrap_or(1) as f64,
+                Err(_) => 1.0,
+            };
             let relayed = value("kith_events_relayed_total ").unwrap_or(0.0);
             let applied = value("kith_events_applied_total ").unwrap_or(0.0);
             if backlog == 0.0 && applied >= relayed {
@@ -460,9 +467,11 @@ async fn main() {
     );
 
     // ----------------------------------------------------------- kith run
-    let addr: SocketAddr = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap()
+    // Two free ports, held together so that they differ.
+    let (addr, metrics): (SocketAddr, SocketAddr) = {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        (a.local_addr().unwrap(), b.local_addr().unwrap())
     };
     let reports = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
     std::fs::create_dir_all(&reports).unwrap();
@@ -479,6 +488,7 @@ async fn main() {
         .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
         .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
         .env("KITH_HTTP_ADDR", addr.to_string())
+        .env("KITH_METRICS_ADDR", metrics.to_string())
         .env("KITH_AUTO_MIGRATE", "false")
         .stdout(log.try_clone().unwrap())
         .stderr(log)
@@ -488,6 +498,7 @@ async fn main() {
     let mut bench = Bench {
         app: app.clone(),
         addr,
+        metrics,
         kith_pid: child.0.id(),
         phase: Duration::from_secs(seconds),
         first_id: summary.first_id,

@@ -2,25 +2,28 @@
 //! keys from a JWKS URL or a PEM file, their `iss` / `aud` checked when
 //! configured, and one claim mapped to a Kith user.
 //!
-//! A JWKS is read when first needed and again after [`JWKS_TTL`]; a token
-//! whose `kid` is unknown makes it read again at once — that is how a key
+//! A JWKS is read when first needed and again every
+//! `KITH_JWT_JWKS_TTL_SECS` — in the background: requests keep verifying
+//! with the keys known meanwhile, so a provider that hangs or fails stalls
+//! no request whose key is known. A token whose `kid` is unknown makes it
+//! read again at once (and waits for that read) — that is how a key
 //! rotation is picked up — but at most once per
-//! `KITH_JWT_JWKS_MIN_REFRESH_MS`, so tokens with made-up `kid`s cannot make
-//! Kith hammer the provider.
+//! `KITH_JWT_JWKS_MIN_REFRESH_MS`, checked before anything waits, so tokens
+//! with made-up `kid`s cannot make Kith hammer the provider.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, Shared};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
-use super::{TokenError, check_times};
+use super::{TokenError, Verified, check_times};
 use crate::app::App;
 use crate::config::{Config, UserLookup};
 use crate::model::{UserId, UserStatus};
 
-/// How long a JWKS read is used before it is read again.
-pub const JWKS_TTL: Duration = Duration::from_secs(600);
 /// How long one JWKS read may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -35,22 +38,73 @@ struct Key {
 /// Where the provider's keys come from.
 enum Keys {
     /// A JWKS document, read over HTTP(S) and cached.
-    Jwks {
-        url: String,
-        min_refresh: Duration,
-        cache: Mutex<JwksCache>,
-        /// One read at a time.
-        reading: tokio::sync::Mutex<()>,
-    },
+    Jwks(Arc<Jwks>),
     /// One public key from a PEM file.
     Pem(Key),
 }
 
+/// A JWKS URL and what was read from it.
+struct Jwks {
+    url: String,
+    /// How long a read is used before it is read again.
+    ttl: Duration,
+    /// The shortest time between two reads.
+    min_refresh: Duration,
+    state: Mutex<JwksState>,
+}
+
 #[derive(Default)]
-struct JwksCache {
+struct JwksState {
     keys: Arc<Vec<Key>>,
     read_at: Option<Instant>,
     tried_at: Option<Instant>,
+    /// The read in flight, which anyone may join; true when it succeeded.
+    reading: Option<Shared<BoxFuture<'static, bool>>>,
+}
+
+impl Jwks {
+    /// The keys known now, and whether they are due for a new read.
+    fn known(&self) -> (Arc<Vec<Key>>, bool) {
+        let state = self.state.lock().expect("jwks lock");
+        let stale = state.read_at.is_none_or(|at| at.elapsed() >= self.ttl);
+        (state.keys.clone(), stale)
+    }
+
+    /// The read in flight, or a new one unless one was tried within the
+    /// minimum refresh interval (`None`: nothing to wait for). A new read
+    /// runs to its end in the background whether or not anyone waits.
+    fn read(self: &Arc<Self>) -> Option<Shared<BoxFuture<'static, bool>>> {
+        let mut state = self.state.lock().expect("jwks lock");
+        if let Some(reading) = &state.reading {
+            return Some(reading.clone());
+        }
+        if state
+            .tried_at
+            .is_some_and(|at| at.elapsed() < self.min_refresh)
+        {
+            return None;
+        }
+        state.tried_at = Some(Instant::now());
+        let jwks = self.clone();
+        let reading = async move {
+            let keys = fetch(&jwks.url).await;
+            let mut state = jwks.state.lock().expect("jwks lock");
+            state.reading = None;
+            match keys {
+                Some(keys) => {
+                    state.keys = Arc::new(keys);
+                    state.read_at = Some(Instant::now());
+                    true
+                }
+                None => false,
+            }
+        }
+        .boxed()
+        .shared();
+        state.reading = Some(reading.clone());
+        tokio::spawn(reading.clone().map(drop));
+        Some(reading)
+    }
 }
 
 /// The identity provider's token rules.
@@ -68,12 +122,12 @@ impl Identity {
     /// `KITH_JWT_PUBLIC_KEY_FILE`), if any.
     pub fn from_config(config: &Config) -> Option<Self> {
         let keys = if let Some(url) = &config.jwt_jwks_url {
-            Keys::Jwks {
+            Keys::Jwks(Arc::new(Jwks {
                 url: url.clone(),
+                ttl: Duration::from_secs(config.jwt_jwks_ttl_secs),
                 min_refresh: Duration::from_millis(config.jwt_jwks_min_refresh_ms),
-                cache: Mutex::default(),
-                reading: tokio::sync::Mutex::new(()),
-            }
+                state: Mutex::default(),
+            }))
         } else {
             let pem = config.jwt_public_key_pem.as_deref()?;
             Keys::Pem(pem_key(pem).expect("checked when the configuration was read"))
@@ -89,7 +143,7 @@ impl Identity {
     }
 
     /// Verifies `token` at `now` (unix seconds) and finds its user.
-    pub async fn verify(&self, app: &App, token: &str, now: i64) -> Result<UserId, TokenError> {
+    pub async fn verify(&self, app: &App, token: &str, now: i64) -> Result<Verified, TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::from_jwt(&e))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
             return Err(TokenError::Algorithm);
@@ -110,45 +164,50 @@ impl Identity {
         }
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &key.key, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
-        check_times(&data.claims, now, self.leeway)?;
+        let valid_until = check_times(&data.claims, now, self.leeway)?;
         let claim = data.claims.get(&self.user_claim);
         let value = match claim {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(serde_json::Value::Number(n)) => n.to_string(),
             _ => return Err(TokenError::Subject),
         };
-        match self.lookup {
-            UserLookup::Id => value.parse().map_err(|()| TokenError::Subject),
-            UserLookup::Handle => user_by_handle(app, &value).await,
-        }
+        let user = match self.lookup {
+            UserLookup::Id => value.parse().map_err(|()| TokenError::Subject)?,
+            UserLookup::Handle => user_by_handle(app, &value).await?,
+        };
+        Ok(Verified { user, valid_until })
     }
 
     /// The key that signed a token with `kid` and `alg`.
     async fn key_for(&self, kid: Option<&str>, alg: Algorithm) -> Result<Key, TokenError> {
-        let (jwks, cache) = match &self.keys {
+        let jwks = match &self.keys {
             Keys::Pem(key) if key.alg == alg => return Ok(key.clone()),
             Keys::Pem(_) => return Err(TokenError::Algorithm),
-            jwks @ Keys::Jwks { cache, .. } => (jwks, cache),
+            Keys::Jwks(jwks) => jwks,
         };
-        let fresh = {
-            let cache = cache.lock().expect("jwks lock");
-            cache.read_at.is_some_and(|at| at.elapsed() < JWKS_TTL)
-        };
-        if !fresh {
-            refresh(jwks).await;
+        let (mut keys, stale) = jwks.known();
+        if keys.is_empty() {
+            // Nothing known yet: wait for a read.
+            if let Some(read) = jwks.read() {
+                read.await;
+            }
+            keys = jwks.known().0;
+        } else if stale {
+            // Read again in the background; the known keys serve meanwhile.
+            jwks.read();
         }
-        if let Some(key) = find(&cache.lock().expect("jwks lock").keys, kid, alg) {
+        if let Some(key) = find(&keys, kid, alg) {
             return Ok(key);
         }
-        // An unknown key: perhaps a rotation — read again (rate-bounded).
+        // An unknown key: perhaps a rotation — wait for a read (rate-bounded).
         if kid.is_some()
-            && refresh(jwks).await
-            && let Some(key) = find(&cache.lock().expect("jwks lock").keys, kid, alg)
+            && let Some(read) = jwks.read()
+            && read.await
+            && let Some(key) = find(&jwks.known().0, kid, alg)
         {
             return Ok(key);
         }
-        let empty = cache.lock().expect("jwks lock").keys.is_empty();
-        Err(if empty {
+        Err(if jwks.known().0.is_empty() {
             TokenError::Keys
         } else {
             TokenError::Signature
@@ -156,27 +215,10 @@ impl Identity {
     }
 }
 
-/// Reads the JWKS again unless it was tried within its minimum refresh
-/// interval; true when it was read now.
-async fn refresh(jwks: &Keys) -> bool {
-    let Keys::Jwks {
-        url,
-        min_refresh,
-        cache,
-        reading,
-    } = jwks
-    else {
-        return false;
-    };
-    let _one_at_a_time = reading.lock().await;
-    {
-        let mut cache = cache.lock().expect("jwks lock");
-        if cache.tried_at.is_some_and(|at| at.elapsed() < *min_refresh) {
-            return false;
-        }
-        cache.tried_at = Some(Instant::now());
-    }
-    let url = url.clone();
+/// Reads the JWKS at `url`: its keys, or `None` (logged) when it could not
+/// be read or does not parse (the keys known stay in use).
+async fn fetch(url: &str) -> Option<Vec<Key>> {
+    let url = url.to_owned();
     let read = tokio::task::spawn_blocking(move || {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(FETCH_TIMEOUT))
@@ -195,24 +237,20 @@ async fn refresh(jwks: &Keys) -> bool {
         Ok(Ok(text)) => text,
         Ok(Err(error)) => {
             tracing::warn!(%error, "JWKS not read; keeping the keys known");
-            return false;
+            return None;
         }
         Err(error) => {
             tracing::warn!(%error, "JWKS read failed");
-            return false;
+            return None;
         }
     };
-    let keys = match parse_jwks(&text) {
-        Ok(keys) => keys,
+    match parse_jwks(&text) {
+        Ok(keys) => Some(keys),
         Err(error) => {
             tracing::warn!(%error, "JWKS does not parse; keeping the keys known");
-            return false;
+            None
         }
-    };
-    let mut cache = cache.lock().expect("jwks lock");
-    cache.keys = Arc::new(keys);
-    cache.read_at = Some(Instant::now());
-    true
+    }
 }
 
 fn find(keys: &[Key], kid: Option<&str>, alg: Algorithm) -> Option<Key> {

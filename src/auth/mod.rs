@@ -105,6 +105,12 @@ impl TokenKeys {
 
     /// Verifies an HS256 `token` at time `now` (unix seconds) and returns its subject.
     pub fn verify(&self, token: &str, now: i64) -> Result<UserId, TokenError> {
+        self.verify_until(token, now).map(|verified| verified.user)
+    }
+
+    /// Verifies an HS256 `token` at time `now` (unix seconds): its subject,
+    /// and until when it is valid.
+    pub fn verify_until(&self, token: &str, now: i64) -> Result<Verified, TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::from_jwt(&e))?;
         if header.alg != Algorithm::HS256 {
             return Err(TokenError::Algorithm);
@@ -118,14 +124,27 @@ impl TokenKeys {
         validation.validate_nbf = false;
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &self.decoding, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
-        check_times(&data.claims, now, self.leeway)?;
+        let valid_until = check_times(&data.claims, now, self.leeway)?;
         let sub = data.claims.get("sub").and_then(serde_json::Value::as_str);
-        sub.and_then(|s| s.parse().ok()).ok_or(TokenError::Subject)
+        let user = sub
+            .and_then(|s| s.parse().ok())
+            .ok_or(TokenError::Subject)?;
+        Ok(Verified { user, valid_until })
     }
 }
 
-/// `exp` (required) and `nbf` (if present) against `now`, with `leeway`.
-fn check_times(claims: &serde_json::Value, now: i64, leeway: u64) -> Result<(), TokenError> {
+/// A verified token: its user, and until when it may be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The user it names.
+    pub user: UserId,
+    /// Unix seconds from which it is refused: its `exp` plus the leeway.
+    pub valid_until: i64,
+}
+
+/// `exp` (required) and `nbf` (if present) against `now`, with `leeway`;
+/// returns the time (unix seconds) from which the token is refused.
+fn check_times(claims: &serde_json::Value, now: i64, leeway: u64) -> Result<i64, TokenError> {
     let leeway = i64::try_from(leeway).unwrap_or(i64::MAX);
     let exp = claims
         .get("exp")
@@ -140,22 +159,28 @@ fn check_times(claims: &serde_json::Value, now: i64, leeway: u64) -> Result<(), 
             return Err(TokenError::Expired);
         }
     }
-    Ok(())
+    Ok(exp.saturating_add(leeway))
 }
 
 /// Establishes who makes a request from its raw `Authorization` header:
 /// anonymous without one, the user of a valid token, or refused.
 pub async fn authenticate(app: &App, header: Option<&str>) -> Viewer {
+    authenticate_until(app, header).await.0
+}
+
+/// [`authenticate`], and until when (unix seconds) the token may be used:
+/// what a long-lived connection must check again.
+pub async fn authenticate_until(app: &App, header: Option<&str>) -> (Viewer, Option<i64>) {
     let Some(header) = header else {
-        return Viewer::Anonymous;
+        return (Viewer::Anonymous, None);
     };
     let token = match header.split_once(' ') {
         Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-        _ => return Viewer::Rejected(TokenError::Malformed),
+        _ => return (Viewer::Rejected(TokenError::Malformed), None),
     };
     let now = chrono::Utc::now().timestamp();
     let verified = match jsonwebtoken::decode_header(token).map(|h| h.alg) {
-        Ok(Algorithm::HS256) if app.config.jwt_hs256 => app.tokens.verify(token, now),
+        Ok(Algorithm::HS256) if app.config.jwt_hs256 => app.tokens.verify_until(token, now),
         Ok(_) if app.identity.is_some() => {
             let identity = app.identity.as_ref().expect("checked");
             identity.verify(app, token, now).await
@@ -164,8 +189,8 @@ pub async fn authenticate(app: &App, header: Option<&str>) -> Viewer {
         Err(e) => Err(TokenError::from_jwt(&e)),
     };
     match verified {
-        Ok(user) => Viewer::User(user),
-        Err(e) => Viewer::Rejected(e),
+        Ok(verified) => (Viewer::User(verified.user), Some(verified.valid_until)),
+        Err(e) => (Viewer::Rejected(e), None),
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! Members are user ids zero-padded to 19 digits, so members of equal score
 //! sort in Redis exactly as the ids sort in PostgreSQL. Beside each ZSet, a
-//! hash holds the edge version last applied per member (removals too) and a
-//! coverage marker says the list is cached and how much of it. Every update
+//! hash holds the edge version last applied per member (removals too: the
+//! tombstones, which outlive the list by [`TOMBSTONE_GRACE`] and survive its
+//! refills) and a coverage marker says the list is cached and how much of it. Every update
 //! is version-guarded and applies only to a list that is cached, so a stale or
 //! duplicate event changes nothing and no partial list is ever created.
 
@@ -36,6 +37,13 @@ pub fn read_scripts() -> [&'static redis::Script; 2] {
 
 /// How long a filler may take before its claim lapses.
 pub const FILL_LEASE: Duration = Duration::from_secs(10);
+
+/// How long a list's member versions outlive the list itself: a removed
+/// member's version is its tombstone, and an update delayed past the
+/// removal must meet it even if the list expired and was filled again
+/// meanwhile (a write path's update is sent right after its commit, and
+/// dropped with its request past `KITH_REQUEST_TIMEOUT_MS`).
+pub const TOMBSTONE_GRACE: Duration = Duration::from_secs(600);
 
 /// The ZSet member of a user: 19 digits, so lexicographic order is numeric order.
 pub fn member(user: UserId) -> String {
@@ -79,7 +87,8 @@ pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeSt
                 .arg(member(edge.other))
                 .arg(edge.version)
                 .arg(if edge.active { "1" } else { "0" })
-                .arg(edge.followed_at_ms),
+                .arg(edge.followed_at_ms)
+                .arg(TOMBSTONE_GRACE.as_millis() as u64),
         )
         .ignore();
     }
@@ -126,7 +135,8 @@ pub async fn begin_fills(
                 .key(&keys.list(*list)[..])
                 .arg(token)
                 .arg(FILL_LEASE.as_millis() as u64)
-                .arg(if rebuild { "1" } else { "0" }),
+                .arg(if rebuild { "1" } else { "0" })
+                .arg(TOMBSTONE_GRACE.as_millis() as u64),
         );
     }
     // Run twice only if Redis knew no script: then nothing was claimed.
@@ -169,7 +179,7 @@ pub async fn commit_fill(
         complete,
     };
     let mut committed = commit_fills(conn, keys, token, ttl, &[fill]).await?;
-    Ok(committed.pop().unwrap_or(false))
+    Ok(committed.pop().flatten().is_some())
 }
 
 /// One claimed list's rows, read after [`begin_fills`], newest first.
@@ -184,14 +194,16 @@ pub struct Fill<'a> {
 
 /// Merges each fill's entries and marks its coverage (the whole list when
 /// complete, else down to its last entry), in one round trip. Returns, per
-/// fill, false when its claim had lapsed (nothing written).
+/// fill, `None` when its claim had lapsed (nothing written), else the
+/// members the list holds that its entries did not name: added by updates
+/// applied during the fill, for the filler to check against the truth.
 pub async fn commit_fills(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     token: &str,
     ttl: Duration,
     fills: &[Fill<'_>],
-) -> redis::RedisResult<Vec<bool>> {
+) -> redis::RedisResult<Vec<Option<Vec<UserId>>>> {
     if fills.is_empty() {
         return Ok(Vec::new());
     }
@@ -205,7 +217,8 @@ pub async fn commit_fills(
         invocation
             .arg(token)
             .arg(ttl.as_millis() as u64)
-            .arg(coverage);
+            .arg(coverage)
+            .arg(TOMBSTONE_GRACE.as_millis() as u64);
         for entry in fill.entries {
             invocation
                 .arg(member(entry.user))
@@ -215,8 +228,21 @@ pub async fn commit_fills(
         pipe.invoke_script(&invocation);
     }
     // Run twice only if Redis knew no script: then nothing was committed.
-    let committed: Vec<i64> = super::query_with_scripts(conn, &pipe, &[&FILL_COMMIT]).await?;
-    Ok(committed.into_iter().map(|c| c == 1).collect())
+    let committed: Vec<redis::Value> =
+        super::query_with_scripts(conn, &pipe, &[&FILL_COMMIT]).await?;
+    Ok(committed
+        .iter()
+        .map(|reply| {
+            let reply: Vec<redis::Value> = redis::from_redis_value_ref(reply).ok()?;
+            let members = reply.get(1..).unwrap_or_default();
+            Some(
+                members
+                    .iter()
+                    .filter_map(|m| parse_member(&redis::from_redis_value_ref::<String>(m).ok()?))
+                    .collect(),
+            )
+        })
+        .collect())
 }
 
 /// Why a list cache could not serve a page.

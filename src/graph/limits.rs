@@ -1,9 +1,26 @@
-//! Limits on what one document may ask for, checked on the parsed document
-//! before async-graphql's own depth walk and validation, and long before any
-//! resolver runs — so a hostile
-//! request is refused without a single database statement. Complexity
-//! (page sizes times the cost of a row, offsets by the rows they skip) and
-//! depth are checked by async-graphql's validation right after.
+//! Limits on what one document may ask for, checked long before any
+//! resolver runs — so a hostile request is refused without a single
+//! database statement:
+//!
+//! - the query text's length (`KITH_MAX_QUERY_BYTES`), before it is parsed:
+//!   parsing takes far more memory and time than the text's size;
+//! - aliases, root fields, `offset`s, the number of fields once fragments
+//!   are spread, and depth (`KITH_MAX_QUERY_DEPTH`), on the parsed document;
+//! - complexity (page sizes times the cost of a row, offsets by the rows
+//!   they skip), by async-graphql's validation right after.
+//!
+//! An introspection query — every root field `__schema`, `__type` or
+//! `__typename`, no aliases — may nest deeper than other documents, up to
+//! [`INTROSPECTION_MAX_DEPTH`] levels, because the standard ones of
+//! graphql-js, GraphiQL and Apollo do (a type reference is unwrapped seven
+//! to nine `ofType`s deep). A document that is not an introspection query
+//! gets no exemption. What makes an introspection answer large is lists
+//! inside lists (`types { fields { type { fields … } } }`), so in any
+//! document the introspection lists nest at most
+//! [`INTROSPECTION_LIST_NESTING`] deep and are never aliased, nor is
+//! `__schema` (no other type of the schema has fields of their names).
+//! `KITH_INTROSPECTION=false` refuses introspection altogether
+//! (`INTROSPECTION_DISABLED`).
 
 use std::sync::Arc;
 
@@ -14,19 +31,42 @@ use async_graphql::{Name, Pos, Positioned, Request, ServerError, ServerResult, V
 
 use crate::config::Config;
 
-/// Parsed documents of recent requests that passed the limits, by query
+/// Parsed documents of recent requests that passed validation, by query
 /// text (clients send the same few texts over and over; parsing is a
 /// visible share of a request's CPU). One per process, in
 /// [`crate::app::App::documents`].
 pub type Documents = moka::sync::Cache<String, Arc<ExecutableDocument>>;
 
-/// An empty document cache, bounded by the query text it holds.
+/// An empty document cache, bounded by an estimate of the memory its parsed
+/// documents take (not by their text, which is far smaller).
 pub fn documents() -> Documents {
     moka::sync::Cache::builder()
         .max_capacity(DOCUMENT_CACHE_BYTES)
-        .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
+        .weigher(|query: &String, doc: &Arc<ExecutableDocument>| {
+            u32::try_from(query.len() + approx_bytes(doc)).unwrap_or(u32::MAX)
+        })
         .build()
 }
+
+/// Deepest an introspection query may nest (graphql-js 17 unwraps type
+/// references nine `ofType`s deep: 14 levels).
+pub const INTROSPECTION_MAX_DEPTH: usize = 24;
+
+/// Most list fields of the introspection types nested inside one another
+/// (`types { fields { args } }` is three).
+pub const INTROSPECTION_LIST_NESTING: usize = 3;
+
+/// The list fields of the introspection types.
+const INTROSPECTION_LISTS: [&str; 8] = [
+    "types",
+    "directives",
+    "fields",
+    "args",
+    "inputFields",
+    "interfaces",
+    "possibleTypes",
+    "enumValues",
+];
 
 /// The limits, from the configuration, and the process's parsed documents.
 #[derive(Clone)]
@@ -38,6 +78,12 @@ pub struct Limits {
     pub max_root_fields: usize,
     /// Deepest `offset` argument.
     pub max_offset: i32,
+    /// Deepest selection (introspection queries aside).
+    pub max_depth: usize,
+    /// Longest query text, bytes.
+    pub max_query_bytes: usize,
+    /// Whether introspection is answered.
+    pub introspection: bool,
 }
 
 impl Limits {
@@ -48,6 +94,9 @@ impl Limits {
             max_aliases: config.max_aliases,
             max_root_fields: config.max_root_fields,
             max_offset: config.max_offset,
+            max_depth: config.max_query_depth,
+            max_query_bytes: config.max_query_bytes,
+            introspection: config.introspection,
         }
     }
 
@@ -67,9 +116,26 @@ impl Limits {
         let mut aliases = 0;
         let mut first_alias = None;
         let mut visit = |field: &Positioned<Field>| -> ServerResult<()> {
+            let name = field.node.name.node.as_str();
             if field.node.alias.is_some() {
                 aliases += 1;
                 first_alias.get_or_insert(field.pos);
+                // An aliased introspection list (or a second whole
+                // `__schema`) multiplies the answer.
+                if name == "__schema" || INTROSPECTION_LISTS.contains(&name) {
+                    return Err(refuse(
+                        format!("`{name}` may not be aliased"),
+                        Some(field.pos),
+                    ));
+                }
+            }
+            if !self.introspection && matches!(name, "__schema" | "__type") {
+                let mut error = ServerError::new("introspection is disabled", Some(field.pos));
+                error
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .set("code", "INTROSPECTION_DISABLED");
+                return Err(error);
             }
             self.check_offset(field, &effective)
         };
@@ -108,6 +174,25 @@ impl Limits {
                     ),
                     Some(operation.pos),
                 ));
+            }
+            if size.list_nesting > INTROSPECTION_LIST_NESTING {
+                return Err(refuse(
+                    format!(
+                        "the operation nests more than {INTROSPECTION_LIST_NESTING} \
+                         introspection lists inside one another"
+                    ),
+                    Some(operation.pos),
+                ));
+            }
+            let introspection = size.meta_only && aliases == 0;
+            let max_depth = if introspection {
+                self.max_depth.max(INTROSPECTION_MAX_DEPTH)
+            } else {
+                self.max_depth
+            };
+            if size.depth > max_depth {
+                // async-graphql's words, which clients have seen for years.
+                return Err(refuse("Query is nested too deep.".to_owned(), None));
             }
         }
         Ok(())
@@ -178,12 +263,29 @@ fn walk(
 /// a core busy for minutes before any limit applies.
 pub const MAX_EXPANDED_FIELDS: usize = 10_000;
 
-/// The size of a selection once spread: every field (at any depth) and the
-/// fields at its own level.
-#[derive(Clone, Copy, Default)]
+/// The size of a selection once spread: every field (at any depth), the
+/// fields at its own level, how deep it nests (fields inside fields, as
+/// async-graphql counts depth), how many introspection list fields nest in
+/// it, and whether every field at its own level is an introspection field.
+#[derive(Clone, Copy)]
 struct Size {
     fields: usize,
     roots: usize,
+    depth: usize,
+    list_nesting: usize,
+    meta_only: bool,
+}
+
+impl Default for Size {
+    fn default() -> Self {
+        Self {
+            fields: 0,
+            roots: 0,
+            depth: 0,
+            list_nesting: 0,
+            meta_only: true,
+        }
+    }
 }
 
 /// Sizes of selection sets, each fragment's computed once (memoized), so
@@ -205,15 +307,26 @@ impl<'a> Sizes<'a> {
         let mut total = Size::default();
         for item in &set.items {
             let size = match &item.node {
-                Selection::Field(field) => Size {
-                    fields: 1 + self.of(&field.node.selection_set.node).fields,
-                    roots: 1,
-                },
+                Selection::Field(field) => {
+                    let inner = self.of(&field.node.selection_set.node);
+                    let name = field.node.name.node.as_str();
+                    let list = usize::from(INTROSPECTION_LISTS.contains(&name));
+                    Size {
+                        fields: 1 + inner.fields,
+                        roots: 1,
+                        depth: 1 + inner.depth,
+                        list_nesting: list + inner.list_nesting,
+                        meta_only: matches!(name, "__schema" | "__type" | "__typename"),
+                    }
+                }
                 Selection::InlineFragment(f) => self.of(&f.node.selection_set.node),
                 Selection::FragmentSpread(spread) => self.fragment(&spread.node.fragment_name.node),
             };
             total.fields = total.fields.saturating_add(size.fields);
             total.roots = total.roots.saturating_add(size.roots);
+            total.depth = total.depth.max(size.depth);
+            total.list_nesting = total.list_nesting.max(size.list_nesting);
+            total.meta_only &= size.meta_only;
         }
         total
     }
@@ -235,49 +348,142 @@ impl<'a> Sizes<'a> {
     }
 }
 
-/// Query text the document cache may hold, in bytes (parsed documents take
-/// a small multiple of their text).
-const DOCUMENT_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+/// Memory the document cache may hold, in bytes (estimated).
+const DOCUMENT_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Longest query text the document cache keeps.
 const MAX_CACHED_QUERY_BYTES: usize = 16 * 1024;
 
 impl Limits {
-    /// Admits `request`: its document — from the process's cache when its
-    /// text was seen before, else parsed now — must fit the limits. The
-    /// document is handed to the executor parsed, so async-graphql does not
-    /// parse it again. Done outside async-graphql's extension hooks: any
-    /// extension sends every field of every request down the executor's
-    /// slow path (a `ResolveInfo` and an extension chain per field).
+    /// Refuses a text longer than `KITH_MAX_QUERY_BYTES`, unparsed.
+    fn check_length(&self, query: &str) -> ServerResult<()> {
+        if query.len() > self.max_query_bytes {
+            return Err(refuse(
+                format!(
+                    "the query text is {} bytes; at most {} are allowed",
+                    query.len(),
+                    self.max_query_bytes
+                ),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Admits `request`: its document must fit the limits. The document is
+    /// handed to the executor parsed, so async-graphql does not parse it
+    /// again. Done outside async-graphql's extension hooks: any extension
+    /// sends every field of every request down the executor's slow path (a
+    /// `ResolveInfo` and an extension chain per field).
     pub fn admit(&self, request: &mut Request) -> ServerResult<Admitted> {
+        self.check_length(&request.query)?;
         let (doc, cached) = match self.documents.get(&request.query) {
-            Some(doc) => (doc, true),
-            None => (
-                Arc::new(async_graphql::parser::parse_query(&request.query)?),
-                false,
-            ),
+            Some(doc) => {
+                request.set_parsed_query(ExecutableDocument::clone(&doc));
+                (doc, true)
+            }
+            // Parsed now, or already by [`Self::operation_type`].
+            None => (Arc::new(request.parsed_query()?.clone()), false),
         };
         self.check(&doc, &request.variables)?;
-        // Only documents that passed, and only ordinary-sized ones: the cache
-        // is for the few texts clients send again and again, not for every
-        // text a client can make up.
+        let mut admitted = Admitted::of(&doc, request.operation_name.as_deref());
+        // Kept for the cache once the executor has validated it (only
+        // ordinary-sized texts: the cache is for the few texts clients send
+        // again and again, not for every text a client can make up).
         if !cached && request.query.len() <= MAX_CACHED_QUERY_BYTES {
-            self.documents.insert(request.query.clone(), doc.clone());
+            admitted.parsed = Some((request.query.clone(), doc));
         }
-        let admitted = Admitted::of(&doc, request.operation_name.as_deref());
-        request.set_parsed_query(ExecutableDocument::clone(&doc));
         Ok(admitted)
+    }
+
+    /// The type of the operation `request` selects: its document from the
+    /// cache, or parsed now and left in the request, so that
+    /// [`Self::admit`] does not parse it again.
+    pub fn operation_type(&self, request: &mut Request) -> ServerResult<Option<OperationType>> {
+        self.check_length(&request.query)?;
+        let name = request.operation_name.clone();
+        let admitted = match self.documents.get(&request.query) {
+            Some(doc) => Admitted::of(&doc, name.as_deref()),
+            None => Admitted::of(request.parsed_query()?, name.as_deref()),
+        };
+        Ok(admitted.ty)
+    }
+
+    /// Keeps the parsed document of a request the executor ran (it passed
+    /// validation), so the same text is not parsed again.
+    pub fn remember(&self, admitted: &mut Admitted) {
+        if let Some((query, doc)) = admitted.parsed.take() {
+            self.documents.insert(query, doc);
+        }
     }
 }
 
+/// An estimate of the memory a parsed document takes: every selection,
+/// argument and directive is a node of about [`NODE_BYTES`], besides the
+/// names and values they carry.
+fn approx_bytes(doc: &ExecutableDocument) -> usize {
+    fn set(selections: &SelectionSet) -> usize {
+        selections
+            .items
+            .iter()
+            .map(|item| {
+                NODE_BYTES
+                    + match &item.node {
+                        Selection::Field(field) => {
+                            let f = &field.node;
+                            f.name.node.len()
+                                + f.alias.as_ref().map_or(0, |a| a.node.len())
+                                + f.arguments
+                                    .iter()
+                                    .map(|(name, value)| {
+                                        NODE_BYTES + name.node.len() + value.node.to_string().len()
+                                    })
+                                    .sum::<usize>()
+                                + f.directives.len() * NODE_BYTES
+                                + set(&f.selection_set.node)
+                        }
+                        Selection::InlineFragment(f) => {
+                            f.node.directives.len() * NODE_BYTES + set(&f.node.selection_set.node)
+                        }
+                        Selection::FragmentSpread(s) => {
+                            s.node.fragment_name.node.len() + s.node.directives.len() * NODE_BYTES
+                        }
+                    }
+            })
+            .sum()
+    }
+    let operations: usize = doc
+        .operations
+        .iter()
+        .map(|(_, op)| {
+            NODE_BYTES
+                + op.node.variable_definitions.len() * NODE_BYTES
+                + set(&op.node.selection_set.node)
+        })
+        .sum();
+    let fragments: usize = doc
+        .fragments
+        .values()
+        .map(|f| NODE_BYTES + set(&f.node.selection_set.node))
+        .sum();
+    operations + fragments
+}
+
+/// Memory of one node of a parsed document, with its share of the vector
+/// holding it (measured: a field with no arguments takes about this much).
+const NODE_BYTES: usize = 256;
+
 /// What an admitted document's selected operation is.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Admitted {
     /// Its name (also the one operation of a document that names it).
     pub operation: Option<String>,
     /// Its type, `None` when the document has no such operation (the
     /// executor refuses it).
     pub ty: Option<OperationType>,
+    /// A text parsed for this request, with its document: what
+    /// [`Limits::remember`] keeps once the executor has validated it.
+    parsed: Option<(String, Arc<ExecutableDocument>)>,
 }
 
 impl Admitted {
@@ -297,6 +503,7 @@ impl Admitted {
             Some((operation, op)) => Self {
                 operation,
                 ty: Some(op.node.ty),
+                parsed: None,
             },
             None => Self::default(),
         }

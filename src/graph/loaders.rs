@@ -19,7 +19,6 @@ use crate::read::batch::{self, Answer, Read};
 use crate::read::intersect;
 use crate::store::following::PairState;
 use crate::store::lists::{Page, PageRequest};
-use crate::store::users;
 
 /// A loader's failure, shared by every key of its batch.
 pub type LoadError = Arc<ApiError>;
@@ -32,24 +31,9 @@ impl Loader<UserId> for UserLoader {
     type Error = LoadError;
 
     async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, User>, Self::Error> {
-        let cache = &self.0.users;
-        let mut found = Vec::with_capacity(keys.len());
-        let mut missing = Vec::new();
-        for id in keys {
-            match cache.get(*id) {
-                Some(user) => found.push(user),
-                None => missing.push(*id),
-            }
-        }
-        if !missing.is_empty() {
-            let seen = cache.generation();
-            let mut conn = self.0.pg.get().await.map_err(|e| Arc::new(e.into()))?;
-            let read = users::find_many(&mut conn, &missing)
-                .await
-                .map_err(|e| Arc::new(e.into()))?;
-            cache.insert(seen, &read);
-            found.extend(read);
-        }
+        let found = crate::read::users::by_ids(&self.0, keys)
+            .await
+            .map_err(Arc::new)?;
         Ok(found.into_iter().map(|u| (u.id, u)).collect())
     }
 }
@@ -138,6 +122,9 @@ impl Loader<(UserId, UserId)> for KnownCountLoader {
 /// The loaders of one request; each caches what it loaded for that request only.
 pub struct Loaders {
     app: Arc<App>,
+    /// False for a subscription's loaders: they remember nothing, not even
+    /// which users they saw (a subscription may live for days).
+    remember: bool,
     seen_ids: Mutex<HashSet<UserId>>,
     seen_handles: Mutex<HashSet<String>>,
     users: DataLoader<UserLoader, HashMapCache>,
@@ -152,6 +139,7 @@ impl Loaders {
         let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
         Self {
             app: app.clone(),
+            remember: true,
             seen_ids: Mutex::default(),
             seen_handles: Mutex::default(),
             users: batched(UserLoader(app.clone()), delay),
@@ -164,12 +152,20 @@ impl Loaders {
     /// Loaders that batch but remember nothing: for a subscription, whose
     /// events must each read what is current.
     pub fn uncached(app: &Arc<App>) -> Self {
-        let loaders = Self::new(app);
+        let mut loaders = Self::new(app);
+        loaders.remember = false;
         loaders.users.enable_all_cache(false);
         loaders.handles.enable_all_cache(false);
         loaders.reads.enable_all_cache(false);
         loaders.known_counts.enable_all_cache(false);
         loaders
+    }
+
+    /// How many users and handles these loaders remember having seen (for
+    /// tests: a subscription's loaders remember none).
+    pub fn remembered(&self) -> usize {
+        self.seen_ids.lock().expect("seen lock").len()
+            + self.seen_handles.lock().expect("seen lock").len()
     }
 
     /// The user `id`, unless unknown or deleted.
@@ -185,7 +181,10 @@ impl Loaders {
     /// drops or replaces it meanwhile (a page that showed a user never loses
     /// it to a deletion committed while the page resolves).
     pub async fn users(&self, ids: &[UserId]) -> Result<HashMap<UserId, User>, LoadError> {
-        let fresh: Vec<(UserId, User)> = {
+        // Without a cache, the loader reads the process cache itself.
+        let fresh: Vec<(UserId, User)> = if !self.remember {
+            Vec::new()
+        } else {
             let mut seen = self.seen_ids.lock().expect("seen lock");
             ids.iter()
                 .filter(|id| seen.insert(**id))
@@ -203,11 +202,12 @@ impl Loaders {
     /// The user with this handle, unless unknown or deleted (fed from the
     /// process cache the same way as [`Self::users`]).
     pub async fn user_by_handle(&self, handle: String) -> Result<Option<User>, LoadError> {
-        let fresh = self
-            .seen_handles
-            .lock()
-            .expect("seen lock")
-            .insert(handle.clone());
+        let fresh = self.remember
+            && self
+                .seen_handles
+                .lock()
+                .expect("seen lock")
+                .insert(handle.clone());
         if fresh && let Some(user) = self.app.users.get_by_handle(&handle) {
             self.handles.feed_one(handle.clone(), user).await;
         }

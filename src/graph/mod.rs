@@ -11,6 +11,7 @@ pub mod mutation;
 pub mod node;
 pub mod persisted;
 pub mod relation;
+pub mod stream;
 pub mod subscription;
 pub mod user;
 
@@ -18,11 +19,9 @@ use std::sync::Arc;
 
 use async_graphql::parser::types::OperationType;
 use async_graphql::{
-    Context, Data, ErrorExtensions as _, MergedObject, MergedSubscription, Request, Response,
-    Schema, SchemaBuilder,
+    Context, ErrorExtensions as _, MergedObject, MergedSubscription, Request, Response, Schema,
+    SchemaBuilder,
 };
-use futures_util::StreamExt as _;
-use futures_util::stream::BoxStream;
 
 use crate::app::App;
 use crate::auth::Viewer;
@@ -52,8 +51,8 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
 
 /// The schema, serving `app`. Run requests through [`execute`].
 pub fn schema(app: Arc<App>) -> KithSchema {
+    // Depth is limited by `limits`, where introspection has its own bound.
     builder()
-        .limit_depth(app.config.max_query_depth)
         .limit_complexity(app.config.max_query_complexity)
         .data(cursor::CursorKeys::new(&app.config.jwt_secret))
         .data(app)
@@ -88,7 +87,8 @@ pub async fn run(schema: &KithSchema, app: &Arc<App>, request: Request, viewer: 
 }
 
 /// [`run`] for a request whose persisted query the caller resolved already
-/// (the GET path, which needs the text to refuse mutations; the WebSocket).
+/// (the GET path, which needs the text to refuse mutations; the WebSocket,
+/// [`stream`]).
 pub async fn run_resolved(
     schema: &KithSchema,
     app: &Arc<App>,
@@ -106,6 +106,10 @@ async fn run_with(
     resolve: bool,
 ) -> Outcome {
     let clock = std::time::Instant::now();
+    let source = match viewer {
+        Viewer::User(user) => crate::metrics::NameSource::User(user),
+        Viewer::Anonymous | Viewer::Rejected(_) => crate::metrics::NameSource::Anonymous,
+    };
     let outcome = run_timed(schema, app, request, viewer, resolve).await;
     let code = outcome
         .response
@@ -119,6 +123,7 @@ async fn run_with(
     };
     app.metrics.observe_request(
         outcome.operation.as_deref(),
+        source,
         outcome.executed,
         &code,
         clock.elapsed(),
@@ -155,8 +160,8 @@ async fn run_timed(
             operation: None,
         };
     }
-    let admitted = match limits::Limits::new(&app.config, app.documents.clone()).admit(&mut request)
-    {
+    let limits = limits::Limits::new(&app.config, app.documents.clone());
+    let mut admitted = match limits.admit(&mut request) {
         Ok(admitted) => admitted,
         Err(refused) => {
             return Ran {
@@ -171,6 +176,9 @@ async fn run_timed(
     let (response, executed) = match tokio::time::timeout(deadline, schema.execute(request)).await {
         Ok(response) => {
             let executed = executed(&response, &admitted);
+            if executed {
+                limits.remember(&mut admitted);
+            }
             (response, executed)
         }
         Err(_) => {
@@ -208,7 +216,7 @@ fn executed(response: &Response, admitted: &limits::Admitted) -> bool {
 const SUBSCRIPTION_NOT_HERE: &str = "Subscriptions are not supported on this transport.";
 
 /// The answer to a request refused by [`persisted::PersistedQueries`].
-fn persisted_refusal(refused: &persisted::PersistedError) -> Response {
+pub(crate) fn persisted_refusal(refused: &persisted::PersistedError) -> Response {
     let mut error = async_graphql::ServerError::new(refused.to_string(), None);
     let mut extensions = async_graphql::ErrorExtensionValues::default();
     extensions.set("code", refused.code());
@@ -219,7 +227,7 @@ fn persisted_refusal(refused: &persisted::PersistedError) -> Response {
 /// Gives every error without a code `INVALID_INPUT`: the resolvers' errors
 /// carry their code already; what remains are parse, validation, depth and
 /// complexity errors — the client's query is at fault.
-fn with_codes(mut response: Response) -> Response {
+pub(crate) fn with_codes(mut response: Response) -> Response {
     for error in &mut response.errors {
         let extensions = error.extensions.get_or_insert_with(Default::default);
         if extensions.get("code").is_none() {
@@ -230,94 +238,20 @@ fn with_codes(mut response: Response) -> Response {
 }
 
 /// True when the operation `request` selects is of type `ty` (false when the
-/// document does not parse: the executor reports that). A text seen before
-/// is not parsed again (the process's document cache).
-pub fn operation_is(app: &App, request: &Request, ty: OperationType) -> bool {
-    let doc = match app.documents.get(&request.query) {
-        Some(doc) => doc,
-        None => match async_graphql::parser::parse_query(&request.query) {
-            Ok(doc) => Arc::new(doc),
-            Err(_) => return false,
-        },
-    };
-    limits::Admitted::of(&doc, request.operation_name.as_deref()).ty == Some(ty)
+/// document is too long or does not parse: the limits and the executor
+/// report that). A text seen before is not parsed again (the process's
+/// document cache); one parsed now stays in the request for its run.
+pub fn operation_is(app: &App, request: &mut Request, ty: OperationType) -> bool {
+    let limits = limits::Limits::new(&app.config, app.documents.clone());
+    limits.operation_type(request).ok().flatten() == Some(ty)
 }
 
-/// Runs what arrives over one WebSocket connection. Subscriptions run with
-/// the connection's data (its viewer and limits) as session data; a
-/// subscription lives long, so its loaders cache nothing — every event
-/// reads what is current. Queries and mutations sent the same way run as
-/// over HTTP ([`run`]: fresh loaders, `KITH_REQUEST_TIMEOUT_MS`) as the
-/// connection's viewer.
-#[derive(Clone)]
-pub struct StreamExecutor {
-    schema: KithSchema,
-    app: Arc<App>,
-    viewer: Arc<std::sync::OnceLock<Viewer>>,
-}
-
-impl StreamExecutor {
-    /// An executor of `schema` serving `app`, for one connection.
-    pub fn new(schema: KithSchema, app: Arc<App>) -> Self {
-        Self {
-            schema,
-            app,
-            viewer: Arc::default(),
-        }
-    }
-
-    /// Records the viewer the connection authenticated as.
-    pub fn admit(&self, viewer: Viewer) {
-        let _ = self.viewer.set(viewer);
-    }
-
-    /// True once the connection has authenticated.
-    pub fn admitted(&self) -> bool {
-        self.viewer.get().is_some()
-    }
-}
-
-impl async_graphql::Executor for StreamExecutor {
-    async fn execute(&self, request: Request) -> Response {
-        // Reached from `execute_stream` only, which resolved the request.
-        let viewer = self.viewer.get().copied().unwrap_or(Viewer::Anonymous);
-        run_resolved(&self.schema, &self.app, request, viewer)
-            .await
-            .response
-    }
-
-    fn execute_stream(
-        &self,
-        mut request: Request,
-        session_data: Option<Arc<Data>>,
-    ) -> BoxStream<'static, Response> {
-        if let Err(refused) = self.app.persisted.resolve(&mut request) {
-            return futures_util::stream::once(std::future::ready(persisted_refusal(&refused)))
-                .boxed();
-        }
-        if !operation_is(&self.app, &request, OperationType::Subscription) {
-            let executor = self.clone();
-            return futures_util::stream::once(async move {
-                async_graphql::Executor::execute(&executor, request).await
-            })
-            .boxed();
-        }
-        let limits = limits::Limits::new(&self.app.config, self.app.documents.clone());
-        if let Err(refused) = limits.admit(&mut request) {
-            let refusal = with_codes(Response::from_errors(vec![refused]));
-            return futures_util::stream::once(std::future::ready(refusal)).boxed();
-        }
-        let request = request.data(loaders::Loaders::uncached(&self.app));
-        self.schema
-            .execute_stream_with_session_data(request, session_data.unwrap_or_default())
-            .map(with_codes)
-            .boxed()
-    }
-}
-
-/// The schema in SDL, as committed in `schema.graphql`.
+/// The schema in SDL, as committed in `schema.graphql` — with the
+/// `@specifiedBy` of custom scalars, as introspection reports them.
 pub fn sdl() -> String {
-    builder().finish().sdl()
+    builder()
+        .finish()
+        .sdl_with_options(async_graphql::SDLExportOptions::new().include_specified_by())
 }
 
 /// The application state of the running schema.

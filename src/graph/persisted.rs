@@ -67,6 +67,8 @@ pub struct PersistedQueries {
     manifest: Arc<HashMap<String, Arc<str>>>,
     /// Only the manifest's operations run.
     only: bool,
+    /// Longest text learnt (`KITH_MAX_QUERY_BYTES`: a longer one is refused anyway).
+    max_text: usize,
 }
 
 impl PersistedQueries {
@@ -83,7 +85,26 @@ impl PersistedQueries {
             }),
             manifest: config.persisted_manifest.clone(),
             only: config.persisted_only,
+            max_text: config.max_query_bytes,
         }
+    }
+
+    /// The names of the manifest's operations.
+    pub fn operation_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .manifest
+            .values()
+            .filter_map(|text| async_graphql::parser::parse_query(text).ok())
+            .flat_map(|doc| {
+                doc.operations
+                    .iter()
+                    .filter_map(|(name, _)| name.map(|n| n.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Gives `request` its query text from the persisted queries it names,
@@ -123,6 +144,7 @@ impl PersistedQueries {
                 return Err(PersistedError::NotInList);
             }
         } else if !self.manifest.contains_key(&hash)
+            && request.query.len() <= self.max_text
             && let Some(cache) = &self.learnt
         {
             cache.insert(hash, Arc::from(request.query.as_str()));

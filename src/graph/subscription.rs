@@ -3,7 +3,8 @@
 //!
 //! Every field needs a signed-in viewer — the token of the connection's
 //! `connection_init` payload — and takes one of the connection's
-//! subscription slots. Updates come from the projectors' batches
+//! subscription slots. `userCountersChanged` is public (counters are);
+//! `followerEvents` is the account owner's alone. Updates come from the projectors' batches
 //! ([`crate::live`]) and are sent after the change is visible to a query on
 //! the same replica.
 
@@ -172,15 +173,24 @@ impl LiveSubscription {
         ))
     }
 
-    /// Follows and unfollows of the user, as the projector applies them.
-    /// A subscription that falls far behind gets an `UNAVAILABLE` error and
-    /// ends: re-query the list, then subscribe again.
+    /// Follows and unfollows of the signed-in user's own account, as the
+    /// projector applies them (`FORBIDDEN` for anyone else's: they tell when
+    /// and how often someone followed and unfollowed). A subscription that
+    /// falls far behind gets an `UNAVAILABLE` error and ends: re-query the
+    /// list, then subscribe again.
     async fn follower_events(
         &self,
         ctx: &Context<'_>,
         user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FollowerEvent>> + use<>>
     {
+        let me = viewer(ctx).require().gql()?;
+        if ids::decode_user(&user_id).gql()? != me {
+            return Err(ApiError::Forbidden(
+                "follower events are for the account's owner only",
+            ))
+            .gql();
+        }
         let (app, user, slot) = start(ctx, &user_id).await?;
         let state = EventsState {
             receiver: app.live.subscribe(user),

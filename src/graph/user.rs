@@ -86,7 +86,8 @@ impl UserNode {
         connection::resolve(ctx, ListKey::Followers(self.0.id), args).await
     }
 
-    /// Users both this user and `with` follow, newest first by the more
+    /// Users both this user and `with` follow (none when `with` is unknown
+    /// or deleted), newest first by the more
     /// recent of the two follow times (each edge's `followedAt`). Computed by
     /// walking the smaller of the two following lists and probing the other;
     /// `totalCount` is exact while that list has at most
@@ -104,6 +105,11 @@ impl UserNode {
         before: Option<String>,
     ) -> async_graphql::Result<FollowConnection> {
         let other = ids::decode_user(&with).gql()?;
+        // Nothing is shared with a user that does not exist (or is deleted),
+        // and nothing is read for one.
+        if load_visible(ctx, other).await?.is_none() {
+            return Ok(connection::empty());
+        }
         let args = PageArgs {
             first,
             after,
@@ -143,14 +149,18 @@ impl UserNode {
         connection::resolve_shared(ctx, shared, args).await
     }
 
-    /// How this user relates to `other` (read from the truth, both directions).
+    /// How this user relates to `other` (read from the truth, both
+    /// directions); null when `other` is unknown or deleted.
     async fn relation_to(
         &self,
         ctx: &Context<'_>,
         other: ID,
-    ) -> async_graphql::Result<Relationship> {
+    ) -> async_graphql::Result<Option<Relationship>> {
         let other = ids::decode_user(&other).gql()?;
-        relation(ctx, self.0.id, other).await
+        if load_visible(ctx, other).await?.is_none() {
+            return Ok(None);
+        }
+        relation(ctx, self.0.id, other).await.map(Some)
     }
 
     /// How the signed-in viewer relates to this user; null when anonymous.

@@ -1,6 +1,6 @@
 //! The HTTP transport: GraphQL over HTTP (POST and GET, as the
-//! GraphQL-over-HTTP spec has it), GraphiQL for browsers, CORS, health,
-//! readiness and metrics.
+//! GraphQL-over-HTTP spec has it), GraphiQL for browsers, CORS, health and
+//! readiness; metrics on a listener of their own ([`serve_metrics`]).
 //!
 //! - `POST /graphql` takes `application/json` only (`415` otherwise: a form
 //!   or `text/plain` POST skips the browser's CORS preflight), at most
@@ -11,7 +11,8 @@
 //! - `GET /graphql` with a WebSocket upgrade speaks `graphql-transport-ws`
 //!   (the protocol of `graphql-ws` and Apollo Client; the older
 //!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
-//!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`).
+//!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`);
+//!   the connection ends with it ([`websocket`]).
 //! - W3C `traceparent` is honoured: its trace id tags the request's logs
 //!   and comes back in the answer's `traceparent` (a new one when absent);
 //!   built with the `otlp` feature, spans are exported over OTLP as well.
@@ -24,13 +25,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::parser::types::OperationType;
-use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequestParts as _, Path, Query, Request, State, WebSocketUpgrade};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Json, Response};
@@ -41,6 +40,11 @@ use serde_json::{Value, json};
 use crate::app::App;
 use crate::auth::{TokenError, Viewer};
 use crate::graph::{self, KithSchema};
+
+mod metrics;
+mod websocket;
+
+pub use metrics::{metrics_router, sample_backlog, serve_metrics};
 
 #[derive(Clone)]
 struct HttpState {
@@ -57,7 +61,6 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/graphiql/{name}", get(graphiql_asset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), cors))
         .layer(middleware::from_fn(trace_context))
         .with_state(state)
@@ -217,89 +220,10 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if upgrade {
-        return websocket(state, parts).await;
+        return websocket::upgrade(state.app, state.schema, parts).await;
     }
     let query = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri);
     graphql_query_get(state, parts.headers, query).await
-}
-
-/// A WebSocket for subscriptions: the connection is accepted once its
-/// `connection_init` carries a valid bearer token and its user has a free
-/// connection (`KITH_MAX_LIVE_CONNECTIONS_PER_USER`); otherwise it is closed
-/// with the reason.
-async fn websocket(state: HttpState, mut parts: axum::http::request::Parts) -> Response {
-    let protocol = match GraphQLProtocol::from_request_parts(&mut parts, &()).await {
-        Ok(protocol) => protocol,
-        Err(status) => {
-            return (
-                status,
-                "ask for the graphql-transport-ws subprotocol (Sec-WebSocket-Protocol)",
-            )
-                .into_response();
-        }
-    };
-    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let executor = graph::StreamExecutor::new(state.schema.clone(), state.app.clone());
-    let app = state.app;
-    let max_message = app.config.max_body_bytes;
-    let init_deadline = Duration::from_millis(app.config.ws_init_timeout_ms);
-    upgrade
-        .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .max_message_size(max_message)
-        .max_frame_size(max_message)
-        .on_upgrade(move |stream| async move {
-            let (admit, watch) = (executor.clone(), executor.clone());
-            let serve = GraphQLWebSocket::new(stream, executor, protocol)
-                .on_connection_init(move |payload| connection_init(app, admit, payload))
-                .serve();
-            tokio::pin!(serve);
-            // A connection that has not authenticated in time is dropped.
-            tokio::select! {
-                () = &mut serve => {}
-                () = tokio::time::sleep(init_deadline) => {
-                    if watch.admitted() {
-                        serve.await;
-                    }
-                }
-            }
-        })
-}
-
-/// Admits a WebSocket connection: its viewer and its share of the limits
-/// become the data of everything it runs.
-async fn connection_init(
-    app: Arc<App>,
-    executor: graph::StreamExecutor,
-    payload: Value,
-) -> async_graphql::Result<async_graphql::Data> {
-    let authorization = ["authorization", "Authorization"]
-        .iter()
-        .find_map(|key| payload.get(*key).and_then(Value::as_str).map(str::to_owned))
-        .or_else(|| {
-            payload
-                .get("token")
-                .and_then(Value::as_str)
-                .map(|token| format!("Bearer {token}"))
-        });
-    let viewer = crate::auth::authenticate(&app, authorization.as_deref()).await;
-    let user = viewer
-        .require()
-        .map_err(|e| async_graphql::Error::new(e.to_string()))?;
-    let place = app
-        .live
-        .connect(user, app.config.max_live_connections_per_user)
-        .map_err(|e| async_graphql::Error::new(e.to_string()))?;
-    executor.admit(viewer);
-    let mut data = async_graphql::Data::default();
-    data.insert(viewer);
-    data.insert(graph::subscription::LiveConnection::new(
-        place,
-        app.config.max_subscriptions_per_connection,
-    ));
-    Ok(data)
 }
 
 async fn graphql_query_get(
@@ -348,7 +272,7 @@ async fn graphql_query_get(
         if let Err(refused) = state.app.persisted.resolve(&mut request) {
             return Err(Refusal::persisted(&refused));
         }
-        if graph::operation_is(&state.app, &request, OperationType::Mutation) {
+        if graph::operation_is(&state.app, &mut request, OperationType::Mutation) {
             return Err(Refusal {
                 allow: Some("POST"),
                 ..Refusal::new(
@@ -739,34 +663,6 @@ async fn readyz(State(state): State<HttpState>) -> impl IntoResponse {
             "redis": word(redis_ok),
             "live": live,
         })),
-    )
-}
-
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let app = &state.app;
-    let backlog = async {
-        let mut conn = app.pg.get().await.ok()?;
-        crate::store::outbox::backlog(&mut conn).await.ok()
-    };
-    let backlog = tokio::time::timeout(Duration::from_secs(2), backlog)
-        .await
-        .ok()
-        .flatten();
-    let (postgres_statements, read_redis_round_trips) = app.round_trips.snapshot();
-    let scrape = crate::metrics::Scrape {
-        backlog,
-        postgres_statements,
-        read_redis_round_trips,
-        postgres_pool: app.pg.state().into(),
-        redis_pool: app.redis.state().into(),
-        fills_in_flight: app.fills_in_flight.lock().expect("fills lock").len(),
-    };
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        app.metrics.render(&scrape),
     )
 }
 

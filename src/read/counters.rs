@@ -46,5 +46,10 @@ async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<()
     app.round_trips.redis();
     cache::write_through(&mut *redis, &app.keys, records, &[])
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            if cache::out_of_memory(&e) {
+                app.metrics.redis_oom("counter_record");
+            }
+            e.to_string()
+        })
 }

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::cache::ListKey;
-use crate::cache::lists::{self, Fill, FillClaim, ListEntry, PageMiss};
+use crate::cache::lists::{self, EdgeState, Fill, FillClaim, ListEntry, PageMiss};
 use crate::error::ApiError;
-use crate::model::UserId;
+use crate::model::{UserId, UserStatus};
 use crate::store::lists::{self as store_lists, Page, PageRequest};
 
 /// Where a page came from (for tests and metrics).
@@ -162,8 +162,12 @@ const FILLS_PER_TASK: usize = 64;
 /// Starts filling `lists` in the background, together (two statements and
 /// two Redis round trips for all of them), leaving out the ones this process
 /// is filling already — unless as many fills as `KITH_MAX_CONCURRENT_FILLS`
-/// allows run already (the reads are served from PostgreSQL either way; a
-/// later read fills the lists).
+/// allows run already, or this process has filled its
+/// `KITH_MAX_FILLS_PER_SEC` lists this second (the reads are served from
+/// PostgreSQL either way; a later read fills the lists). Reads name lists
+/// of any id a client makes up: only lists of active users are filled
+/// ([`fill_many`]), and the budget bounds how fast the keys of real ones
+/// can be created, whoever asks.
 pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
     if lists.is_empty() {
         return;
@@ -184,7 +188,20 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
     let app = app.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        if let Err(error) = fill_many(&app, &lists, false).await {
+        let filled = async {
+            let mut active = of_active_users(&app, &lists).await?;
+            let granted = app.fill_budget.take(active.len());
+            if granted < active.len() {
+                app.metrics
+                    .list_fills_skipped("budget", active.len() - granted);
+                active.truncate(granted);
+            }
+            fill_many(&app, &active, false).await
+        };
+        if let Err(error) = filled.await {
+            if error.is_redis_out_of_memory() {
+                app.metrics.redis_oom("fill");
+            }
             tracing::warn!(%error, lists = lists.len(), "list cache fill failed");
         }
         let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
@@ -192,6 +209,36 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
             in_flight.remove(list);
         }
     });
+}
+
+/// A token bucket of list fills per second, for one process: refilled at
+/// `rate` a second, holding at most a second's worth.
+pub struct FillBudget {
+    rate: f64,
+    state: std::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl FillBudget {
+    /// A full bucket of `per_sec` fills a second.
+    pub fn new(per_sec: u32) -> Self {
+        let rate = f64::from(per_sec.max(1));
+        Self {
+            rate,
+            state: std::sync::Mutex::new((rate, std::time::Instant::now())),
+        }
+    }
+
+    /// Takes up to `n` fills; returns how many were granted.
+    pub fn take(&self, n: usize) -> usize {
+        let mut state = self.state.lock().expect("fill budget lock");
+        let (tokens, at) = &mut *state;
+        let now = std::time::Instant::now();
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.rate);
+        *at = now;
+        let granted = (*tokens as usize).min(n);
+        *tokens -= granted as f64;
+        granted
+    }
 }
 
 /// Fills `list` with its newest edges, unless another filler holds the
@@ -203,8 +250,12 @@ pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiEr
 /// Fills each of `lists` with its newest edges, unless another filler holds
 /// its claim (or, unless `rebuild`, it is cached already); returns how many
 /// were filled. One Redis round trip claims them all, one statement per
-/// kind of list reads them, one round trip commits them.
+/// kind of list reads them, one round trip commits them. (Fills that reads
+/// start are only of lists of active users: [`start_fills`].)
 pub async fn fill_many(app: &App, lists: &[ListKey], rebuild: bool) -> Result<usize, ApiError> {
+    if lists.is_empty() {
+        return Ok(0);
+    }
     let token = uuid::Uuid::new_v4().to_string();
     // Never hold a connection of one pool while waiting for the other's.
     let claims = {
@@ -253,7 +304,118 @@ pub async fn fill_many(app: &App, lists: &[ListKey], rebuild: bool) -> Result<us
         })
         .collect();
     let ttl = std::time::Duration::from_secs(app.config.list_cache_ttl_secs);
+    let committed = {
+        let mut redis = app.redis.get().await?;
+        lists::commit_fills(&mut *redis, &app.keys, &token, ttl, &fills).await?
+    };
+    let unread: Vec<(ListKey, UserId)> = granted
+        .iter()
+        .zip(&committed)
+        .flat_map(|(list, members)| members.iter().flatten().map(move |member| (*list, *member)))
+        .collect();
+    // The fills are committed: a failed check is the projector's to repair.
+    if let Err(error) = recheck(app, &unread).await {
+        tracing::warn!(%error, members = unread.len(), "filled lists not checked against the truth");
+    }
+    Ok(committed.iter().filter(|c| c.is_some()).count())
+}
+
+/// Sets the given members of freshly filled lists to their state in
+/// PostgreSQL (where newer than what the lists hold). They were added by
+/// updates applied while the fill ran, after its rows were read or before:
+/// such an update may be older than a removal whose tombstone the list no
+/// longer had (it expired with an earlier cache), and then the truth,
+/// read now, takes it out again.
+pub async fn recheck(app: &App, unread: &[(ListKey, UserId)]) -> Result<(), ApiError> {
+    if unread.is_empty() {
+        return Ok(());
+    }
+    // A list and a member name an edge of `following` or of `follower`.
+    let (mut following, mut followers) = (Vec::new(), Vec::new());
+    for (list, member) in unread {
+        match list {
+            ListKey::Following(owner) => following.push((*owner, *member)),
+            ListKey::Followers(owner) => followers.push((*member, *owner)),
+        }
+    }
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        let mut rows = Vec::new();
+        if !following.is_empty() {
+            rows.extend(
+                crate::store::following::rows(&mut conn, &following)
+                    .await?
+                    .into_iter()
+                    .map(|row| (true, row)),
+            );
+        }
+        if !followers.is_empty() {
+            rows.extend(
+                crate::store::follower::rows(&mut conn, &followers)
+                    .await?
+                    .into_iter()
+                    .map(|row| (false, row)),
+            );
+        }
+        rows
+    };
+    let edges: Vec<EdgeState> = rows
+        .iter()
+        .filter_map(|(of_following, row)| {
+            let (from, to) = (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
+            let (list, other) = if *of_following {
+                (ListKey::Following(from), to)
+            } else {
+                (ListKey::Followers(to), from)
+            };
+            Some(EdgeState {
+                list,
+                other,
+                active: row.active,
+                followed_at_ms: row.followed_at.timestamp_millis(),
+                version: row.version,
+            })
+        })
+        .collect();
+    // A member with no edge at all in PostgreSQL has no place in the list.
+    let mut unfounded = redis::pipe();
+    for (list, member) in unread {
+        if !edges.iter().any(|e| e.list == *list && e.other == *member) {
+            let [zset, _, _] = app.keys.list(*list);
+            unfounded
+                .cmd("ZREM")
+                .arg(zset)
+                .arg(lists::member(*member))
+                .ignore();
+        }
+    }
     let mut redis = app.redis.get().await?;
-    let committed = lists::commit_fills(&mut *redis, &app.keys, &token, ttl, &fills).await?;
-    Ok(committed.into_iter().filter(|c| *c).count())
+    crate::cache::write_through(&mut *redis, &app.keys, &[], &edges).await?;
+    if !unfounded.is_empty() {
+        unfounded.query_async::<()>(&mut *redis).await?;
+    }
+    Ok(())
+}
+
+/// The lists of `lists` whose owners are active users (others are counted
+/// as skipped): owners from the process's user cache, the rest from
+/// PostgreSQL in one statement.
+async fn of_active_users(app: &App, lists: &[ListKey]) -> Result<Vec<ListKey>, ApiError> {
+    let mut owners: Vec<UserId> = lists.iter().map(|list| list.owner()).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let active: std::collections::HashSet<UserId> = crate::read::users::by_ids(app, &owners)
+        .await?
+        .iter()
+        .filter(|user| user.status == UserStatus::Active)
+        .map(|user| user.id)
+        .collect();
+    let kept: Vec<ListKey> = lists
+        .iter()
+        .copied()
+        .filter(|list| active.contains(&list.owner()))
+        .collect();
+    app.metrics
+        .list_fills_skipped("not_active", lists.len() - kept.len());
+    Ok(kept)
 }

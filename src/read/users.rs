@@ -62,6 +62,32 @@ pub async fn by_handles(
     Ok(found)
 }
 
+/// The users with these ids, whatever their status: from the process
+/// cache, the rest from PostgreSQL in one statement, kept in the cache
+/// unless a change was noticed meanwhile. Ids nobody has are left out.
+pub async fn by_ids(
+    app: &crate::app::App,
+    ids: &[UserId],
+) -> Result<Vec<User>, crate::error::ApiError> {
+    let cache = &app.users;
+    let mut found = Vec::with_capacity(ids.len());
+    let mut missing = Vec::new();
+    for id in ids {
+        match cache.get(*id) {
+            Some(user) => found.push(user),
+            None => missing.push(*id),
+        }
+    }
+    if !missing.is_empty() {
+        let seen = cache.generation();
+        let mut conn = app.pg.get().await?;
+        let read = crate::store::users::find_many(&mut conn, &missing).await?;
+        cache.insert(seen, &read);
+        found.extend(read);
+    }
+    Ok(found)
+}
+
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,

@@ -36,7 +36,14 @@ pub(crate) async fn take_tokens(
             app.metrics.rate_limited.inc();
             Err(refused)
         }
-        Err(other) => Err(other),
+        // A full Redis cannot keep the bucket: the write is refused
+        // (`UNAVAILABLE`), never let through unlimited.
+        Err(other) => {
+            if other.is_redis_out_of_memory() {
+                app.metrics.redis_oom("rate_limit");
+            }
+            Err(other)
+        }
     }
 }
 
@@ -57,9 +64,12 @@ pub(crate) async fn after_commit(
     wake::queue_publish(&mut pipe, &app.keys);
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        cache::run_writes(&mut *redis, &pipe)
-            .await
-            .map_err(|e| e.to_string())
+        cache::run_writes(&mut *redis, &pipe).await.map_err(|e| {
+            if cache::out_of_memory(&e) {
+                app.metrics.redis_oom("write_through");
+            }
+            e.to_string()
+        })
     };
     let failed = result.await.err();
     if let Some(error) = &failed {

@@ -561,6 +561,7 @@ impl KithProcess {
             .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
             .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
             .env("KITH_HTTP_ADDR", "127.0.0.1:0")
+            .env("KITH_METRICS_ADDR", "off")
             .env("RUST_LOG", "info")
             .stdin(std::process::Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -570,6 +571,11 @@ impl KithProcess {
         }
         let child = cmd.spawn().expect("kith binary starts");
         Self { child, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// `kill -9`: no clean-up of any kind.

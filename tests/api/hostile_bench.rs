@@ -154,3 +154,108 @@ async fn probe_latency_under_hostile_requests() {
     std::fs::write(dir.join("hostile.md"), &report).unwrap();
     eprintln!("{report}");
 }
+
+/// Probe latency (p50/p90/p99/max, ms) of profile queries over HTTP every
+/// 20 ms for `for_`, on `port` as `token`'s user; failures counted.
+async fn http_probes(port: u16, token: &str, id: &str, for_: Duration) -> (Vec<Duration>, usize) {
+    let mut samples = Vec::new();
+    let mut failed = 0;
+    let deadline = Instant::now() + for_;
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        match crate::http_client::graphql(port, token, PROBE, json!({ "id": id })).await {
+            Ok(r) if r["errors"].is_null() => {}
+            _ => failed += 1,
+        }
+        samples.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (samples, failed)
+}
+
+/// How a probe's latency moves while one WebSocket sends 3,000 queries
+/// that each page deep into a 20,000-edge list in PostgreSQL at once.
+/// Appends to `target/bench-reports/hostile.md`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run scripts/bench-hostile"]
+async fn probe_latency_under_a_websocket_flood() {
+    use crate::subscriptions::{LiveClient, auth, gid, replica};
+    let t = spawn_app_with(|_| {}).await;
+    let (star, reader) = (t.user("star").await, t.user("reader").await);
+    seed_followers(&t, star, "fan", 20_000, 1).await;
+    let friend = t.user("friend").await;
+    seed_followers(&t, friend, "pal", 20, 1).await;
+    t.sql("ANALYZE following, follower, users, user_stats")
+        .await;
+    let r = replica(&t, t.app.clone(), false).await;
+    let token = t.token(reader);
+    let friend_id = gid(friend);
+    http_probes(r.port, &token, &friend_id, Duration::from_secs(2)).await;
+    let (mut quiet, quiet_failed) =
+        http_probes(r.port, &token, &friend_id, Duration::from_secs(5)).await;
+
+    let mut attacker = LiveClient::connect(r.port, auth(&t, reader)).await.unwrap();
+    let deep = "query($id: ID!) { user(id: $id) {
+        a: followers(first: 1, offset: 9000) { edges { cursor } }
+        b: following(first: 1, offset: 9000) { edges { cursor } } } }";
+    let started = Instant::now();
+    for i in 0..3000 {
+        attacker
+            .subscribe(&format!("d{i}"), deep, json!({ "id": gid(star) }))
+            .await;
+    }
+    let drain = tokio::spawn(async move {
+        let mut codes: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut answered = 0;
+        while answered < 3000 {
+            let Ok(message) = attacker.next().await else {
+                break;
+            };
+            if message["type"] == "next" {
+                answered += 1;
+                let code = message["payload"]["errors"][0]["extensions"]["code"]
+                    .as_str()
+                    .unwrap_or("ok")
+                    .to_owned();
+                *codes.entry(code).or_default() += 1;
+            }
+        }
+        codes
+    });
+    let (mut flooded, flooded_failed) =
+        http_probes(r.port, &token, &friend_id, Duration::from_secs(10)).await;
+    let codes = drain.await.unwrap();
+    let took = started.elapsed();
+    let p99 = |samples: &mut Vec<Duration>| {
+        samples.sort();
+        millis(samples[((samples.len() - 1) as f64 * 0.99).round() as usize])
+    };
+    let ratio = p99(&mut flooded) / p99(&mut quiet);
+    let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    let report = format!(
+        "\n## Probe latency under a WebSocket flood\n\n\
+         One signed-in client sends 3,000 queries at once on one WebSocket, each paging \
+         `offset: 9000` into two 20,000-edge lists (PostgreSQL-bound); another client sends a \
+         profile query over HTTP every 20 ms. A replica in process, debug build, PostgreSQL \
+         pool of 8, `KITH_MAX_OPERATIONS_PER_CONNECTION` {}.\n\n\
+         | phase | probes | p50 ms | p90 ms | p99 ms | max ms | probes failed |\n\
+         |---|---|---|---|---|---|---|\n\
+         | quiet | {} | {quiet_failed} |\n\
+         | flood | {} | {flooded_failed} |\n\n\
+         p99 under the flood / quiet p99: {ratio:.2}. The flood's 3,000 queries: {} (in {:.1} s).\n",
+        t.app.config.max_operations_per_connection,
+        summary(&mut quiet),
+        summary(&mut flooded),
+        codes.join(", "),
+        took.as_secs_f64(),
+    );
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("bench-reports/hostile.md");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.push_str(&report);
+    std::fs::write(&path, text).unwrap();
+    eprintln!("{report}");
+}

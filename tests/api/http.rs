@@ -154,6 +154,62 @@ async fn readiness_reports_redis_but_stays_ready_without_it() {
     );
 }
 
+/// `GET /metrics` from the metrics router (what `KITH_METRICS_ADDR` serves).
+async fn scrape(t: &TestApp) -> (StatusCode, Vec<u8>) {
+    let response = kith::http::metrics_router(t.app.clone())
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, body.to_vec())
+}
+
+/// Metrics are not the API's: strangers who reach the API do not see them,
+/// they are served on a listener of their own (loopback by default), and a
+/// scrape costs no statement — the backlog is what a background task last
+/// sampled.
+#[tokio::test]
+async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
+    let port = crate::http_client::free_port();
+    let t = crate::helpers::spawn_app_with(|c| {
+        c.metrics_addr = Some(format!("127.0.0.1:{port}").parse().unwrap());
+    })
+    .await;
+    let (status, _) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "metrics on the API's listener"
+    );
+    assert_eq!(
+        kith::config::Config::from_lookup(|_| None)
+            .unwrap()
+            .metrics_addr
+            .map(|a| a.ip().is_loopback()),
+        Some(true)
+    );
+
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    t.follow(alice, bob).await;
+    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let served = tokio::spawn(kith::http::serve_metrics(t.app.clone(), shutdown));
+    let text = crate::helpers::eventually("the metrics listener", 10, || async {
+        let body = crate::http_client::get(port, "/metrics").await.ok()?;
+        String::from_utf8(body).ok()
+    })
+    .await;
+    assert!(text.contains("kith_relay_backlog 1\n"), "{text}");
+    let statements = || t.app.round_trips.snapshot().0;
+    let before = statements();
+    for _ in 0..20 {
+        crate::http_client::get(port, "/metrics").await.unwrap();
+    }
+    assert_eq!(statements(), before, "a scrape ran statements");
+    trigger.trigger();
+    served.await.unwrap();
+}
+
 /// After a scripted workload — follows through the pipeline, a named
 /// profile query, a refused request, a rate-limited follow — `/metrics`
 /// holds the standard set with its labels, in the OpenMetrics text format.
@@ -170,7 +226,11 @@ async fn metrics_are_served_in_openmetrics_text() {
         t.user("carol").await,
     );
     t.follow(alice, bob).await;
-    let (status, response) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    // One sample of the backlog, as the metrics listener's task takes them.
+    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    trigger.trigger();
+    kith::http::sample_backlog(t.app.clone(), shutdown).await;
+    let (status, response) = scrape(&t).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(response).unwrap();
     assert!(text.contains("kith_relay_backlog 1\n"), "{text}");
@@ -202,7 +262,7 @@ async fn metrics_are_served_in_openmetrics_text() {
     }
     // The consumer-lag reading comes with the lease keeper's next tick.
     let text = crate::helpers::eventually("the consumer lag to be measured", 30, || async {
-        let (_, body) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        let (_, body) = scrape(&t).await;
         let text = String::from_utf8(body).unwrap();
         text.contains("kith_consumer_lag_messages{").then_some(text)
     })
@@ -264,9 +324,11 @@ async fn the_graphql_over_http_audit_passes() {
 }
 
 /// GraphiQL in a real browser (headless Chromium, `tests/http-audit/graphiql.mjs`)
-/// with every request outside the server refused: the page loads, a query
-/// typed into it with a token in the Headers tab shows its answer. A
-/// screenshot is left in `target/screenshots/graphiql.png`.
+/// with every request outside the server refused: the page loads, its docs
+/// explorer lists `User`'s fields and its editor completes `{ viewer { fol`
+/// (both from the schema it introspects), and a query typed into it with a
+/// token in the Headers tab shows its answer. A screenshot is left in
+/// `target/screenshots/graphiql.png`.
 #[tokio::test]
 async fn graphiql_runs_a_query_in_chromium_without_internet() {
     let t = spawn_app().await;
@@ -622,4 +684,84 @@ async fn trace_context_is_carried_through() {
         assert_ne!(new_trace, trace, "{bad}: a new trace");
         assert!(back.ends_with("-00"), "{bad}: {back}");
     }
+}
+
+/// The introspection queries tools send (graphql-js's, with and without its
+/// options, over POST and GET) answer, and the schema they learn is
+/// `schema.graphql` (`tests/http-audit/introspection.mjs`).
+#[tokio::test]
+async fn every_tool_can_introspect_the_schema() {
+    let t = spawn_app().await;
+    let addr = serve(&t).await;
+    let report = crate::helpers::js_client(
+        "introspection.mjs",
+        "graphql",
+        vec![
+            format!("http://{addr}/graphql"),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql").to_owned(),
+        ],
+    )
+    .await;
+    eprintln!("{report}");
+}
+
+#[tokio::test]
+async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
+    let t = spawn_app().await;
+    let code = |r: &Value| error_code(r).map(str::to_owned);
+    let run = |query: String| {
+        let t = &t;
+        async move {
+            t.execute(kith::auth::Viewer::Anonymous, &query, json!({}))
+                .await
+        }
+    };
+    let of_type = |levels: usize| {
+        let mut selection = "name".to_owned();
+        for _ in 0..levels {
+            selection = format!("ofType {{ {selection} }}");
+        }
+        format!("{{ __type(name: \"User\") {{ {selection} }} }}")
+    };
+    // 20 levels of `ofType` under `__type`: an introspection query, allowed.
+    let r = run(of_type(20)).await;
+    assert!(r["errors"].is_null(), "{r}");
+    // The same depth with an ordinary field beside it is no introspection query.
+    let r = run(of_type(20).replacen("{ __type", "{ viewer { handle } __type", 1)).await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_INPUT"), "{r}");
+    // Past 24 levels, even introspection is refused.
+    let r = run(of_type(30)).await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_INPUT"), "{r}");
+    // Lists inside lists multiply the answer: at most three, never aliased.
+    let r = run(
+        "{ __schema { types { fields { type { fields { type { fields { name } } } } } } } }".into(),
+    )
+    .await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_INPUT"), "{r}");
+    let r = run("{ __schema { a: types { name } b: types { name } } }".into()).await;
+    assert_eq!(code(&r).as_deref(), Some("INVALID_INPUT"), "{r}");
+    let r = run("{ __schema { types { fields { args { name } } } } }".into()).await;
+    assert!(r["errors"].is_null(), "{r}");
+
+    // Switched off: introspection is refused with its own code, anywhere
+    // in a document; `__typename` is not introspection.
+    let off = spawn_app_with(|c| c.introspection = false).await;
+    for query in [
+        "{ __schema { types { name } } }",
+        "{ __type(name: \"User\") { name } }",
+        "query { ...F } fragment F on Query { __schema { queryType { name } } }",
+    ] {
+        let r = off
+            .execute(kith::auth::Viewer::Anonymous, query, json!({}))
+            .await;
+        assert_eq!(
+            error_code(&r),
+            Some("INTROSPECTION_DISABLED"),
+            "{query}: {r}"
+        );
+    }
+    let r = off
+        .execute(kith::auth::Viewer::Anonymous, "{ __typename }", json!({}))
+        .await;
+    assert!(r["errors"].is_null(), "{r}");
 }

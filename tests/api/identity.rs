@@ -258,3 +258,105 @@ async fn pem_keys_nbf_leeway_and_handle_claims() {
     );
     assert_eq!(who(&t, &rsa).await, Err("UNAUTHENTICATED".into()));
 }
+
+/// A JWKS endpoint that serves `document` once, then accepts connections
+/// and never answers: an identity provider that hangs.
+async fn hanging_provider(document: String) -> (String, Arc<Mutex<usize>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let reads = Arc::new(Mutex::new(0));
+    let counted = reads.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let first = {
+                let mut reads = counted.lock().unwrap();
+                *reads += 1;
+                *reads == 1
+            };
+            let document = document.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                if first {
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{document}",
+                        document.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                } else {
+                    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                }
+            });
+        }
+    });
+    (url, reads)
+}
+
+#[tokio::test]
+async fn a_hanging_provider_stalls_no_token_whose_key_is_known() {
+    let (url, reads) = hanging_provider(fixture("jwks-1.json")).await;
+    let t = spawn_app_with(|c| {
+        c.jwt_jwks_url = Some(url);
+        // Due for a new read every second, tried at most every 200 ms.
+        c.jwt_jwks_ttl_secs = 1;
+        c.jwt_jwks_min_refresh_ms = 200;
+        c.jwt_hs256 = false;
+        c.jwt_issuer = Some(ISSUER.into());
+        c.jwt_audience = Some(AUDIENCE.into());
+    })
+    .await;
+    let alice = t.user("alice").await;
+    let known = sign(
+        Algorithm::RS256,
+        "rsa1.key.pem",
+        Some("rsa-1"),
+        claims(alice.get().to_string()),
+    );
+    assert_eq!(who(&t, &known).await, Ok("alice".into()));
+    // Unknown kids keep asking for new reads, which hang.
+    let t = Arc::new(t);
+    let unknown = sign(
+        Algorithm::RS256,
+        "rsa2.key.pem",
+        Some("rsa-2"),
+        claims(alice.get().to_string()),
+    );
+    let pesters: Vec<_> = (0..5)
+        .map(|i| {
+            let (t, unknown) = (t.clone(), unknown.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(300 * i)).await;
+                who(&t, &unknown).await
+            })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let mut slowest = std::time::Duration::ZERO;
+    while started.elapsed() < std::time::Duration::from_secs(4) {
+        let asked = std::time::Instant::now();
+        assert_eq!(who(&t, &known).await, Ok("alice".into()));
+        slowest = slowest.max(asked.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        *reads.lock().unwrap() >= 2,
+        "the stale keys were read again (and the read hung)"
+    );
+    // Alone on this machine the slowest is a few ms (the closing figure is
+    // from a quiet run); the bound leaves room for the rest of the suite
+    // running beside it. A token that waited for the hanging read would
+    // wait out its 5 s timeout.
+    eprintln!("slowest verification with a known key: {slowest:?}");
+    assert!(
+        slowest < std::time::Duration::from_millis(250),
+        "a token with a known key waited {slowest:?} for a hanging provider"
+    );
+    for pester in pesters {
+        assert!(pester.await.unwrap().is_err(), "an unknown key verified");
+    }
+}

@@ -34,5 +34,6 @@ mod replicas;
 mod schema_snapshot;
 mod seed;
 mod subscriptions;
+mod unknown_ids;
 mod user_cache;
 mod write_path;

@@ -854,6 +854,78 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
     );
 }
 
+#[tokio::test]
+async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
+    use kith::cache::lists::{EdgeState, FillClaim, begin_fill, commit_fill, commit_fills};
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let list = ListKey::Following(alice);
+    assert!(pages::fill(&t.app, list, false).await.unwrap());
+    t.follow(alice, bob).await;
+    let (_, version) = t.edge(alice, bob).await.unwrap();
+    // The follow's update to alice's list, as the write path sent it — to
+    // arrive late, after the unfollow and a refill began.
+    let late = EdgeState {
+        list,
+        other: bob,
+        active: true,
+        followed_at_ms: chrono::Utc::now().timestamp_millis(),
+        version,
+    };
+    t.unfollow(alice, bob).await;
+    assert_eq!(t.cached_list(list).await.unwrap(), Vec::<UserId>::new());
+    let ttl = std::time::Duration::from_secs(60);
+    let mut redis = t.app.redis.get().await.unwrap();
+
+    // A refill (a repair) claims the list; the late update lands; the
+    // filler commits what it read (bob's edge is not active).
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "refill", true)
+        .await
+        .unwrap();
+    assert_eq!(claim, FillClaim::Granted);
+    kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+        .await
+        .unwrap();
+    assert!(
+        commit_fill(&mut *redis, &t.app.keys, list, "refill", ttl, &[], true)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        t.cached_list(list).await.unwrap(),
+        Vec::<UserId>::new(),
+        "the unfollow's tombstone outlives the refill"
+    );
+
+    // The whole cache expired before the late update came (its tombstone
+    // with it): the fill names the member it did not read, and the filler
+    // sets it from the truth.
+    let _: () = redis::cmd("DEL")
+        .arg(&t.app.keys.list(list)[..])
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "again", false)
+        .await
+        .unwrap();
+    assert_eq!(claim, FillClaim::Granted);
+    kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+        .await
+        .unwrap();
+    let fill = kith::cache::lists::Fill {
+        list,
+        entries: &[],
+        complete: true,
+    };
+    let unread = commit_fills(&mut *redis, &t.app.keys, "again", ttl, &[fill])
+        .await
+        .unwrap();
+    assert_eq!(unread, vec![Some(vec![bob])]);
+    drop(redis);
+    pages::recheck(&t.app, &[(list, bob)]).await.unwrap();
+    assert_eq!(t.cached_list(list).await.unwrap(), Vec::<UserId>::new());
+}
+
 const RELATIONSHIPS: &str =
     "query($ids: [ID!]!) { relationships(ids: $ids) { following followedBy mutual } }";
 

@@ -25,7 +25,7 @@ use crate::http_client;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// A `graphql-transport-ws` client, message by message.
-struct LiveClient {
+pub(crate) struct LiveClient {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     /// Messages received while waiting for another operation's.
     held: Vec<Value>,
@@ -34,7 +34,7 @@ struct LiveClient {
 impl LiveClient {
     /// Opens a connection and sends `connection_init` with `payload`; Ok
     /// once the server acknowledges, Err with the close reason otherwise.
-    async fn connect(port: u16, payload: Value) -> Result<Self, String> {
+    pub(crate) async fn connect(port: u16, payload: Value) -> Result<Self, String> {
         let mut client = Self::open(port).await?;
         client
             .send(json!({ "type": "connection_init", "payload": payload }))
@@ -47,7 +47,7 @@ impl LiveClient {
     }
 
     /// Opens a connection (the WebSocket handshake only).
-    async fn open(port: u16) -> Result<Self, String> {
+    pub(crate) async fn open(port: u16) -> Result<Self, String> {
         let mut request = format!("ws://127.0.0.1:{port}/graphql")
             .into_client_request()
             .unwrap();
@@ -68,7 +68,7 @@ impl LiveClient {
         })
     }
 
-    async fn send(&mut self, message: Value) {
+    pub(crate) async fn send(&mut self, message: Value) {
         self.ws
             .send(Message::text(message.to_string()))
             .await
@@ -76,7 +76,7 @@ impl LiveClient {
     }
 
     /// Starts operation `id`.
-    async fn subscribe(&mut self, id: &str, query: &str, variables: Value) {
+    pub(crate) async fn subscribe(&mut self, id: &str, query: &str, variables: Value) {
         self.send(json!({
             "id": id, "type": "subscribe",
             "payload": { "query": query, "variables": variables },
@@ -86,7 +86,7 @@ impl LiveClient {
 
     /// The next protocol message (pings answered on the way); Err with the
     /// close frame's code and reason when the server closes.
-    async fn next(&mut self) -> Result<Value, String> {
+    pub(crate) async fn next(&mut self) -> Result<Value, String> {
         loop {
             let message = tokio::time::timeout(WAIT, self.ws.next())
                 .await
@@ -114,7 +114,7 @@ impl LiveClient {
 
     /// The errors operation `id` ends with (an `error` message, or a
     /// `next` carrying errors, as the protocol allows either).
-    async fn errors_of(&mut self, id: &str) -> Value {
+    pub(crate) async fn errors_of(&mut self, id: &str) -> Value {
         let message = self.next_message_of(id).await;
         match message["type"].as_str() {
             Some("error") => message["payload"].clone(),
@@ -126,7 +126,7 @@ impl LiveClient {
     }
 
     /// The data of the next `next` message of operation `id`.
-    async fn next_of(&mut self, id: &str) -> Value {
+    pub(crate) async fn next_of(&mut self, id: &str) -> Value {
         let message = self.next_message_of(id).await;
         assert_eq!(message["type"], "next", "{message}");
         assert!(message["payload"]["errors"].is_null(), "{message}");
@@ -136,7 +136,7 @@ impl LiveClient {
     /// The next message of operation `id`; the other operations' messages
     /// received meanwhile are held for their turn (the server interleaves
     /// operations as their data comes).
-    async fn next_message_of(&mut self, id: &str) -> Value {
+    pub(crate) async fn next_message_of(&mut self, id: &str) -> Value {
         if let Some(i) = self.held.iter().position(|m| m["id"] == id) {
             return self.held.remove(i);
         }
@@ -158,11 +158,11 @@ const COUNTERS: &str = "subscription($id: ID!) { userCountersChanged(userId: $id
 const EVENTS: &str = "subscription($id: ID!) { followerEvents(userId: $id) {
     type userId followerId version follower { handle counters { followings } } } }";
 
-fn auth(t: &TestApp, user: UserId) -> Value {
+pub(crate) fn auth(t: &TestApp, user: UserId) -> Value {
     json!({ "authorization": format!("Bearer {}", t.token(user)) })
 }
 
-fn gid(user: UserId) -> String {
+pub(crate) fn gid(user: UserId) -> String {
     ids::user_id(user).to_string()
 }
 
@@ -199,9 +199,8 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
     wait_listening(port_a).await;
     wait_listening(port_b).await;
 
-    let mut client = LiveClient::connect(port_a, auth(&t, watcher))
-        .await
-        .unwrap();
+    // Follower events are the account owner's: the star watches its own.
+    let mut client = LiveClient::connect(port_a, auth(&t, star)).await.unwrap();
     // Events first: by the time the counters answer, both have started.
     client
         .subscribe("e", EVENTS, json!({ "id": gid(star) }))
@@ -273,8 +272,8 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
 
 /// A replica in this process: the API on a free port, its live-update
 /// listener, and (when `pipeline`) a relay and a projector.
-struct Replica {
-    port: u16,
+pub(crate) struct Replica {
+    pub(crate) port: u16,
     stop: kith::pipeline::ShutdownTrigger,
     _jobs: Vec<crate::helpers::Job>,
 }
@@ -285,7 +284,7 @@ impl Drop for Replica {
     }
 }
 
-async fn replica(t: &TestApp, app: Arc<App>, pipeline: bool) -> Replica {
+pub(crate) async fn replica(t: &TestApp, app: Arc<App>, pipeline: bool) -> Replica {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, shutdown) = Shutdown::new();
@@ -391,11 +390,18 @@ async fn connections_need_a_token_and_stay_within_their_limits() {
             .contains("subscriptions per connection")
     );
 
-    // Unknown users are NOT_FOUND.
+    // Unknown users are NOT_FOUND; someone else's follower events FORBIDDEN.
     let nobody = gid(UserId::new(987_654).unwrap());
-    first.subscribe("5", EVENTS, json!({ "id": nobody })).await;
+    first
+        .subscribe("5", COUNTERS, json!({ "id": nobody }))
+        .await;
     let refused = first.errors_of("5").await;
     assert_eq!(refused[0]["extensions"]["code"], "NOT_FOUND", "{refused}");
+    first
+        .subscribe("7", EVENTS, json!({ "id": gid(bob) }))
+        .await;
+    let refused = first.errors_of("7").await;
+    assert_eq!(refused[0]["extensions"]["code"], "FORBIDDEN", "{refused}");
 
     // A query over the socket runs as the connection's viewer, as over HTTP.
     first
@@ -486,11 +492,7 @@ async fn counter_updates_are_coalesced() {
 #[tokio::test]
 async fn the_graphql_ws_client_sees_a_follow_live() {
     let t = spawn_app().await;
-    let (star, fan, watcher) = (
-        t.user("star").await,
-        t.user("fan").await,
-        t.user("watcher").await,
-    );
+    let (star, fan) = (t.user("star").await, t.user("fan").await);
     let r = replica(&t, t.app.clone(), true).await;
     crate::helpers::js_client(
         "live.mjs",
@@ -498,10 +500,174 @@ async fn the_graphql_ws_client_sees_a_follow_live() {
         vec![
             format!("ws://127.0.0.1:{}/graphql", r.port),
             format!("http://127.0.0.1:{}/graphql", r.port),
-            t.token(watcher),
+            // Follower events are the account owner's: the star watches.
+            t.token(star),
             t.token(fan),
             gid(star),
         ],
     )
     .await;
+}
+
+/// Waits for the server to close `client`, answering pings; the close frame.
+async fn closed(client: &mut LiveClient) -> String {
+    loop {
+        match client.next().await {
+            Ok(message) => client.held.push(message),
+            Err(reason) => return reason,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_connection_ends_when_its_token_does() {
+    let t = spawn_app_with(|c| c.jwt_leeway_secs = 0).await;
+    let alice = t.user("alice").await;
+    let r = replica(&t, t.app.clone(), false).await;
+    let now = chrono::Utc::now().timestamp();
+    let token = t.app.tokens.issue(alice, now, 3);
+    let payload = json!({ "authorization": format!("Bearer {token}") });
+    let mut client = LiveClient::connect(r.port, payload).await.unwrap();
+    client
+        .subscribe("1", "query { viewer { handle } }", json!({}))
+        .await;
+    assert_eq!(
+        client.next_of("1").await,
+        json!({ "viewer": { "handle": "alice" } })
+    );
+    client
+        .subscribe("2", COUNTERS, json!({ "id": gid(alice) }))
+        .await;
+    client.next_of("2").await;
+    let started = std::time::Instant::now();
+    let reason = closed(&mut client).await;
+    assert_eq!(reason, "closed 4403: Forbidden: token expired");
+    let expired_after = chrono::Utc::now().timestamp() - (now + 3);
+    assert!(
+        (0..=1).contains(&expired_after),
+        "closed {expired_after} s past exp (after {:?})",
+        started.elapsed()
+    );
+    // A token already past its `exp` is refused at `connection_init`.
+    let stale = t.app.tokens.issue(alice, now - 10, 5);
+    let refused = LiveClient::connect(
+        r.port,
+        json!({ "authorization": format!("Bearer {stale}") }),
+    )
+    .await;
+    assert!(refused.is_err(), "an expired token was admitted");
+}
+
+#[tokio::test]
+async fn a_suspended_account_loses_its_connections_within_seconds() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let r = replica(&t, t.app.clone(), false).await;
+    let mut client = LiveClient::connect(r.port, auth(&t, alice)).await.unwrap();
+    client
+        .subscribe("c", COUNTERS, json!({ "id": gid(bob) }))
+        .await;
+    client.next_of("c").await;
+    let mut other = LiveClient::connect(r.port, auth(&t, bob)).await.unwrap();
+    let started = std::time::Instant::now();
+    kith::write::lifecycle::set_status(&t.app, alice, kith::model::UserStatus::Suspended)
+        .await
+        .unwrap();
+    let reason = closed(&mut client).await;
+    assert_eq!(reason, "closed 4403: Forbidden: account not active");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    // Nobody else's connection is touched.
+    other
+        .subscribe("q", "query { viewer { handle } }", json!({}))
+        .await;
+    assert_eq!(
+        other.next_of("q").await,
+        json!({ "viewer": { "handle": "bob" } })
+    );
+    // And the suspended account cannot connect again.
+    assert!(LiveClient::connect(r.port, auth(&t, alice)).await.is_err());
+}
+
+#[tokio::test]
+async fn one_socket_cannot_take_every_postgres_connection() {
+    let t = spawn_app_with(|c| {
+        c.database_pool_size = 6;
+        c.max_operations_per_connection = 2;
+    })
+    .await;
+    let (star, reader) = (t.user("star").await, t.user("reader").await);
+    crate::helpers::seed_followers(&t, star, "fan", 20_000, 1).await;
+    // This schema's tables only: a whole-database ANALYZE walks every test's.
+    t.sql("ANALYZE following, follower, users, user_stats")
+        .await;
+    let r = replica(&t, t.app.clone(), false).await;
+    let mut attacker = LiveClient::connect(r.port, auth(&t, reader)).await.unwrap();
+    // 3,000 queries that each page deep into a 20,000-edge list in
+    // PostgreSQL, sent at once on one socket.
+    let deep = "query($id: ID!) { user(id: $id) {
+        a: followers(first: 1, offset: 9000) { edges { cursor } }
+        b: following(first: 1, offset: 9000) { edges { cursor } } } }";
+    for i in 0..3000 {
+        attacker
+            .subscribe(&format!("d{i}"), deep, json!({ "id": gid(star) }))
+            .await;
+    }
+    // Meanwhile another client's profile queries over HTTP all answer.
+    let probe = "query($id: ID!) { user(id: $id) { handle counters { followers }
+        followers(first: 20) { edges { node { handle } } } } }";
+    let token = t.token(reader);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..40 {
+        let started = std::time::Instant::now();
+        let answer = http_client::graphql(r.port, &token, probe, json!({ "id": gid(star) }))
+            .await
+            .unwrap();
+        slowest = slowest.max(started.elapsed());
+        assert!(
+            answer["errors"].is_null(),
+            "the probe was refused: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // The attacker's queries ran a few at a time: each ran, or was told to
+    // slow down once too many waited — none failed for want of a connection.
+    let (mut ran, mut refused) = (0, 0);
+    while ran + refused < 3000 {
+        let message = attacker.next().await.unwrap();
+        match message["type"].as_str() {
+            Some("next") => {
+                let code = &message["payload"]["errors"][0]["extensions"]["code"];
+                match code.as_str() {
+                    None => ran += 1,
+                    Some("RATE_LIMITED") => refused += 1,
+                    Some(other) => panic!("an attacker's query answered {other}: {message}"),
+                }
+            }
+            Some("complete") => {}
+            _ => panic!("{message}"),
+        }
+    }
+    eprintln!("attacker: {ran} ran, {refused} refused; slowest probe {slowest:?}");
+    assert!(ran >= 2 && refused > 0, "{ran} ran, {refused} refused");
+}
+
+#[tokio::test]
+async fn a_subscriptions_loaders_remember_no_one() {
+    let t = spawn_app().await;
+    let mut users = Vec::new();
+    for i in 0..50 {
+        users.push(t.user(&format!("u{i}")).await);
+    }
+    let live = kith::graph::loaders::Loaders::uncached(&t.app);
+    let request = kith::graph::loaders::Loaders::new(&t.app);
+    for _ in 0..3 {
+        assert_eq!(live.users(&users).await.unwrap().len(), 50);
+        assert_eq!(request.users(&users).await.unwrap().len(), 50);
+    }
+    assert_eq!(live.remembered(), 0, "a subscription lives long");
+    assert_eq!(request.remembered(), 50, "a request remembers what it saw");
 }

@@ -69,7 +69,6 @@ const DISTRIBUTED: &[(&str, &str)] = &[
 /// the statement, the table, the document's section that explains it).
 const DEVIATIONS: &[(&str, &str, &str)] = &[
     ("handle = any", "users", "### Read path"),
-    ("count(*) from outbox", "outbox", "### Pipeline"),
     ("delete from outbox", "outbox", "### Pipeline"),
     ("insert into outbox", "outbox", "## Tables"),
     ("event_id = p_event", "content_event_ledger", "## Tables"),
@@ -275,7 +274,7 @@ async fn hot_path_statements_filter_on_their_distribution_column() {
         .lock()
         .unwrap()
         .iter()
-        .filter(|s| !s.contains(" EXCEPT ") && !s.contains("count(*) AS n FROM outbox"))
+        .filter(|s| !s.contains(" EXCEPT ") && !s.contains("FROM outbox LIMIT 10001"))
         .cloned()
         .collect();
     let functions: Vec<Function> = diesel_async::RunQueryDsl::load(

@@ -1,7 +1,9 @@
 // Opens Kith's GraphiQL in headless Chromium with every request outside the
-// server refused (as on a machine without internet access), runs a query
-// through the UI with a bearer token in the Headers tab, and checks that the
-// result pane shows the answer:
+// server refused (as on a machine without internet access); checks that the
+// docs explorer lists `User`'s fields and that typing `{ viewer { fol` offers
+// `followers` and `following` (both need the schema GraphiQL introspects);
+// runs a query through the UI with a bearer token in the Headers tab, and
+// checks that the result pane shows the answer:
 //   node tests/http-audit/graphiql.mjs <base url> <token> <expected handle> <screenshot path>
 // Exits 0 when the answer shows, 1 otherwise (with what the page showed).
 import { chromium } from 'playwright-core';
@@ -36,6 +38,37 @@ try {
       ([selector, text]) => document.querySelector(selector).CodeMirror.setValue(text),
       [selector, text],
     );
+  // The docs explorer, from the introspected schema: User's fields.
+  await page.click('.graphiql-sidebar button[aria-label="Show Documentation Explorer"]');
+  const docs = page.locator('.graphiql-doc-explorer');
+  try {
+    await docs.locator('a.graphiql-doc-explorer-type-name', { hasText: /^User$/ }).click({ timeout: 20_000 });
+    await docs.getByText('relationTo(').waitFor({ timeout: 10_000 });
+    const text = await docs.innerText();
+    const missing = ['counters', 'followers(', 'following(', 'viewerRelation'].filter((f) => !text.includes(f));
+    if (missing.length) throw new Error(`missing ${missing.join(', ')}`);
+    console.log("ok: the docs explorer lists User's fields");
+  } catch (e) {
+    failed = true;
+    console.log(`FAIL: the docs explorer: ${e.message}; it shows ${JSON.stringify(await docs.innerText())}`);
+  }
+  // Autocompletion, from the same schema.
+  await setEditor('.graphiql-query-editor .CodeMirror', '');
+  await page.click('.graphiql-query-editor .CodeMirror');
+  await page.keyboard.type('{ viewer { fol');
+  try {
+    await page.waitForSelector('.CodeMirror-hints', { timeout: 10_000 });
+    const offered = await page.$$eval('.CodeMirror-hints li', (items) => items.map((i) => i.innerText));
+    if (!offered.includes('followers') || !offered.includes('following')) {
+      throw new Error(`offered ${JSON.stringify(offered)}`);
+    }
+    console.log(`ok: typing "{ viewer { fol" offers ${offered.join(', ')}`);
+  } catch (e) {
+    failed = true;
+    console.log(`FAIL: autocompletion: ${e.message}`);
+  }
+  await page.keyboard.press('Escape');
+
   await setEditor('.graphiql-query-editor .CodeMirror', '{ viewer { handle } }');
   await page.click('.graphiql-editor-tools button[data-name="headers"]');
   await page.waitForSelector('.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror');

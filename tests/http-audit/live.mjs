@@ -1,15 +1,15 @@
 // Subscribes with the `graphql-ws` client (the one Apollo Client and most
 // frontends use for subscriptions) and checks that a follow shows up live:
-//   node tests/http-audit/live.mjs <ws url> <http url> <watcher token> <fan token> <star id>
-// Subscribes to the star's counters and follower events, follows the star as
+//   node tests/http-audit/live.mjs <ws url> <http url> <star token> <fan token> <star id>
+// Subscribes, as the star, to its counters and follower events, follows the star as
 // the fan over HTTP once the current counters arrive, and exits 0 once both
 // subscriptions have shown the follow (1 on any error, or after 20 s).
 import { createClient } from 'graphql-ws';
 import WebSocket from 'ws';
 
-const [wsUrl, httpUrl, watcherToken, fanToken, star] = process.argv.slice(2);
+const [wsUrl, httpUrl, starToken, fanToken, star] = process.argv.slice(2);
 if (!star) {
-  console.error('usage: node live.mjs <ws url> <http url> <watcher token> <fan token> <star id>');
+  console.error('usage: node live.mjs <ws url> <http url> <star token> <fan token> <star id>');
   process.exit(2);
 }
 const fail = (why) => {
@@ -21,7 +21,7 @@ setTimeout(() => fail('no live update within 20 s'), 20_000);
 const client = createClient({
   url: wsUrl,
   webSocketImpl: WebSocket,
-  connectionParams: { authorization: `Bearer ${watcherToken}` },
+  connectionParams: { authorization: `Bearer ${starToken}` },
   retryAttempts: 0,
 });
 

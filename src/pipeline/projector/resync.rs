@@ -109,6 +109,7 @@ pub async fn resync_state(
         // keys frees memory and leaves these users and lists uncached, which
         // reads serve from PostgreSQL — right, only slower.
         Err(e) if cache::out_of_memory(&e) => {
+            app.metrics.redis_oom("projector");
             tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
             // One DEL per user's keys (one hash slot each), pipelined.
             let mut del = redis::pipe();
