@@ -204,7 +204,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
                 format!("the body is not valid JSON: {e}"),
             )
         })?;
-        graphql_request(&value)
+        graphql_request(value)
     };
     match parsed.await {
         Ok(request) => execute(&state, &parts.headers, request, media, false).await,
@@ -264,7 +264,7 @@ async fn graphql_query_get(
             "variables": json_param("variables")?,
             "extensions": json_param("extensions")?,
         });
-        let mut request = graphql_request(&value)?;
+        let mut request = graphql_request(value)?;
         // A persisted query's text decides whether it is a mutation: it is
         // resolved here, once, and executed as resolved (a refusal is
         // answered at once, so that a text registered meanwhile cannot run
@@ -374,39 +374,40 @@ async fn read_body(
 
 /// The GraphQL request in a JSON object: `query` a string, `operationName`
 /// a string or null, `variables` and `extensions` maps or null.
-fn graphql_request(value: &Value) -> Result<async_graphql::Request, Refusal> {
+fn graphql_request(value: Value) -> Result<async_graphql::Request, Refusal> {
     let invalid = |m: &str| Refusal::new(StatusCode::BAD_REQUEST, m);
-    let Value::Object(map) = value else {
+    let Value::Object(mut map) = value else {
         return Err(invalid("the request must be a JSON object"));
     };
     let persisted = matches!(map.get("extensions"), Some(Value::Object(e)) if graph::persisted::names_persisted_query(e));
-    let query = match map.get("query") {
-        Some(Value::String(query)) => query.as_str(),
+    // Moved out, not copied: a query text may be as long as the body.
+    let query = match map.remove("query") {
+        Some(Value::String(query)) => query,
         // A persisted query may come by its hash alone.
-        None | Some(Value::Null) if persisted => "",
+        None | Some(Value::Null) if persisted => String::new(),
         None | Some(Value::Null) => return Err(invalid("the request has no `query`")),
         Some(_) => return Err(invalid("`query` must be a string")),
     };
     let mut request = async_graphql::Request::new(query);
-    match map.get("operationName") {
+    match map.remove("operationName") {
         None | Some(Value::Null) => {}
-        Some(Value::String(name)) => request = request.operation_name(name.as_str()),
+        Some(Value::String(name)) => request = request.operation_name(name),
         Some(_) => return Err(invalid("`operationName` must be a string")),
     }
-    match map.get("variables") {
+    match map.remove("variables") {
         None | Some(Value::Null) => {}
         Some(variables @ Value::Object(_)) => {
-            request = request.variables(async_graphql::Variables::from_json(variables.clone()));
+            request = request.variables(async_graphql::Variables::from_json(variables));
         }
         Some(_) => return Err(invalid("`variables` must be a map")),
     }
-    match map.get("extensions") {
+    match map.remove("extensions") {
         None | Some(Value::Null) => {}
         Some(Value::Object(extensions)) => {
             for (key, value) in extensions {
-                let value = async_graphql::Value::from_json(value.clone())
+                let value = async_graphql::Value::from_json(value)
                     .map_err(|_| invalid("`extensions` must be a map"))?;
-                request.extensions.insert(key.clone(), value);
+                request.extensions.insert(key, value);
             }
         }
         Some(_) => return Err(invalid("`extensions` must be a map")),

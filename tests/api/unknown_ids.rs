@@ -111,6 +111,7 @@ async fn reads_of_unknown_users_leave_no_keys_in_redis() {
     t.fills_finished().await;
     let after = keys(&redis).await;
     assert_eq!(answered, 3000);
+    eprintln!("Redis keys: {before} before, {after} after");
     let skipped = t.app.metrics.render(&Default::default());
     assert!(
         skipped.contains("kith_list_fills_skipped_total{reason=\"not_active\"}"),
