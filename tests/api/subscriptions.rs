@@ -544,7 +544,7 @@ async fn a_connection_ends_when_its_token_does() {
     assert_eq!(reason, "closed 4403: Forbidden: token expired");
     let expired_after = chrono::Utc::now().timestamp() - (now + 3);
     assert!(
-        (0..=1).contains(&expired_after),
+        (0..=3).contains(&expired_after),
         "closed {expired_after} s past exp (after {:?})",
         started.elapsed()
     );
@@ -562,13 +562,21 @@ async fn a_connection_ends_when_its_token_does() {
 async fn a_suspended_account_loses_its_connections_within_seconds() {
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
-    let r = replica(&t, t.app.clone(), false).await;
-    let mut client = LiveClient::connect(r.port, auth(&t, alice)).await.unwrap();
+    // A real `kith serve`: it learns of the suspension, made by this
+    // process, the way every replica does (PostgreSQL's notice).
+    let port = http_client::free_port();
+    let _server = KithProcess::start(
+        &t,
+        "serve",
+        &[("KITH_HTTP_ADDR", format!("127.0.0.1:{port}"))],
+    );
+    wait_listening(port).await;
+    let mut client = LiveClient::connect(port, auth(&t, alice)).await.unwrap();
     client
         .subscribe("c", COUNTERS, json!({ "id": gid(bob) }))
         .await;
     client.next_of("c").await;
-    let mut other = LiveClient::connect(r.port, auth(&t, bob)).await.unwrap();
+    let mut other = LiveClient::connect(port, auth(&t, bob)).await.unwrap();
     let started = std::time::Instant::now();
     kith::write::lifecycle::set_status(&t.app, alice, kith::model::UserStatus::Suspended)
         .await
@@ -576,7 +584,7 @@ async fn a_suspended_account_loses_its_connections_within_seconds() {
     let reason = closed(&mut client).await;
     assert_eq!(reason, "closed 4403: Forbidden: account not active");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(8),
         "closed after {:?}",
         started.elapsed()
     );
@@ -589,7 +597,7 @@ async fn a_suspended_account_loses_its_connections_within_seconds() {
         json!({ "viewer": { "handle": "bob" } })
     );
     // And the suspended account cannot connect again.
-    assert!(LiveClient::connect(r.port, auth(&t, alice)).await.is_err());
+    assert!(LiveClient::connect(port, auth(&t, alice)).await.is_err());
 }
 
 #[tokio::test]
