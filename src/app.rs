@@ -91,7 +91,7 @@ pub enum StartError {
     /// others, and a list would read as emptier than it is.
     #[error(
         "Redis maxmemory-policy is {0:?}; Kith needs noeviction (its cached lists span three keys \
-         that must expire together; size Redis so the caches fit, see the README)"
+         that must expire together; size Redis so the caches fit, see docs/configuration.md)"
     )]
     RedisEviction(String),
     /// `REDIS_URL` names one server, and that server is a cluster node.

@@ -1,7 +1,7 @@
 //! Configuration, read once from the environment at start-up.
 //!
 //! Every variable has a default that works against the local stack
-//! (`scripts/stack up`); the README's configuration table lists the same set.
+//! (`scripts/stack up`); `docs/configuration.md` lists the same set.
 //!
 //! | variable | default | meaning |
 //! |---|---|---|

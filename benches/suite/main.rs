@@ -1083,7 +1083,7 @@ async fn main() {
     }
     let _ = writeln!(
         md,
-        "## Targets (issue 9)\n\n| figure | measured | limit | ratio to limit | met |\n|---|---|---|---|---|"
+        "## Targets\n\n| figure | measured | limit | ratio to limit | met |\n|---|---|---|---|---|"
     );
     let mut target_json = Vec::new();
     for (what, value, limit, sense) in &targets {
