@@ -4,18 +4,20 @@
 -- KEYS[1]  the list, a ZSet: member = 19-digit zero-padded user id, score = follow time (ms)
 -- KEYS[2]  a hash: member -> edge version of the state last applied (removals included)
 -- KEYS[3]  the list's coverage marker; absent means the list is not cached
+-- KEYS[4]  the member versions before the list's last fill (list_fill_begin.lua)
 -- ARGV[1]  member
 -- ARGV[2]  edge version of this state
 -- ARGV[3]  '1' active (add), '0' inactive (remove)
 -- ARGV[4]  score: follow time in ms, as carried by the event
 -- ARGV[5]  how long (ms) the versions outlive the list: removed members'
---          versions are their tombstones, kept through an expiry and refill
+--          versions are their tombstones, kept through an expiry and a refill
 -- Returns  1 applied, 0 not newer than what the list holds (duplicate or stale), -1 not cached
 
 if redis.call('EXISTS', KEYS[3]) == 0 then
   return -1
 end
 local seen = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
+  or tonumber(redis.call('HGET', KEYS[4], ARGV[1]))
 if seen and seen >= tonumber(ARGV[2]) then
   return 0
 end

@@ -7,10 +7,11 @@
 -- KEYS[1]  the list ZSet
 -- KEYS[2]  the member -> version hash
 -- KEYS[3]  the coverage marker
+-- KEYS[4]  the member versions before this fill (tombstones, kept a while)
 -- ARGV[1]  a token naming this filler
 -- ARGV[2]  lease in ms: a filler that dies frees the claim when it ends
 -- ARGV[3]  '1' rebuilds a list that is cached (a repair), else '0'
--- ARGV[4]  how long (ms) versions outlive the list (list_apply_edge.lua)
+-- ARGV[4]  how long (ms) the previous versions are kept
 -- Returns  1 this caller fills (or already claimed it), 0 the list is already cached,
 --          -1 another fill is running
 
@@ -28,13 +29,18 @@ if marker then
   end
 end
 -- Leftovers (an expired or rebuilt cache) might hold members removed since:
--- the list starts afresh. The versions stay: a removed member's version is
--- its tombstone, and an update delayed past its removal must still find it
--- (list_fill_commit.lua merges rows of the same version as what they hold).
+-- the list starts afresh. The versions of an expired cache are kept as the
+-- previous generation, for ARGV[4] ms: a removed member's version is its
+-- tombstone, and an update delayed past its removal must still meet it
+-- (list_apply_edge.lua and list_fill_commit.lua read both generations). One
+-- generation only: a RENAME replaces an older one. A repair starts from
+-- nothing (versions it would keep could be the wrong ones it repairs).
 redis.call('DEL', KEYS[1])
-local keep = tonumber(ARGV[2]) + tonumber(ARGV[4])
-if redis.call('PTTL', KEYS[2]) >= 0 and redis.call('PTTL', KEYS[2]) < keep then
-  redis.call('PEXPIRE', KEYS[2], keep)
+if ARGV[3] == '1' then
+  redis.call('DEL', KEYS[2], KEYS[4])
+elseif redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('RENAME', KEYS[2], KEYS[4])
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
 redis.call('SET', KEYS[3], 'filling:' .. ARGV[1], 'PX', ARGV[2])
 return 1

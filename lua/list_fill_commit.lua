@@ -4,6 +4,7 @@
 -- KEYS[1]  the list ZSet
 -- KEYS[2]  the member -> version hash
 -- KEYS[3]  the coverage marker, holding 'filling:<token>'
+-- KEYS[4]  the member versions before this fill (list_fill_begin.lua)
 -- ARGV[1]  the token of list_fill_begin
 -- ARGV[2]  TTL of the cache in ms
 -- ARGV[3]  coverage: 'all', or '<score>:<member>' of the oldest entry read
@@ -24,9 +25,11 @@ for i = 5, #ARGV, 3 do
   local member, score, version = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   read[member] = true
   local seen = tonumber(redis.call('HGET', KEYS[2], member))
-  -- A newer state applied during the fill wins over the rows read before it;
-  -- a version the hash holds already is the same state (its member may have
-  -- left the ZSet with the leftovers list_fill_begin.lua dropped).
+    or tonumber(redis.call('HGET', KEYS[4], member))
+  -- A newer state applied during the fill wins over the rows read before it
+  -- (as does a tombstone of the previous generation); a version held
+  -- already is the same state (its member may have left the ZSet with the
+  -- leftovers list_fill_begin.lua dropped).
   if not seen or seen <= version then
     redis.call('HSET', KEYS[2], member, version)
     redis.call('ZADD', KEYS[1], score, member)

@@ -1,12 +1,15 @@
 -- Unfollows and restores that overlap, and followers removed while their
 -- account is not active.
 --
--- 1. `kith_edge_step` forgets the hidden edge of an unfollow *before* it
---    looks at the edge too (after it, when the edge was inactive, as
---    before), in the order an account's restore locks them (hidden edges,
---    then edges). Before, an unfollow of an edge a restore was bringing back
---    saw it inactive, did nothing, and the restore then revived it: the
---    unfollow was lost.
+-- 1. `kith_edge_step` forgets the pair's hidden edge *before* it looks at
+--    the edge, for a follow as for an unfollow (and after an unfollow that
+--    found the edge inactive, as before), in the order an account's restore
+--    locks them (hidden edges, then edges). Before, an unfollow of an edge a
+--    restore was bringing back saw it inactive, did nothing, and the restore
+--    then revived it: the unfollow was lost. A follow forgets it too, so no
+--    hidden edge stays behind an active edge (a restore cut short by a new
+--    suspension could leave one, for that suspension's insert to wait on an
+--    unfollow's delete in a circle).
 -- 2. `kith_remove_follower` takes a deleted follower too: its follow is
 --    hidden (the account is not active), and removing it forgets the hidden
 --    edge, so that restoring the account does not bring the follow back.
@@ -18,14 +21,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_type TEXT := CASE WHEN p_follow THEN 'FollowCreated' ELSE 'FollowCanceled' END;
 BEGIN
-    IF NOT p_follow THEN
-        -- An edge hidden with an account that is not active is forgotten,
-        -- so that the account's restore does not bring it back. First: a
-        -- restore locks the hidden edge, then the edge row; waiting here on
-        -- a restore in flight, this unfollow then sees the edge it revived
-        -- (the next statement has a new snapshot) and ends it.
-        DELETE FROM hidden_edge h WHERE h.from_user_id = p_from AND h.to_user_id = p_to;
-    END IF;
+    -- An edge hidden with an account that is not active is forgotten, so
+    -- that the account's restore does not bring it back: an unfollow ends
+    -- it, and a follow (both parties are active) makes it anew. First: a
+    -- restore locks the hidden edge, then the edge row; waiting here on a
+    -- restore in flight, an unfollow then sees the edge it revived (the
+    -- next statement has a new snapshot) and ends it. And no hidden edge is
+    -- left behind an active edge, for a later suspension to collide with.
+    DELETE FROM hidden_edge h WHERE h.from_user_id = p_from AND h.to_user_id = p_to;
     IF p_follow THEN
         -- A re-follow sets followed_at again: the list shows the latest follow.
         INSERT INTO following AS f (from_user_id, to_user_id, active, followed_at, version, updated_at)

@@ -51,6 +51,13 @@ impl RedisKeys {
         [base.clone(), format!("{base}:v"), format!("{base}:cov")]
     }
 
+    /// The member versions a cached list had before its last fill, kept a
+    /// while as tombstones (see `lua/list_fill_begin.lua`).
+    pub fn list_tombstones(&self, list: ListKey) -> String {
+        let [_, versions, _] = self.list(list);
+        format!("{versions}:prev")
+    }
+
     /// Marks `user`'s counters as checked recently (the sampled check).
     pub fn counter_check_mark(&self, user: UserId) -> String {
         format!("{}chk:cnt:{{{user}}}", self.prefix)

@@ -4,8 +4,9 @@
 //! Members are user ids zero-padded to 19 digits, so members of equal score
 //! sort in Redis exactly as the ids sort in PostgreSQL. Beside each ZSet, a
 //! hash holds the edge version last applied per member (removals too: the
-//! tombstones, which outlive the list by [`TOMBSTONE_GRACE`] and survive its
-//! refills) and a coverage marker says the list is cached and how much of it. Every update
+//! tombstones, which outlive the list by [`TOMBSTONE_GRACE`], as does the
+//! previous generation of them after a refill) and a coverage marker says
+//! the list is cached and how much of it. Every update
 //! is version-guarded and applies only to a list that is cached, so a stale or
 //! duplicate event changes nothing and no partial list is ever created.
 
@@ -38,11 +39,12 @@ pub fn read_scripts() -> [&'static redis::Script; 2] {
 /// How long a filler may take before its claim lapses.
 pub const FILL_LEASE: Duration = Duration::from_secs(10);
 
-/// How long a list's member versions outlive the list itself: a removed
-/// member's version is its tombstone, and an update delayed past the
-/// removal must meet it even if the list expired and was filled again
-/// meanwhile (a write path's update is sent right after its commit, and
-/// dropped with its request past `KITH_REQUEST_TIMEOUT_MS`).
+/// How long a list's member versions outlive the list itself, and the
+/// previous generation of them outlives a refill: a removed member's
+/// version is its tombstone, and an update delayed past the removal must
+/// meet it even if the list expired and was filled again meanwhile (a
+/// write path's update is sent right after its commit, and dropped with its
+/// request past `KITH_REQUEST_TIMEOUT_MS`). At most two generations exist.
 pub const TOMBSTONE_GRACE: Duration = Duration::from_secs(600);
 
 /// The ZSet member of a user: 19 digits, so lexicographic order is numeric order.
@@ -84,6 +86,7 @@ pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeSt
         pipe.invoke_script(
             APPLY_EDGE
                 .key(&keys.list(edge.list)[..])
+                .key(keys.list_tombstones(edge.list))
                 .arg(member(edge.other))
                 .arg(edge.version)
                 .arg(if edge.active { "1" } else { "0" })
@@ -133,6 +136,7 @@ pub async fn begin_fills(
         pipe.invoke_script(
             FILL_BEGIN
                 .key(&keys.list(*list)[..])
+                .key(keys.list_tombstones(*list))
                 .arg(token)
                 .arg(FILL_LEASE.as_millis() as u64)
                 .arg(if rebuild { "1" } else { "0" })
@@ -214,6 +218,7 @@ pub async fn commit_fills(
             _ => "all".to_owned(),
         };
         let mut invocation = FILL_COMMIT.key(&keys.list(fill.list)[..]);
+        invocation.key(keys.list_tombstones(fill.list));
         invocation
             .arg(token)
             .arg(ttl.as_millis() as u64)

@@ -105,6 +105,27 @@ impl StreamExecutor {
     }
 }
 
+/// One operation waiting for a turn, counted in its connection's queue for
+/// as long as it lives.
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    /// How many were waiting before it.
+    ahead: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn join(count: &'a AtomicUsize) -> Self {
+        let ahead = count.fetch_add(1, Ordering::SeqCst);
+        Self { count, ahead }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn refuse(error: ApiError) -> Response {
     Response::from_errors(vec![error.extend().into_server_error(Default::default())])
 }
@@ -116,13 +137,16 @@ impl async_graphql::Executor for StreamExecutor {
         }
         // Reached from `execute_stream` only, which resolved the request.
         let viewer = self.session.viewer().unwrap_or(Viewer::Anonymous);
-        let waiting = self.session.waiting.fetch_add(1, Ordering::SeqCst);
-        let turn = if waiting < MAX_WAITING {
-            self.session.turns.acquire().await.ok()
-        } else {
-            None
+        let turn = {
+            // Counted while it waits — also when the client cancels it then
+            // (the future is dropped mid-wait): the count goes with the guard.
+            let waiting = Waiting::join(&self.session.waiting);
+            if waiting.ahead < MAX_WAITING {
+                self.session.turns.acquire().await.ok()
+            } else {
+                None
+            }
         };
-        self.session.waiting.fetch_sub(1, Ordering::SeqCst);
         let Some(_turn) = turn else {
             return refuse(ApiError::RateLimited {
                 retry_after_ms: 100,

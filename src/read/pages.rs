@@ -377,23 +377,8 @@ pub async fn recheck(app: &App, unread: &[(ListKey, UserId)]) -> Result<(), ApiE
             })
         })
         .collect();
-    // A member with no edge at all in PostgreSQL has no place in the list.
-    let mut unfounded = redis::pipe();
-    for (list, member) in unread {
-        if !edges.iter().any(|e| e.list == *list && e.other == *member) {
-            let [zset, _, _] = app.keys.list(*list);
-            unfounded
-                .cmd("ZREM")
-                .arg(zset)
-                .arg(lists::member(*member))
-                .ignore();
-        }
-    }
     let mut redis = app.redis.get().await?;
     crate::cache::write_through(&mut *redis, &app.keys, &[], &edges).await?;
-    if !unfounded.is_empty() {
-        unfounded.query_async::<()>(&mut *redis).await?;
-    }
     Ok(())
 }
 

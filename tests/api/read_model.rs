@@ -877,9 +877,17 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
     let ttl = std::time::Duration::from_secs(60);
     let mut redis = t.app.redis.get().await.unwrap();
 
-    // A refill (a repair) claims the list; the late update lands; the
-    // filler commits what it read (bob's edge is not active).
-    let claim = begin_fill(&mut *redis, &t.app.keys, list, "refill", true)
+    // The list expires (its marker and its ZSet; the member versions
+    // outlive it), a read refills it, and the late update lands meanwhile;
+    // the filler commits what it read (bob's edge is not active).
+    let [zset, _, coverage] = t.app.keys.list(list);
+    let _: () = redis::cmd("DEL")
+        .arg(&zset)
+        .arg(&coverage)
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "refill", false)
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
@@ -894,18 +902,13 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
     assert_eq!(
         t.cached_list(list).await.unwrap(),
         Vec::<UserId>::new(),
-        "the unfollow's tombstone outlives the refill"
+        "the unfollow's tombstone outlives the expiry and the refill"
     );
 
-    // The whole cache expired before the late update came (its tombstone
-    // with it): the fill names the member it did not read, and the filler
-    // sets it from the truth.
-    let _: () = redis::cmd("DEL")
-        .arg(&t.app.keys.list(list)[..])
-        .query_async(&mut *redis)
-        .await
-        .unwrap();
-    let claim = begin_fill(&mut *redis, &t.app.keys, list, "again", false)
+    // A repair starts from no versions at all (they could be what it
+    // repairs): the late update lands during it; the fill names the member
+    // it did not read, and the filler sets it from the truth.
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "repair", true)
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
@@ -917,7 +920,7 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         entries: &[],
         complete: true,
     };
-    let unread = commit_fills(&mut *redis, &t.app.keys, "again", ttl, &[fill])
+    let unread = commit_fills(&mut *redis, &t.app.keys, "repair", ttl, &[fill])
         .await
         .unwrap();
     assert_eq!(unread, vec![Some(vec![bob])]);

@@ -55,11 +55,15 @@ impl Item {
 
 /// Earliest follow time accepted (2000-01-01): older is a corrupt event.
 const EARLIEST_FOLLOW_MS: i64 = 946_684_800_000;
+/// How far a follow time may be past its transition's time: a database
+/// clock that stepped back (a resync, a failover to a server behind) must
+/// not make a later transition's event unappliable.
+const CLOCK_STEP_SLACK_MS: i64 = 24 * 3600 * 1000;
 
 /// Decodes and checks one message. `Err` says why it can never be applied.
 /// A follow time is checked against the event's own transition time (both
-/// from PostgreSQL's clock: a follow happens at or before its transition),
-/// never against this host's clock.
+/// from PostgreSQL's clock: a follow happens at or before its transition,
+/// give or take a step of that clock), never against this host's clock.
 pub fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
     let payload = message.payload().ok_or("empty payload")?;
     if message.topic() == config.follow_topic {
@@ -76,7 +80,8 @@ pub fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> 
         if event.version < 1 {
             return Err(format!("version {} is not positive", event.version));
         }
-        if !(EARLIEST_FOLLOW_MS..=event.occurred_at_ms).contains(&event.followed_at_ms) {
+        let latest = event.occurred_at_ms.saturating_add(CLOCK_STEP_SLACK_MS);
+        if !(EARLIEST_FOLLOW_MS..=latest).contains(&event.followed_at_ms) {
             return Err(format!(
                 "followedAtMs {} is out of range",
                 event.followed_at_ms
@@ -124,7 +129,10 @@ mod tests {
             (event(1, 1, 1, now), "themselves"),
             (event(1, 2, 0, now), "version"),
             (event(1, 2, 1, 0), "out of range"),
-            (event(1, 2, 1, now + 1), "out of range"),
+            (
+                event(1, 2, 1, now + 2 * CLOCK_STEP_SLACK_MS),
+                "out of range",
+            ),
             (event(0, 2, 1, now), "not positive"),
             (event(1, -5, 1, now), "not positive"),
         ] {

@@ -117,7 +117,10 @@ pub async fn resync_state(
                 del.cmd("DEL").arg(app.keys.counter_record(*user)).ignore();
             }
             for edge in &edges {
-                del.cmd("DEL").arg(&app.keys.list(edge.list)[..]).ignore();
+                del.cmd("DEL")
+                    .arg(&app.keys.list(edge.list)[..])
+                    .arg(app.keys.list_tombstones(edge.list))
+                    .ignore();
             }
             del.query_async::<()>(&mut *redis).await?;
         }
