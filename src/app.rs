@@ -94,6 +94,9 @@ pub enum StartError {
          that must expire together; size Redis so the caches fit, see docs/configuration.md)"
     )]
     RedisEviction(String),
+    /// A setting's contents are not what its part of Kith can use.
+    #[error("{0}")]
+    Config(String),
     /// `REDIS_URL` names one server, and that server is a cluster node.
     #[error(
         "the Redis at REDIS_URL is a cluster node; name the cluster as \
@@ -106,6 +109,9 @@ pub enum StartError {
 impl App {
     /// Connects to PostgreSQL and Redis (applying migrations first when configured).
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
+        // Each part checks its own settings' contents, before anything connects.
+        crate::auth::identity::Identity::from_config(&config).map_err(StartError::Config)?;
+        crate::graph::persisted::PersistedQueries::new(&config).map_err(StartError::Config)?;
         if config.auto_migrate {
             let applied = store::migrate::run_pending(&config.database_url).await?;
             if !applied.is_empty() {
@@ -149,13 +155,15 @@ impl App {
     /// Assembles the state from pools that are already open. `round_trips`
     /// must be the counter the PostgreSQL pool was built with.
     pub fn new(config: Config, pg: PgPool, redis: RedisPool, round_trips: RoundTrips) -> Arc<Self> {
-        let persisted = crate::graph::persisted::PersistedQueries::new(&config);
+        let persisted = crate::graph::persisted::PersistedQueries::new(&config)
+            .expect("the manifest is checked by App::start");
         let metrics = Metrics::default();
         metrics.name_operations(persisted.operation_names());
         Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             tokens: TokenKeys::with_leeway(&config.jwt_secret, config.jwt_leeway_secs),
-            identity: crate::auth::identity::Identity::from_config(&config),
+            identity: crate::auth::identity::Identity::from_config(&config)
+                .expect("the key file is checked by App::start"),
             rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
             metrics,
             round_trips,

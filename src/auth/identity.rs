@@ -119,8 +119,9 @@ pub struct Identity {
 
 impl Identity {
     /// The provider configured (`KITH_JWT_JWKS_URL` or
-    /// `KITH_JWT_PUBLIC_KEY_FILE`), if any.
-    pub fn from_config(config: &Config) -> Option<Self> {
+    /// `KITH_JWT_PUBLIC_KEY_FILE`), if any; `Err` when the key file holds
+    /// no key Kith verifies with.
+    pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
         let keys = if let Some(url) = &config.jwt_jwks_url {
             Keys::Jwks(Arc::new(Jwks {
                 url: url.clone(),
@@ -129,17 +130,19 @@ impl Identity {
                 state: Mutex::default(),
             }))
         } else {
-            let pem = config.jwt_public_key_pem.as_deref()?;
-            Keys::Pem(pem_key(pem).expect("checked when the configuration was read"))
+            let Some(pem) = config.jwt_public_key_pem.as_deref() else {
+                return Ok(None);
+            };
+            Keys::Pem(pem_key(pem).map_err(|e| format!("KITH_JWT_PUBLIC_KEY_FILE: {e}"))?)
         };
-        Some(Self {
+        Ok(Some(Self {
             keys,
             issuer: config.jwt_issuer.clone(),
             audience: config.jwt_audience.clone(),
             leeway: config.jwt_leeway_secs,
             user_claim: config.jwt_user_claim.clone(),
             lookup: config.jwt_user_lookup,
-        })
+        }))
     }
 
     /// Verifies `token` at `now` (unix seconds) and finds its user.
@@ -199,13 +202,15 @@ impl Identity {
         if let Some(key) = find(&keys, kid, alg) {
             return Ok(key);
         }
-        // An unknown key: perhaps a rotation — wait for a read (rate-bounded).
-        if kid.is_some()
-            && let Some(read) = jwks.read()
-            && read.await
-            && let Some(key) = find(&jwks.known().0, kid, alg)
-        {
-            return Ok(key);
+        // An unknown key: perhaps a rotation — wait for a read (rate-bounded),
+        // or look again at what a read that just ended brought.
+        if kid.is_some() {
+            if let Some(read) = jwks.read() {
+                read.await;
+            }
+            if let Some(key) = find(&jwks.known().0, kid, alg) {
+                return Ok(key);
+            }
         }
         Err(if jwks.known().0.is_empty() {
             TokenError::Keys
@@ -296,11 +301,6 @@ fn parse_jwks(text: &str) -> Result<Vec<Key>, String> {
             })
         })
         .collect())
-}
-
-/// Checks that `pem` is a public key Kith verifies with.
-pub fn check_pem(pem: &str) -> Result<(), String> {
-    pem_key(pem).map(|_| ())
 }
 
 /// The key of a PEM public key file: RSA (RS256) or P-256 (ES256).

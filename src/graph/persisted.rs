@@ -72,9 +72,17 @@ pub struct PersistedQueries {
 }
 
 impl PersistedQueries {
-    /// As configured.
-    pub fn new(config: &Config) -> Self {
-        Self {
+    /// As configured; `Err` says what is wrong with the manifest
+    /// (`KITH_PERSISTED_QUERIES_FILE`).
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let manifest = match &config.persisted_manifest {
+            None => HashMap::new(),
+            Some(text) => parse_manifest(text)?,
+        };
+        if config.persisted_only && manifest.is_empty() {
+            return Err("KITH_PERSISTED_ONLY needs a manifest with operations".into());
+        }
+        Ok(Self {
             learnt: (config.apq_cache_bytes > 0).then(|| {
                 moka::sync::Cache::builder()
                     .max_capacity(config.apq_cache_bytes)
@@ -83,10 +91,10 @@ impl PersistedQueries {
                     })
                     .build()
             }),
-            manifest: config.persisted_manifest.clone(),
+            manifest: Arc::new(manifest),
             only: config.persisted_only,
             max_text: config.max_query_bytes,
-        }
+        })
     }
 
     /// The names of the manifest's operations.

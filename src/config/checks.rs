@@ -1,0 +1,161 @@
+//! What the configuration refuses on its own: values out of range, and the
+//! development secret on an address other hosts can reach.
+
+use super::{Config, ConfigError, DEV_JWT_SECRET, invalid};
+
+impl Config {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.rate_limit_capacity == 0 {
+            return Err(invalid(
+                "KITH_RATE_LIMIT_CAPACITY",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if !(self.rate_limit_per_sec.is_finite() && self.rate_limit_per_sec > 0.0) {
+            return Err(invalid(
+                "KITH_RATE_LIMIT_PER_SEC",
+                &self.rate_limit_per_sec.to_string(),
+                "must be a positive number",
+            ));
+        }
+        if self.jwt_secret.len() < 16 {
+            return Err(invalid(
+                "KITH_JWT_SECRET",
+                "<hidden>",
+                "must be at least 16 bytes",
+            ));
+        }
+        if self.topic_partitions < 1 {
+            return Err(invalid(
+                "KITH_TOPIC_PARTITIONS",
+                &self.topic_partitions.to_string(),
+                "must be at least 1",
+            ));
+        }
+        if self.relay_batch < 1
+            || self.projector_batch < 1
+            || self.relay_poll_ms < 10
+            || (self.projector_idle_poll_ms != 0 && self.projector_idle_poll_ms < 10)
+        {
+            return Err(invalid(
+                "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS/KITH_PROJECTOR_IDLE_POLL_MS",
+                "",
+                "too small",
+            ));
+        }
+        if self.list_cache_size < 1 || self.list_cache_ttl_secs < 1 || self.hot_page_ttl_ms < 1 {
+            return Err(invalid(
+                "KITH_LIST_CACHE_*/KITH_HOT_PAGE_TTL_MS",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if self.persisted_only && self.persisted_manifest.is_none() {
+            return Err(invalid(
+                "KITH_PERSISTED_ONLY",
+                "true",
+                "needs a manifest with operations (KITH_PERSISTED_QUERIES_FILE)",
+            ));
+        }
+        if !(1..=60_000).contains(&self.live_counters_interval_ms) {
+            return Err(invalid(
+                "KITH_LIVE_COUNTERS_INTERVAL_MS",
+                &self.live_counters_interval_ms.to_string(),
+                "must be between 1 and 60000",
+            ));
+        }
+        // The complexity model charges an intersection for 20,000 rows.
+        if !(1..=20_000).contains(&self.intersection_walk_max) {
+            return Err(invalid(
+                "KITH_INTERSECTION_WALK_MAX",
+                &self.intersection_walk_max.to_string(),
+                "must be between 1 and 20000",
+            ));
+        }
+        if self.projector_lease_ms < 500 {
+            return Err(invalid(
+                "KITH_PROJECTOR_LEASE_MS",
+                &self.projector_lease_ms.to_string(),
+                "must be at least 500",
+            ));
+        }
+        if self.content_ledger_retention_hours < 1 {
+            return Err(invalid(
+                "KITH_CONTENT_LEDGER_RETENTION_HOURS",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if self.topic_replication_factor < 1
+            || !(1..=self.topic_replication_factor).contains(&self.topic_min_insync_replicas)
+        {
+            return Err(invalid(
+                "KITH_TOPIC_REPLICATION_FACTOR/KITH_TOPIC_MIN_INSYNC_REPLICAS",
+                &format!(
+                    "{}/{}",
+                    self.topic_replication_factor, self.topic_min_insync_replicas
+                ),
+                "need 1 <= min.insync.replicas <= replication factor",
+            ));
+        }
+        if self.max_offset < 0 || self.max_body_bytes < 1024 {
+            return Err(invalid(
+                "KITH_MAX_OFFSET/KITH_MAX_BODY_BYTES",
+                "",
+                "offset must be >= 0, body limit >= 1024",
+            ));
+        }
+        if self.request_timeout_ms < 10 || self.redis_timeout_ms < 10 {
+            return Err(invalid(
+                "KITH_REQUEST_TIMEOUT_MS/KITH_REDIS_TIMEOUT_MS",
+                "",
+                "must be at least 10",
+            ));
+        }
+        if self.max_query_bytes < 1024 || self.max_query_bytes > self.max_body_bytes {
+            return Err(invalid(
+                "KITH_MAX_QUERY_BYTES",
+                &self.max_query_bytes.to_string(),
+                "must be at least 1024 and at most KITH_MAX_BODY_BYTES",
+            ));
+        }
+        if self.max_operations_per_connection == 0 || self.max_fills_per_sec == 0 {
+            return Err(invalid(
+                "KITH_MAX_OPERATIONS_PER_CONNECTION/KITH_MAX_FILLS_PER_SEC",
+                "0",
+                "must be at least 1",
+            ));
+        }
+        if self.database_pool_size == 0 || self.redis_pool_size == 0 {
+            return Err(invalid("*_POOL_SIZE", "0", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// True when the JWT secret is the published development default.
+    pub fn uses_dev_secret(&self) -> bool {
+        self.jwt_secret == DEV_JWT_SECRET
+    }
+
+    /// Refuses to accept tokens signed with the published development secret
+    /// on an address other hosts can reach: anyone could sign tokens for any
+    /// user. A deployment that takes only an identity provider's tokens
+    /// (no `KITH_JWT_SECRET`, so HS256 is refused) needs no secret: the
+    /// development default then signs only paging cursors, which name a
+    /// position in a list the client may read anyway.
+    pub fn check_listener(&self) -> Result<(), ConfigError> {
+        if self.jwt_hs256 && self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
+            return Err(invalid(
+                "KITH_JWT_SECRET",
+                "<development default>",
+                &format!(
+                    "the published development secret is only allowed on a loopback address, \
+                     not {}; set KITH_JWT_SECRET",
+                    self.http_addr
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

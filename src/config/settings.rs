@@ -1,0 +1,492 @@
+//! Every setting Kith reads, in one table: its variable, default, section
+//! and meaning. The parser ([`super::Config::from_lookup`]) takes its
+//! defaults from here, and `docs/configuration.md` is generated from here
+//! ([`super::reference`]); tests check that the two never drift.
+
+/// How a setting is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One variable, read by [`super::Config::from_lookup`].
+    Value,
+    /// A family of variables by prefix (`KITH_KAFKA_<PROPERTY>`).
+    Family,
+    /// Read by something else than the configuration (`RUST_LOG`).
+    External,
+}
+
+/// One setting.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    /// The environment variable.
+    pub name: &'static str,
+    /// Its default, as the variable would spell it; `None`: unset.
+    pub default: Option<&'static str>,
+    /// What it means (Markdown, one paragraph).
+    pub doc: &'static str,
+    /// How it is read.
+    pub kind: Kind,
+}
+
+/// Settings under one heading.
+#[derive(Clone, Copy, Debug)]
+pub struct Section {
+    /// The heading.
+    pub title: &'static str,
+    /// Its settings, in the order they are documented.
+    pub settings: &'static [Setting],
+}
+
+const fn value(name: &'static str, default: &'static str, doc: &'static str) -> Setting {
+    Setting {
+        name,
+        default: Some(default),
+        doc,
+        kind: Kind::Value,
+    }
+}
+
+const fn unset(name: &'static str, doc: &'static str) -> Setting {
+    Setting {
+        name,
+        default: None,
+        doc,
+        kind: Kind::Value,
+    }
+}
+
+/// Every setting, by section.
+pub const SECTIONS: &[Section] = &[
+    Section {
+        title: "PostgreSQL",
+        settings: &[
+            value(
+                "DATABASE_URL",
+                "postgres://kith:kith@127.0.0.1:5432/kith",
+                "PostgreSQL, the truth",
+            ),
+            value(
+                "DATABASE_POOL_SIZE",
+                "16",
+                "PostgreSQL connections per process",
+            ),
+            value(
+                "KITH_STATEMENT_TIMEOUT_MS",
+                "4000",
+                "PostgreSQL `statement_timeout` of every pooled connection of `serve` / `run` / `relay` / `project` (0 = none), below the request deadline so that a request's abandoned statements end soon after it; a cancelled statement answers `TIMEOUT`. The operator commands (`verify`, `reconcile`, `rebuild-cache`, `user`, `dead-letters`) run without one",
+            ),
+            value(
+                "KITH_AUTO_MIGRATE",
+                "true",
+                "apply migrations on `serve` / `run`",
+            ),
+        ],
+    },
+    Section {
+        title: "Redis",
+        settings: &[
+            value(
+                "REDIS_URL",
+                "redis://127.0.0.1:6379/0",
+                "Redis: rate limits, caches. `redis+cluster://host:port,host:port,…` (or `rediss+cluster://`) names a Redis Cluster by some of its nodes (see [operations.md](operations.md#redis-cluster))",
+            ),
+            value("REDIS_POOL_SIZE", "16", "Redis connections per process"),
+            value(
+                "KITH_REDIS_PREFIX",
+                "",
+                "prefix for every Redis key (isolates tenants and tests)",
+            ),
+            value(
+                "KITH_REDIS_TIMEOUT_MS",
+                "1000",
+                "deadline of connecting to Redis and of each Redis answer (waiting for a free pooled connection, PostgreSQL's or Redis's, is bounded at half the request deadline)",
+            ),
+        ],
+    },
+    Section {
+        title: "Kafka and the pipeline",
+        settings: &[
+            value("KAFKA_BROKERS", "127.0.0.1:9092", "Kafka bootstrap servers"),
+            Setting {
+                name: "KITH_KAFKA_<PROPERTY>",
+                default: None,
+                doc: "any librdkafka property for every Kafka client: the name lowercased, `_` read as `.` (`KITH_KAFKA_SECURITY_PROTOCOL=SASL_SSL` is `security.protocol`)",
+                kind: Kind::Family,
+            },
+            unset(
+                "KITH_KAFKA_PROPERTIES_FILE",
+                "librdkafka properties from a `name=value` file (read first; the variables above override it)",
+            ),
+            value(
+                "KITH_FOLLOW_TOPIC",
+                "kith.follow-events",
+                "topic of follow events (outbox → projector)",
+            ),
+            value(
+                "KITH_CONTENT_TOPIC",
+                "kith.content-events",
+                "topic of content events from other services",
+            ),
+            value(
+                "KITH_DEAD_LETTER_TOPIC",
+                "kith.dead-letters",
+                "where undecodable or unappliable events go",
+            ),
+            value(
+                "KITH_TOPIC_PARTITIONS",
+                "6",
+                "partitions of the topics Kith creates at start-up",
+            ),
+            value(
+                "KITH_TOPIC_REPLICATION_FACTOR",
+                "3",
+                "replicas of each partition of the topics Kith creates (`scripts/dev` and the tests set 1: the local broker is one node)",
+            ),
+            value(
+                "KITH_TOPIC_MIN_INSYNC_REPLICAS",
+                "2",
+                "`min.insync.replicas` of the topics Kith creates: with `acks=all`, a write is acknowledged once this many replicas hold it",
+            ),
+            value(
+                "KITH_CONSUMER_GROUP",
+                "kith-projector",
+                "names the projectors that share the partitions (and their positions, kept in PostgreSQL)",
+            ),
+            value(
+                "KITH_RELAY_BATCH",
+                "500",
+                "outbox rows published per relay round",
+            ),
+            value(
+                "KITH_RELAY_POLL_MS",
+                "1000",
+                "relay fallback poll when no wake-up arrives (writers wake relays after each commit)",
+            ),
+            value(
+                "KITH_PROJECTOR_BATCH",
+                "500",
+                "events applied per projector transaction",
+            ),
+            value(
+                "KITH_FETCH_WAIT_MS",
+                "10",
+                "longest a projector fetch waits on the broker (tansu answers a fetch only when this expires; against Kafka it can be raised)",
+            ),
+            value(
+                "KITH_PROJECTOR_IDLE_POLL_MS",
+                "500",
+                "a projector with nothing to read for two fetch waits stops fetching until a relay announces events (in its process, or on the Redis channel `kith:produced`), and looks anyway this often: the longest delay of events no relay announces (content events from other services) while the topics are idle. 0: never stop fetching (against Kafka, where a waiting fetch costs little, this is a choice, not a need)",
+            ),
+            value(
+                "KITH_PROJECTOR_LEASE_MS",
+                "5000",
+                "how long a projector's hold on a partition outlives its last heartbeat (it heartbeats every fifth of it)",
+            ),
+            value(
+                "KITH_CONTENT_LEDGER_RETENTION_HOURS",
+                "720",
+                "how long content event ids are remembered (keep it above the content topic's retention)",
+            ),
+        ],
+    },
+    Section {
+        title: "Consistency",
+        settings: &[
+            value(
+                "KITH_RECONCILE_INTERVAL_SECS",
+                "0",
+                "`kith run` / `kith project`: repair the projection and counters from the truth this often (0 = never)",
+            ),
+            value(
+                "KITH_COUNTER_CHECK_INTERVAL_SECS",
+                "300",
+                "sampled check of a read user's counters against the truth, at most once per user per interval (0 = off)",
+            ),
+        ],
+    },
+    Section {
+        title: "Caches and reads",
+        settings: &[
+            value(
+                "KITH_LIST_CACHE_SIZE",
+                "1000",
+                "newest edges a list cache holds after a fill",
+            ),
+            value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache"),
+            value(
+                "KITH_HOT_FOLLOWERS",
+                "100000",
+                "list size from which the first pages are also held in process (moka)",
+            ),
+            value(
+                "KITH_HOT_PAGE_TTL_MS",
+                "1000",
+                "life of an in-process hot page",
+            ),
+            value(
+                "KITH_LOADER_DELAY_MS",
+                "0",
+                "how long a DataLoader collects keys before its one batched fetch. With 0 the fetch task is spawned while a level's resolvers are polled together and runs right after them on the same worker, so it still gets every key of the level (the round-trip tests check it) without a timer per level: 3,004–3,051 req/s in process against 2,600–2,640 with 1 ms (`cargo bench --bench profile_query`)",
+            ),
+            value(
+                "KITH_USER_CACHE_CAPACITY",
+                "100000",
+                "user rows held in process (0: none)",
+            ),
+            value(
+                "KITH_USER_CACHE_TTL_SECS",
+                "60",
+                "longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held)",
+            ),
+            value(
+                "KITH_INTERSECTION_WALK_MAX",
+                "20000",
+                "most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so); at most 20000, what the complexity model charges",
+            ),
+            value(
+                "KITH_INTERSECTION_CACHE_TTL_SECS",
+                "300",
+                "life of a computed `commonFollowing` / `knownFollowers` in process (a follow or unfollow by either user drops it at once)",
+            ),
+            value(
+                "KITH_MAX_CONCURRENT_FILLS",
+                "4",
+                "list-cache fills started by reads that may run at once in one process (past it, pages are read from PostgreSQL and nothing is filled)",
+            ),
+            value(
+                "KITH_MAX_FILLS_PER_SEC",
+                "200",
+                "lists reads may fill per second in one process, whoever asks (past it, pages are read from PostgreSQL until the budget refills). Only lists of active users are ever filled",
+            ),
+        ],
+    },
+    Section {
+        title: "Requests and their limits",
+        settings: &[
+            value(
+                "KITH_MAX_QUERY_DEPTH",
+                "12",
+                "deepest GraphQL selection accepted",
+            ),
+            value(
+                "KITH_MAX_QUERY_COMPLEXITY",
+                "20000",
+                "most complex GraphQL query accepted (`first`/`last` multiply the cost of what they select; an `offset` costs one unit per 10 rows it skips)",
+            ),
+            value(
+                "KITH_MAX_OFFSET",
+                "10000",
+                "deepest `offset` a list accepts (Elasticsearch's `max_result_window`); cursors reach any depth",
+            ),
+            value(
+                "KITH_MAX_ALIASES",
+                "50",
+                "most aliased fields in one GraphQL document",
+            ),
+            value(
+                "KITH_MAX_ROOT_FIELDS",
+                "20",
+                "most root fields in one operation",
+            ),
+            value(
+                "KITH_MAX_BODY_BYTES",
+                "1048576",
+                "largest request body; a larger one is answered `413` as soon as it passes the limit",
+            ),
+            value(
+                "KITH_MAX_QUERY_BYTES",
+                "65536",
+                "longest GraphQL query text (over POST, GET or WebSocket); a longer one is refused with `INVALID_INPUT` before it is parsed (parsing takes far more memory than the text). Variables stay under `KITH_MAX_BODY_BYTES`",
+            ),
+            value(
+                "KITH_INTROSPECTION",
+                "true",
+                "answer introspection (`__schema`, `__type`), which GraphiQL and every schema tool need; `false` refuses it with `INTROSPECTION_DISABLED`",
+            ),
+            value(
+                "KITH_REQUEST_TIMEOUT_MS",
+                "5000",
+                "deadline of one GraphQL request; past it the request is dropped (connections returned) and answered `TIMEOUT`",
+            ),
+            value(
+                "KITH_APQ_CACHE_BYTES",
+                "16777216",
+                "query text learnt from clients through Automatic Persisted Queries, held in process (0: APQ off, hashes alone answered `PERSISTED_QUERY_NOT_SUPPORTED`)",
+            ),
+            unset(
+                "KITH_PERSISTED_QUERIES_FILE",
+                "a persisted-query manifest (Apollo's `apollo-persisted-query-manifest` JSON, or an object of SHA-256 → query text), read at start",
+            ),
+            value(
+                "KITH_PERSISTED_ONLY",
+                "false",
+                "run only the operations of that manifest (allow-list mode; needs the file)",
+            ),
+        ],
+    },
+    Section {
+        title: "Live updates (WebSocket)",
+        settings: &[
+            value(
+                "KITH_MAX_LIVE_CONNECTIONS_PER_USER",
+                "10",
+                "WebSocket connections (`/graphql`, `graphql-transport-ws`) one user may hold open on one replica",
+            ),
+            value(
+                "KITH_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+                "20",
+                "subscriptions one WebSocket connection may run at once",
+            ),
+            value(
+                "KITH_MAX_OPERATIONS_PER_CONNECTION",
+                "4",
+                "queries and mutations one WebSocket connection runs at once; more wait their turn (at most 64 waiting; past that `RATE_LIMITED`), so one socket cannot take every PostgreSQL connection",
+            ),
+            value(
+                "KITH_LIVE_COUNTERS_INTERVAL_MS",
+                "250",
+                "`userCountersChanged` sends at most one update per interval (changes in between are coalesced)",
+            ),
+            value(
+                "KITH_WS_INIT_TIMEOUT_MS",
+                "10000",
+                "how long a WebSocket may take to authenticate (`connection_init`) before it is dropped",
+            ),
+        ],
+    },
+    Section {
+        title: "HTTP",
+        settings: &[
+            value(
+                "KITH_HTTP_ADDR",
+                "127.0.0.1:8080",
+                "where `kith serve` / `kith run` listen",
+            ),
+            value(
+                "KITH_CORS_ORIGINS",
+                "",
+                "comma-separated origins a browser may call the API from (`*` = any); none by default",
+            ),
+            value(
+                "KITH_METRICS_ADDR",
+                "127.0.0.1:9464",
+                "where `GET /metrics` is served, on a listener of its own (every `kith` job process serves it; an address already taken is logged and skipped); `off`: not served",
+            ),
+        ],
+    },
+    Section {
+        title: "Authentication",
+        settings: &[
+            unset(
+                "KITH_JWT_SECRET",
+                "HS256 key for bearer tokens (at least 16 bytes). Unset, a published development-only secret is used, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` while HS256 tokens are accepted (a deployment with only an identity provider needs no secret)",
+            ),
+            unset(
+                "KITH_JWT_JWKS_URL",
+                "an identity provider's JWKS (`https://…/.well-known/jwks.json`): RS256 / ES256 tokens are verified with its keys (re-read every `KITH_JWT_JWKS_TTL_SECS` in the background, and on an unknown `kid`)",
+            ),
+            unset(
+                "KITH_JWT_PUBLIC_KEY_FILE",
+                "instead, one PEM public key (RSA for RS256, P-256 for ES256)",
+            ),
+            value(
+                "KITH_JWT_JWKS_TTL_SECS",
+                "600",
+                "how long a JWKS read is used; then it is read again in the background while requests keep verifying with the keys known (a provider that hangs or fails stalls no request whose key is known)",
+            ),
+            value(
+                "KITH_JWT_JWKS_MIN_REFRESH_MS",
+                "10000",
+                "the shortest time between two reads of the JWKS (an unknown `kid` re-reads it at most this often)",
+            ),
+            unset(
+                "KITH_JWT_ISSUER",
+                "when set, the `iss` provider tokens must carry",
+            ),
+            unset(
+                "KITH_JWT_AUDIENCE",
+                "when set, the `aud` provider tokens must carry",
+            ),
+            value(
+                "KITH_JWT_LEEWAY_SECS",
+                "30",
+                "clock skew allowed on `exp` and `nbf`",
+            ),
+            value(
+                "KITH_JWT_USER_CLAIM",
+                "sub",
+                "the claim of a provider token that names the user",
+            ),
+            value(
+                "KITH_JWT_USER_LOOKUP",
+                "id",
+                "how that claim maps to a Kith user: `id` (its numeric id) or `handle`",
+            ),
+        ],
+    },
+    Section {
+        title: "Rate limits",
+        settings: &[
+            value(
+                "KITH_RATE_LIMIT_CAPACITY",
+                "100",
+                "follow/unfollow token bucket size, per user",
+            ),
+            value(
+                "KITH_RATE_LIMIT_PER_SEC",
+                "1",
+                "bucket refill rate, tokens per second (may be fractional)",
+            ),
+        ],
+    },
+    Section {
+        title: "Logs",
+        settings: &[
+            value(
+                "KITH_LOG_FORMAT",
+                "text",
+                "`text` or `json` (logs go to stderr)",
+            ),
+            Setting {
+                name: "RUST_LOG",
+                default: Some("info"),
+                doc: "tracing filter",
+                kind: Kind::External,
+            },
+        ],
+    },
+];
+
+/// The default of setting `name`, as its variable would spell it (`None`:
+/// unset, or not a setting).
+pub fn default_of(name: &str) -> Option<&'static str> {
+    all().find(|s| s.name == name).and_then(|s| s.default)
+}
+
+/// Every setting, in the order they are documented.
+pub fn all() -> impl Iterator<Item = &'static Setting> {
+    SECTIONS.iter().flat_map(|section| section.settings.iter())
+}
+
+/// What `docs/configuration.md` says before the settings.
+pub const PREAMBLE: &str = "Environment variables; the defaults match the local stack \
+(`scripts/stack up`). This document is generated from `src/config/settings.rs` \
+(`KITH_UPDATE_DOCS=1 cargo test --lib config` rewrites it; a test fails when the two differ).";
+
+/// What `docs/configuration.md` says after the settings.
+pub const NOTES: &str =
+    "Redis must not evict keys (`maxmemory-policy noeviction`, Redis's default): \
+a cached list spans three keys that must expire together, and one evicted alone would make a \
+list read as emptier than it is, so Kith refuses to start on an evicting Redis. Size it for the \
+caches: a counter record is about 100 bytes with its key, a cached list about 120 bytes per \
+member (ZSet entry and version) — at most `KITH_LIST_CACHE_SIZE` members after a fill, more as \
+events arrive, for `KITH_LIST_CACHE_TTL_SECS` (the versions of removed members ten minutes \
+longer). Should Redis fill up anyway, its writes fail with `OOM`, on purpose: the rate limiter \
+cannot keep its bucket, so edge writes are refused `UNAVAILABLE` (never let through \
+unlimited); reads go on from PostgreSQL; the projector drops the caches a batch touched \
+instead of retrying forever; `kith_redis_out_of_memory_total` counts every refused write by \
+path. Reads never fill a list of a user that does not exist or is not active, so made-up ids \
+cannot grow Redis.
+
+`scripts/stack` reads `DATABASE_URL`, `REDIS_URL` and `KAFKA_BROKERS` too, so the stack and \
+the service agree on ports. `KITH_STACK_DIR` (default `.stack/`) and `KITH_TOOLS_DIR` \
+(default `~/.cache/kith`) move the data and the broker build.";

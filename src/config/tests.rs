@@ -1,0 +1,107 @@
+//! The configuration's own tests: defaults, refusals, and the settings
+//! table against the parser and the generated document.
+
+use super::*;
+
+#[test]
+fn every_setting_is_read_and_only_settings_are() {
+    let asked = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    Config::from_lookup(|name| {
+        asked.lock().unwrap().insert(name.to_owned());
+        None
+    })
+    .unwrap();
+    let asked = asked.into_inner().unwrap();
+    let declared: std::collections::BTreeSet<String> = settings::all()
+        .filter(|s| s.kind == settings::Kind::Value)
+        .map(|s| s.name.to_owned())
+        .collect();
+    assert_eq!(
+        asked, declared,
+        "read by the parser vs declared in settings.rs"
+    );
+}
+
+#[test]
+fn the_configuration_document_is_generated_from_the_settings() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+    let generated = reference();
+    if std::env::var_os("KITH_UPDATE_DOCS").is_some() {
+        std::fs::write(path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap();
+    assert!(
+        committed == generated,
+        "docs/configuration.md differs from src/config/settings.rs; \
+         KITH_UPDATE_DOCS=1 cargo test --lib config rewrites it"
+    );
+}
+
+#[test]
+fn defaults_match_the_local_stack() {
+    let config = Config::from_lookup(|_| None).unwrap();
+    assert_eq!(config.http_addr.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.rate_limit_capacity, 100);
+    assert_eq!(config.rate_limit_per_sec, 1.0);
+    assert!(config.uses_dev_secret());
+}
+
+#[test]
+fn rejects_bad_values_with_the_variable_name() {
+    let err =
+        Config::from_lookup(|name| (name == "KITH_RATE_LIMIT_PER_SEC").then(|| "fast".to_owned()))
+            .unwrap_err();
+    assert!(err.to_string().contains("KITH_RATE_LIMIT_PER_SEC"));
+    let err = Config::from_lookup(|name| (name == "KITH_JWT_SECRET").then(|| "short".into()))
+        .unwrap_err();
+    assert!(!err.to_string().contains("short"), "secret leaked: {err}");
+}
+
+#[test]
+fn the_dev_secret_only_serves_loopback() {
+    let on = |addr: &'static str, secret: Option<&'static str>| {
+        Config::from_lookup(|name| match name {
+            "KITH_HTTP_ADDR" => Some(addr.to_owned()),
+            "KITH_JWT_SECRET" => secret.map(str::to_owned),
+            _ => None,
+        })
+        .unwrap()
+        .check_listener()
+    };
+    assert!(on("127.0.0.1:8080", None).is_ok());
+    assert!(on("[::1]:8080", None).is_ok());
+    let err = on("0.0.0.0:8080", None).unwrap_err().to_string();
+    assert!(err.contains("KITH_JWT_SECRET"), "{err}");
+    assert!(on("10.0.0.5:8080", None).is_err());
+    assert!(on("0.0.0.0:8080", Some("a-real-secret-of-enough-length")).is_ok());
+}
+
+#[test]
+fn an_identity_provider_alone_serves_any_address() {
+    let config = Config::from_lookup(|name| match name {
+        "KITH_HTTP_ADDR" => Some("0.0.0.0:8080".to_owned()),
+        "KITH_JWT_JWKS_URL" => Some("https://id.example/.well-known/jwks.json".to_owned()),
+        _ => None,
+    })
+    .unwrap();
+    assert!(!config.jwt_hs256, "no secret: HS256 tokens are refused");
+    assert!(config.check_listener().is_ok());
+}
+
+#[test]
+fn topic_defaults_are_safe_for_a_cluster() {
+    let config = Config::from_lookup(|_| None).unwrap();
+    assert_eq!(
+        (
+            config.topic_replication_factor,
+            config.topic_min_insync_replicas
+        ),
+        (3, 2)
+    );
+    assert!(
+        Config::from_lookup(
+            |name| (name == "KITH_TOPIC_MIN_INSYNC_REPLICAS").then(|| "4".to_owned())
+        )
+        .is_err()
+    );
+}
