@@ -17,19 +17,21 @@ use redis::aio::ConnectionLike;
 
 use super::RedisKeys;
 use super::keys::ListKey;
+
+mod fill;
+mod inspect;
+
 use crate::model::UserId;
 use crate::store::lists::{Page, PageRequest, Position};
+pub use fill::{Fill, FillClaim, ListEntry, begin_fill, begin_fills, commit_fill, commit_fills};
+pub use inspect::{Coverage, ListSnapshot, cached_members, coverages, snapshot};
 
 static APPLY_EDGE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_apply_edge.lua")));
-static FILL_BEGIN: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_begin.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_apply_edge.lua")));
 static PAGE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_page.lua")));
-static FILL_COMMIT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_fill_commit.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_page.lua")));
 static MEMBERS: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../lua/list_members.lua")));
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_members.lua")));
 
 /// The scripts a batched read ([`queue_page`], [`MembersCalls`]) invokes by hash.
 pub fn read_scripts() -> [&'static redis::Script; 2] {
@@ -95,159 +97,6 @@ pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeSt
         )
         .ignore();
     }
-}
-
-/// One row read from PostgreSQL to fill a list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ListEntry {
-    /// The member.
-    pub user: UserId,
-    /// Follow time in ms.
-    pub followed_at_ms: i64,
-    /// Edge version.
-    pub version: i64,
-}
-
-/// The outcome of claiming a fill.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FillClaim {
-    /// This caller must read PostgreSQL and commit the fill.
-    Granted,
-    /// The list is already cached.
-    Cached,
-    /// Another filler holds the claim.
-    Busy,
-}
-
-/// Claims the fill of each of `lists` under `token` in one round trip;
-/// `rebuild` claims cached lists too.
-pub async fn begin_fills(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    lists: &[ListKey],
-    token: &str,
-    rebuild: bool,
-) -> redis::RedisResult<Vec<FillClaim>> {
-    if lists.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut pipe = redis::pipe();
-    for list in lists {
-        pipe.invoke_script(
-            FILL_BEGIN
-                .key(&keys.list(*list)[..])
-                .key(keys.list_tombstones(*list))
-                .arg(token)
-                .arg(FILL_LEASE.as_millis() as u64)
-                .arg(if rebuild { "1" } else { "0" })
-                .arg(TOMBSTONE_GRACE.as_millis() as u64),
-        );
-    }
-    // Run twice only if Redis knew no script: then nothing was claimed.
-    let answers: Vec<i64> = super::query_with_scripts(conn, &pipe, &[&FILL_BEGIN]).await?;
-    Ok(answers
-        .into_iter()
-        .map(|answer| match answer {
-            1 => FillClaim::Granted,
-            0 => FillClaim::Cached,
-            _ => FillClaim::Busy,
-        })
-        .collect())
-}
-
-/// Claims the fill of `list` under `token` (see [`begin_fills`]).
-pub async fn begin_fill(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    list: ListKey,
-    token: &str,
-    rebuild: bool,
-) -> redis::RedisResult<FillClaim> {
-    let mut claims = begin_fills(conn, keys, &[list], token, rebuild).await?;
-    Ok(claims.pop().unwrap_or(FillClaim::Busy))
-}
-
-/// Commits the fill of one list (see [`commit_fills`]).
-pub async fn commit_fill(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    list: ListKey,
-    token: &str,
-    ttl: Duration,
-    entries: &[ListEntry],
-    complete: bool,
-) -> redis::RedisResult<bool> {
-    let fill = Fill {
-        list,
-        entries,
-        complete,
-    };
-    let mut committed = commit_fills(conn, keys, token, ttl, &[fill]).await?;
-    Ok(committed.pop().flatten().is_some())
-}
-
-/// One claimed list's rows, read after [`begin_fills`], newest first.
-pub struct Fill<'a> {
-    /// The list.
-    pub list: ListKey,
-    /// Its newest edges.
-    pub entries: &'a [ListEntry],
-    /// True when `entries` is the whole list.
-    pub complete: bool,
-}
-
-/// Merges each fill's entries and marks its coverage (the whole list when
-/// complete, else down to its last entry), in one round trip. Returns, per
-/// fill, `None` when its claim had lapsed (nothing written), else the
-/// members the list holds that its entries did not name: added by updates
-/// applied during the fill, for the filler to check against the truth.
-pub async fn commit_fills(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    token: &str,
-    ttl: Duration,
-    fills: &[Fill<'_>],
-) -> redis::RedisResult<Vec<Option<Vec<UserId>>>> {
-    if fills.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut pipe = redis::pipe();
-    for fill in fills {
-        let coverage = match (fill.complete, fill.entries.last()) {
-            (false, Some(last)) => format!("{}:{}", last.followed_at_ms, member(last.user)),
-            _ => "all".to_owned(),
-        };
-        let mut invocation = FILL_COMMIT.key(&keys.list(fill.list)[..]);
-        invocation.key(keys.list_tombstones(fill.list));
-        invocation
-            .arg(token)
-            .arg(ttl.as_millis() as u64)
-            .arg(coverage)
-            .arg(TOMBSTONE_GRACE.as_millis() as u64);
-        for entry in fill.entries {
-            invocation
-                .arg(member(entry.user))
-                .arg(entry.followed_at_ms)
-                .arg(entry.version);
-        }
-        pipe.invoke_script(&invocation);
-    }
-    // Run twice only if Redis knew no script: then nothing was committed.
-    let committed: Vec<redis::Value> =
-        super::query_with_scripts(conn, &pipe, &[&FILL_COMMIT]).await?;
-    Ok(committed
-        .iter()
-        .map(|reply| {
-            let reply: Vec<redis::Value> = redis::from_redis_value_ref(reply).ok()?;
-            let members = reply.get(1..).unwrap_or_default();
-            Some(
-                members
-                    .iter()
-                    .filter_map(|m| parse_member(&redis::from_redis_value_ref::<String>(m).ok()?))
-                    .collect(),
-            )
-        })
-        .collect())
 }
 
 /// Why a list cache could not serve a page.
@@ -441,132 +290,6 @@ fn parse_one<'a>(
     Some(Membership::Known(answers))
 }
 
-/// The members of a cached list, newest first (for checks and tools), or
-/// `None` when the list is not cached.
-pub async fn cached_members(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    list: ListKey,
-) -> redis::RedisResult<Option<Vec<(UserId, i64)>>> {
-    let [zset, _, coverage] = keys.list(list);
-    let (marker, members): (Option<String>, Vec<(String, i64)>) = redis::pipe()
-        .get(&coverage)
-        .zrevrange_withscores(&zset, 0, -1)
-        .query_async(conn)
-        .await?;
-    match marker {
-        Some(m) if !m.starts_with("filling:") => Ok(Some(
-            members
-                .into_iter()
-                .filter_map(|(m, score)| Some((parse_member(&m)?, score)))
-                .collect(),
-        )),
-        _ => Ok(None),
-    }
-}
-
-/// What a list's coverage marker says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Coverage {
-    /// Not cached.
-    Absent,
-    /// A fill is running.
-    Filling,
-    /// The whole list is cached.
-    All,
-    /// Every edge from the newest down to this position is cached.
-    Down(Position),
-    /// Not a marker Kith writes.
-    Malformed(String),
-}
-
-impl Coverage {
-    /// Parses a marker as `lua/list_page.lua` reads it.
-    pub fn parse(marker: Option<&str>) -> Self {
-        let Some(marker) = marker else {
-            return Self::Absent;
-        };
-        if marker.starts_with("filling:") {
-            return Self::Filling;
-        }
-        if marker == "all" {
-            return Self::All;
-        }
-        let parsed = marker.split_once(':').and_then(|(score, m)| {
-            Some(Position {
-                followed_at_ms: score.parse().ok()?,
-                user: parse_member(m)?,
-            })
-        });
-        parsed.map_or_else(|| Self::Malformed(marker.to_owned()), Self::Down)
-    }
-
-    /// True when reads treat the list as cached.
-    pub fn is_cached(&self) -> bool {
-        matches!(self, Self::All | Self::Down(_))
-    }
-}
-
-/// The coverage markers of many lists, in one round trip (a pipeline of
-/// single-key `GET`s: the lists live in different hash slots).
-pub async fn coverages(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    lists: &[ListKey],
-) -> redis::RedisResult<Vec<Coverage>> {
-    if lists.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut pipe = redis::pipe();
-    for list in lists {
-        let [_, _, coverage] = keys.list(*list);
-        pipe.cmd("GET").arg(coverage);
-    }
-    let markers: Vec<Option<String>> = pipe.query_async(conn).await?;
-    Ok(markers
-        .iter()
-        .map(|m| Coverage::parse(m.as_deref()))
-        .collect())
-}
-
-/// Everything one cached list holds, for checks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListSnapshot {
-    /// The coverage marker.
-    pub coverage: Coverage,
-    /// Members newest first, with their scores (raw member strings kept, so
-    /// a malformed member is visible).
-    pub members: Vec<(String, i64)>,
-    /// Member → edge version last applied.
-    pub versions: std::collections::HashMap<String, i64>,
-}
-
-/// Reads a whole list cache (ZSet, versions, coverage) atomically.
-pub async fn snapshot(
-    conn: &mut impl ConnectionLike,
-    keys: &RedisKeys,
-    list: ListKey,
-) -> redis::RedisResult<ListSnapshot> {
-    let [zset, versions, coverage] = keys.list(list);
-    type Raw = (
-        Option<String>,
-        Vec<(String, i64)>,
-        std::collections::HashMap<String, i64>,
-    );
-    let (marker, members, versions): Raw = redis::pipe()
-        .atomic()
-        .get(&coverage)
-        .zrevrange_withscores(&zset, 0, -1)
-        .hgetall(&versions)
-        .query_async(conn)
-        .await?;
-    Ok(ListSnapshot {
-        coverage: Coverage::parse(marker.as_deref()),
-        members,
-        versions,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,23 +340,5 @@ mod tests {
         let mut replies = std::iter::once(&short);
         assert_eq!(one.parse(|| replies.next()), vec![Membership::NotCached; 3]);
         assert_eq!(each.parse(|| None), vec![Membership::NotCached; 3]);
-    }
-
-    #[test]
-    fn coverage_markers_parse_as_the_page_script_reads_them() {
-        assert_eq!(Coverage::parse(None), Coverage::Absent);
-        assert_eq!(Coverage::parse(Some("filling:abc")), Coverage::Filling);
-        assert_eq!(Coverage::parse(Some("all")), Coverage::All);
-        assert_eq!(
-            Coverage::parse(Some("1700000000000:0000000000000000042")),
-            Coverage::Down(Position {
-                followed_at_ms: 1_700_000_000_000,
-                user: UserId::new(42).unwrap()
-            })
-        );
-        assert!(matches!(
-            Coverage::parse(Some("x:y")),
-            Coverage::Malformed(_)
-        ));
     }
 }
