@@ -18,6 +18,8 @@
 //! - [`consistency`]: verify, reconcile and rebuild the derived views from
 //!   the truth; the sampled online counter check.
 //! - [`metrics`]: what `GET /metrics` reports.
+//! - [`jobs`]: what each long-running `kith` command runs, for the binary
+//!   and tests alike.
 //! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
 //!   environment, bearer tokens, client-visible errors, domain types.
 
@@ -29,6 +31,7 @@ pub mod consistency;
 pub mod error;
 pub mod graph;
 pub mod http;
+pub mod jobs;
 pub mod live;
 pub mod metrics;
 pub mod model;

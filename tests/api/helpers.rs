@@ -72,6 +72,8 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     // Background checks would add statements to the round-trip counts;
     // the tests of the sampled check turn it on.
     config.counter_check_interval_secs = 0;
+    // Tests run many apps in one process: none serves metrics unless asked.
+    config.metrics_addr = None;
     tweak(&mut config);
 
     let app = App::start(config).await.expect("app starts");
@@ -324,20 +326,31 @@ where
 }
 
 /// A running pipeline job (relay or projector) of a test.
+/// Runs `jobs` on `app` as a `kith` process would ([`kith::jobs::run_until`]).
+fn start_jobs(
+    app: Arc<App>,
+    jobs: kith::jobs::Jobs,
+    hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
+) -> Job {
+    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let handle = tokio::spawn(kith::jobs::run_until(app, jobs, hooks, shutdown));
+    Job { trigger, handle }
+}
+
 pub struct Job {
     trigger: kith::pipeline::ShutdownTrigger,
-    handle: tokio::task::JoinHandle<Result<(), kith::pipeline::PipelineError>>,
+    handle: tokio::task::JoinHandle<Result<(), kith::jobs::JobError>>,
 }
 
 impl Job {
     /// Asks the job to stop and waits for it.
-    pub async fn stop(self) -> Result<(), kith::pipeline::PipelineError> {
+    pub async fn stop(self) -> Result<(), kith::jobs::JobError> {
         self.trigger.trigger();
         self.handle.await.unwrap()
     }
 
     /// Waits for the job to end by itself (for example a simulated crash).
-    pub async fn join(self, secs: u64) -> Result<(), kith::pipeline::PipelineError> {
+    pub async fn join(self, secs: u64) -> Result<(), kith::jobs::JobError> {
         tokio::time::timeout(std::time::Duration::from_secs(secs), self.handle)
             .await
             .expect("job ended")
@@ -351,14 +364,9 @@ impl TestApp {
         self.start_relay_for(self.app.clone())
     }
 
-    /// Starts the outbox relay on another `App` (as another process would run it).
+    /// Starts what `kith relay` runs on another `App` (as another process would).
     pub fn start_relay_for(&self, app: Arc<App>) -> Job {
-        let (trigger, shutdown) = kith::pipeline::Shutdown::new();
-        let handle = tokio::spawn(async move {
-            kith::pipeline::relay::run(app, shutdown).await;
-            Ok(())
-        });
-        Job { trigger, handle }
+        start_jobs(app, kith::jobs::Jobs::RELAY, Arc::default())
     }
 
     /// Starts a projector in the app's consumer group.
@@ -366,15 +374,14 @@ impl TestApp {
         self.start_projector_for(self.app.clone(), hooks)
     }
 
-    /// Starts a projector on another `App` (another consumer group, say).
+    /// Starts what `kith project` runs on another `App` (another consumer
+    /// group, say): the projector, with its companions.
     pub fn start_projector_for(
         &self,
         app: Arc<App>,
         hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
     ) -> Job {
-        let (trigger, shutdown) = kith::pipeline::Shutdown::new();
-        let handle = tokio::spawn(kith::pipeline::projector::run(app, shutdown, hooks));
-        Job { trigger, handle }
+        start_jobs(app, kith::jobs::Jobs::PROJECT, hooks)
     }
 
     /// Publishes a raw message, as another service would.

@@ -237,7 +237,12 @@ async fn a_crash_between_postgres_and_redis_is_repaired_by_replay() {
     );
     let result = projector.join(60).await;
     assert!(
-        matches!(result, Err(PipelineError::SimulatedCrash)),
+        matches!(
+            result,
+            Err(kith::jobs::JobError::Pipeline(
+                PipelineError::SimulatedCrash
+            ))
+        ),
         "{result:?}"
     );
     // PostgreSQL has the change; Redis and the offsets do not.

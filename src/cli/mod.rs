@@ -1,0 +1,371 @@
+//! The `kith` command line: its commands (clap), and the operator commands
+//! that run once and exit. The long-running ones (`run`, `serve`, `relay`,
+//! `project`) are the library's ([`kith::jobs`]).
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+use kith::app::App;
+use kith::config::Config;
+use kith::model::UserId;
+use kith::store;
+
+#[derive(Parser)]
+#[command(name = "kith", version, about = "Kith follow-graph service")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run everything in one process: the HTTP API, the outbox relay and the projector.
+    Run,
+    /// Serve the GraphQL API over HTTP (POST /graphql, GraphiQL at GET /graphql).
+    Serve,
+    /// Publish outbox events to Kafka (one active relay per database; others stand by).
+    Relay,
+    /// Consume events and maintain the derived views (follower projection, counters, caches).
+    Project,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Create active users `<prefix>0` … `<prefix>N-1`; existing handles are left alone.
+    SeedUsers {
+        /// How many users.
+        #[arg(long)]
+        count: u32,
+        /// Handle prefix.
+        #[arg(long, default_value = "user")]
+        prefix: String,
+    },
+    /// Generate a realistic follow graph inside PostgreSQL: power-law
+    /// followers, a few celebrities, three years of follow times; truth,
+    /// projection and counters consistent. Caches fill as it is read.
+    SeedData {
+        /// Users to create.
+        #[arg(long, default_value_t = 100_000)]
+        users: i64,
+        /// Follow edges to create (celebrities' included).
+        #[arg(long, default_value_t = 5_000_000)]
+        edges: i64,
+        /// Accounts with `--celebrity-followers` followers each.
+        #[arg(long, default_value_t = 3)]
+        celebrities: i64,
+        /// Followers of each celebrity (at most users - 1; default: every other user).
+        #[arg(long)]
+        celebrity_followers: Option<i64>,
+        /// Handle prefix (default: `s<unix time>_`, so runs never collide).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Seed of the generator, in [-1, 1].
+        #[arg(long, default_value_t = 0.42)]
+        seed: f64,
+    },
+    /// Print a signed development bearer token for a user (handle or numeric id).
+    Token {
+        /// The user's handle or numeric id.
+        #[arg(long)]
+        user: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: i64,
+    },
+    /// Print the GraphQL schema (SDL), as committed in `schema.graphql`.
+    PrintSchema,
+    /// Compare every derived view with the truth (read-only); exits 1 on any disagreement.
+    Verify {
+        /// Only this user's edges, counters and lists.
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// Rows per page.
+        #[arg(long, default_value_t = 1000)]
+        batch: i64,
+        /// Look again after this long at what disagreed (lag is normal on a live system); 0: report at once.
+        #[arg(long, default_value_t = 3000)]
+        settle_ms: u64,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Rebuild counter records and list caches from PostgreSQL (safe while everything runs).
+    RebuildCache {
+        /// Only this user (its record and both its lists).
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// Fill every user's lists, not only the ones cached now.
+        #[arg(long)]
+        all_lists: bool,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Repair the follower projection and the counters from the truth (safe while everything runs).
+    Reconcile {
+        /// Only edges changed since this time (RFC 3339), and their users.
+        #[arg(long, conflicts_with_all = ["full", "user"])]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// Everything (default: incremental from the previous run's watermark).
+        #[arg(long, conflicts_with = "user")]
+        full: bool,
+        /// Only this user's edges and counters.
+        #[arg(long, value_parser = parse_user_id)]
+        user: Option<UserId>,
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Inspect and re-apply messages the projector could not apply.
+    DeadLetters {
+        #[command(subcommand)]
+        action: DeadLetterAction,
+    },
+    /// Suspend, delete or restore an account (its edges follow, batch by batch).
+    User {
+        #[command(subcommand)]
+        action: UserAction,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum UserAction {
+    /// Bar the account: it cannot act or be followed, and leaves every list and count.
+    Suspend {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
+    /// Delete the account: as suspended, and invisible.
+    Delete {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
+    /// Make the account active again; its edges come back in their old place.
+    Restore {
+        /// The user's numeric id.
+        #[arg(value_parser = parse_user_id)]
+        id: UserId,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum DeadLetterAction {
+    /// List dead letters, oldest first.
+    List {
+        /// Include the ones a replay already applied.
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// Apply dead letters again (after whatever rejected them is fixed).
+    Replay {
+        /// Only these ids (default: every one not replayed yet).
+        #[arg(long = "id")]
+        ids: Vec<i64>,
+    },
+}
+
+/// Runs an operator command: one that does its work and exits.
+pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate => {
+            let applied = store::migrate::run_pending(&config.database_url).await?;
+            tracing::info!(count = applied.len(), ?applied, "migrations applied");
+            Ok(())
+        }
+        Command::SeedData {
+            users,
+            edges,
+            celebrities,
+            celebrity_followers,
+            prefix,
+            seed,
+        } => {
+            let plan = store::seed::Plan {
+                users,
+                edges,
+                celebrities,
+                celebrity_followers: celebrity_followers.unwrap_or(users - 1),
+                prefix: prefix.unwrap_or_else(|| format!("s{}_", chrono::Utc::now().timestamp())),
+                seed,
+            };
+            let mut conn = session(&config).await?;
+            let started = std::time::Instant::now();
+            let summary = store::seed::generate(&mut conn, &plan, |step| {
+                eprintln!("[{:>6.1} s] {step}", started.elapsed().as_secs_f64());
+            })
+            .await?;
+            println!(
+                "{} users (ids {}..={}, handles {}N), {} edges in {:.1} s",
+                summary.users,
+                summary.first_id,
+                summary.first_id + summary.users - 1,
+                plan.prefix,
+                summary.edges,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::SeedUsers { count, prefix } => {
+            if prefix.is_empty() {
+                bail!("--prefix must not be empty");
+            }
+            let mut conn = session(&config).await?;
+            let created = store::users::seed(&mut conn, &prefix, count.into()).await?;
+            println!(
+                "created {created} users ({} already existed)",
+                count as usize - created
+            );
+            Ok(())
+        }
+        Command::Token { user, ttl } => {
+            if ttl <= 0 {
+                bail!("--ttl must be positive");
+            }
+            let mut conn = session(&config).await?;
+            let found = match user.parse::<UserId>() {
+                Ok(id) => store::users::find(&mut conn, id).await?,
+                Err(()) => store::users::find_by_handle(&mut conn, &user).await?,
+            };
+            let found = found.with_context(|| format!("no user {user:?}"))?;
+            let keys = kith::auth::TokenKeys::new(&config.jwt_secret);
+            println!(
+                "{}",
+                keys.issue(found.id, chrono::Utc::now().timestamp(), ttl)
+            );
+            Ok(())
+        }
+        Command::Verify {
+            user,
+            batch,
+            settle_ms,
+            quiet,
+        } => {
+            let app = App::start(config).await?;
+            let options = kith::consistency::verify::Options {
+                user,
+                batch: batch.max(1),
+                settle: std::time::Duration::from_millis(settle_ms),
+                progress: !quiet,
+                ..Default::default()
+            };
+            let report = kith::consistency::verify::verify(&app, &options).await?;
+            print!("{report}");
+            if report.total() > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::RebuildCache {
+            user,
+            all_lists,
+            quiet,
+        } => {
+            let app = App::start(config).await?;
+            let options = kith::consistency::rebuild::Options {
+                user,
+                all_lists,
+                batch: 500,
+                progress: !quiet,
+            };
+            let summary = kith::consistency::rebuild::rebuild(&app, options).await?;
+            println!("{summary}");
+            Ok(())
+        }
+        Command::Reconcile {
+            since,
+            full,
+            user,
+            quiet,
+        } => {
+            use kith::consistency::reconcile::{Scope, reconcile};
+            let app = App::start(config).await?;
+            let scope = match (since, full, user) {
+                (Some(t), _, _) => Scope::Since(t),
+                (_, _, Some(u)) => Scope::User(u),
+                (_, true, _) => Scope::Full,
+                _ => Scope::Incremental,
+            };
+            let summary = reconcile(&app, scope, 1000, !quiet).await?;
+            print!("{summary}");
+            Ok(())
+        }
+        Command::DeadLetters { action } => {
+            let app = App::start(config).await?;
+            match action {
+                DeadLetterAction::List { all, limit } => {
+                    let mut conn = app.pg.get().await?;
+                    let letters =
+                        store::dead_letters::list(&mut conn, 0, limit.max(1), !all).await?;
+                    for l in &letters {
+                        println!(
+                            "#{} {}/{}@{} at {}{}: {}\n    payload: {}",
+                            l.id,
+                            l.source_topic,
+                            l.source_partition,
+                            l.source_offset,
+                            l.created_at.to_rfc3339(),
+                            l.replayed_at
+                                .map(|t| format!(" (replayed {})", t.to_rfc3339()))
+                                .unwrap_or_default(),
+                            l.error,
+                            l.payload
+                                .as_deref()
+                                .map(String::from_utf8_lossy)
+                                .unwrap_or_default()
+                        );
+                    }
+                    println!("{} dead letters", letters.len());
+                }
+                DeadLetterAction::Replay { ids } => {
+                    let ids = (!ids.is_empty()).then_some(ids);
+                    let report = kith::pipeline::dead_letters::replay(&app, ids.as_deref()).await?;
+                    for (id, reason) in &report.still_dead {
+                        println!("#{id} still dead: {reason}");
+                    }
+                    println!(
+                        "replayed {}, still dead {}",
+                        report.replayed.len(),
+                        report.still_dead.len()
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::User { action } => {
+            use kith::model::UserStatus;
+            let app = App::start(config).await?;
+            let (id, status) = match action {
+                UserAction::Suspend { id } => (id, UserStatus::Suspended),
+                UserAction::Delete { id } => (id, UserStatus::Deleted),
+                UserAction::Restore { id } => (id, UserStatus::Active),
+            };
+            let summary = kith::write::lifecycle::set_status(&app, id, status).await?;
+            if summary.previous.is_none() {
+                bail!("no user {id}");
+            }
+            println!("user {id}: {} now; {summary}", status.as_str());
+            Ok(())
+        }
+        Command::Run
+        | Command::Serve
+        | Command::Relay
+        | Command::Project
+        | Command::PrintSchema => unreachable!("not an operator command"),
+    }
+}
+
+/// One PostgreSQL session for a command that needs nothing else (no pool,
+/// no statement timeout: these commands are the operator's).
+async fn session(config: &Config) -> anyhow::Result<diesel_async::AsyncPgConnection> {
+    use diesel_async::AsyncConnection as _;
+    let url = store::pool::with_keepalives(&config.database_url);
+    Ok(diesel_async::AsyncPgConnection::establish(&url).await?)
+}
+
+fn parse_user_id(s: &str) -> Result<UserId, String> {
+    s.parse()
+        .map_err(|()| format!("{s:?} is not a user id (a positive integer)"))
+}
