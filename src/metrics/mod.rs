@@ -5,17 +5,20 @@
 //! at scrape time — pool states, the outbox backlog, statement and round-trip
 //! counts, fills in flight — comes in a [`Scrape`].
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::encoding::text::{encode_eof, encode_registry};
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+
+mod operations;
+mod render;
+
+pub use operations::NameSource;
+use operations::{OperationNames, valid_name};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 
 /// Upper bounds (seconds) of the pipeline-lag histogram buckets.
 const LAG_BUCKETS: [f64; 16] = [
@@ -26,15 +29,6 @@ const LAG_BUCKETS: [f64; 16] = [
 const REQUEST_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-
-/// Operation names of signed-in clients kept as labels; past it, `other`
-/// (clients name their operations, so the set must stay bounded).
-const MAX_OPERATIONS: usize = 128;
-/// Of them, how many one user may introduce: one client cannot take them all.
-const NEW_OPERATIONS_PER_USER: usize = 4;
-/// Operation names of anonymous clients kept as labels, apart from the
-/// signed-in ones (an anonymous flood fills only these).
-const MAX_ANONYMOUS_OPERATIONS: usize = 32;
 
 /// A GraphQL request's labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -84,62 +78,13 @@ pub struct PathLabels {
     pub path: &'static str,
 }
 
-/// Who named an operation, for [`Metrics::observe_request`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NameSource {
-    /// A signed-in client.
-    User(crate::model::UserId),
-    /// An anonymous client.
-    Anonymous,
-}
-
-/// The operation names kept as labels, by where they came from.
-#[derive(Default)]
-struct OperationNames {
-    /// From the persisted-query manifest: always kept.
-    manifest: HashSet<String>,
-    signed_in: HashSet<String>,
-    anonymous: HashSet<String>,
-    /// Names each user introduced (at most [`MAX_OPERATIONS`] users).
-    introduced: HashMap<crate::model::UserId, usize>,
-}
-
-impl OperationNames {
-    fn label(&mut self, name: &str, source: NameSource) -> bool {
-        if self.manifest.contains(name)
-            || self.signed_in.contains(name)
-            || self.anonymous.contains(name)
-        {
-            return true;
-        }
-        match source {
-            NameSource::User(user) => {
-                let introduced = self.introduced.entry(user).or_default();
-                if self.signed_in.len() < MAX_OPERATIONS && *introduced < NEW_OPERATIONS_PER_USER {
-                    *introduced += 1;
-                    self.signed_in.insert(name.to_owned());
-                    return true;
-                }
-                if *introduced == 0 {
-                    self.introduced.remove(&user);
-                }
-                false
-            }
-            NameSource::Anonymous => {
-                self.anonymous.len() < MAX_ANONYMOUS_OPERATIONS
-                    && self.anonymous.insert(name.to_owned())
-            }
-        }
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PoolLabels {
+pub(super) struct PoolLabels {
     pool: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PoolGetLabels {
+pub(super) struct PoolGetLabels {
     pool: &'static str,
     result: &'static str,
 }
@@ -367,157 +312,6 @@ impl Metrics {
             .get_or_create(&PathLabels { path })
             .inc();
     }
-
-    /// The OpenMetrics text exposition.
-    pub fn render(&self, scrape: &Scrape) -> String {
-        let mut registry = Registry::default();
-        let kith = registry.sub_registry_with_prefix("kith");
-        kith.register(
-            "events_relayed",
-            "Outbox events acknowledged by the broker",
-            self.events_relayed.clone(),
-        );
-        kith.register(
-            "events_applied",
-            "Events processed by the projector",
-            self.events_applied.clone(),
-        );
-        kith.register(
-            "events_dead_lettered",
-            "Messages recorded as dead letters",
-            self.events_dead_lettered.clone(),
-        );
-        kith.register(
-            "projector_wakeups",
-            "What ended an idle projector's park: a relay's wake-up (local or redis), the idle interval, a lease change",
-            self.projector_wakeups.clone(),
-        );
-        kith.register(
-            "projector_parks",
-            "Times an idle projector stopped fetching (until a relay announced events or the idle interval passed)",
-            self.projector_parks.clone(),
-        );
-        kith.register(
-            "consistency_repairs",
-            "Derived rows and counters repaired by reconciliation or the sampled counter check",
-            self.consistency_repairs.clone(),
-        );
-        kith.register(
-            "requests_timed_out",
-            "GraphQL requests stopped at their deadline (KITH_REQUEST_TIMEOUT_MS)",
-            self.requests_timed_out.clone(),
-        );
-        kith.register(
-            "rate_limited",
-            "Edge writes refused by the actor's token bucket",
-            self.rate_limited.clone(),
-        );
-        kith.register(
-            "pipeline_lag_seconds",
-            "From the commit of a change to its projection into every derived view",
-            self.pipeline_lag.clone(),
-        );
-        kith.register(
-            "graphql_requests",
-            "GraphQL requests by operation name and outcome code",
-            self.requests.clone(),
-        );
-        kith.register(
-            "graphql_request_duration_seconds",
-            "GraphQL request latency by operation name and outcome code",
-            self.request_duration.clone(),
-        );
-        kith.register(
-            "cache_lookups",
-            "Cache lookups by cache and result",
-            self.cache.clone(),
-        );
-        kith.register(
-            "consumer_lag_messages",
-            "Messages between the projector's position and the end of each partition it holds",
-            self.consumer_lag.clone(),
-        );
-        kith.register(
-            "postgres_statements",
-            "Statements run on the PostgreSQL pool",
-            ConstCounter::new(scrape.postgres_statements),
-        );
-        kith.register(
-            "read_redis_round_trips",
-            "Redis round trips made by reads",
-            ConstCounter::new(scrape.read_redis_round_trips),
-        );
-        kith.register(
-            "list_fills_in_flight",
-            "Lists being filled into the list cache by this process",
-            ConstGauge::new(i64::try_from(scrape.fills_in_flight).unwrap_or(i64::MAX)),
-        );
-        kith.register(
-            "list_fills_skipped",
-            "List fills asked for by reads and not made: the owner is not an active user, or the process's fill budget is spent",
-            self.list_fills_skipped.clone(),
-        );
-        kith.register(
-            "redis_out_of_memory",
-            "Redis writes refused for lack of memory (OOM), by path",
-            self.redis_out_of_memory.clone(),
-        );
-        if self.outbox_backlog.get() >= 0 {
-            kith.register(
-                "relay_backlog",
-                "Outbox rows not yet published, as last sampled (exact up to 10,000, estimated past it)",
-                self.outbox_backlog.clone(),
-            );
-        }
-        let connections = Family::<PoolLabels, Gauge>::default();
-        let idle = Family::<PoolLabels, Gauge>::default();
-        let gets = Family::<PoolGetLabels, Counter>::default();
-        let wait = Family::<PoolLabels, Counter<f64>>::default();
-        for (pool, state) in [
-            ("postgres", scrape.postgres_pool),
-            ("redis", scrape.redis_pool),
-        ] {
-            let labels = PoolLabels { pool };
-            connections
-                .get_or_create(&labels)
-                .set(i64::from(state.connections));
-            idle.get_or_create(&labels).set(i64::from(state.idle));
-            for (result, n) in [
-                ("direct", state.gets_direct),
-                ("waited", state.gets_waited),
-                ("timed_out", state.gets_timed_out),
-            ] {
-                gets.get_or_create(&PoolGetLabels { pool, result })
-                    .inc_by(n);
-            }
-            wait.get_or_create(&labels)
-                .inc_by(state.wait_time.as_secs_f64());
-        }
-        kith.register("pool_connections", "Connections open per pool", connections);
-        kith.register("pool_idle_connections", "Idle connections per pool", idle);
-        kith.register(
-            "pool_checkouts",
-            "Connection checkouts per pool: served at once, after waiting, or timed out",
-            gets,
-        );
-        kith.register(
-            "pool_wait_seconds",
-            "Time spent waiting for a connection per pool",
-            wait,
-        );
-        let mut out = String::new();
-        // Writing to a String cannot fail.
-        let _ = encode_registry(&mut out, &registry);
-        let _ = encode_eof(&mut out);
-        out
-    }
-}
-
-/// A name usable as a label: letters, digits and `_`, at most 64.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]
