@@ -7,6 +7,80 @@
 
 use async_graphql::ErrorExtensions;
 
+/// Every `extensions.code` a client can receive: the one list, used by every
+/// place that refuses something (`docs/api.md` documents each; a test checks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// No valid bearer token where one is required.
+    Unauthenticated,
+    /// The signed-in account may not do this.
+    Forbidden,
+    /// Slow down: a token bucket is empty, or a connection has too much waiting.
+    RateLimited,
+    /// A cursor this connection did not issue.
+    BadCursor,
+    /// The named object does not exist.
+    NotFound,
+    /// The request is not acceptable as sent.
+    InvalidInput,
+    /// Introspection is switched off (`KITH_INTROSPECTION=false`).
+    IntrospectionDisabled,
+    /// A persisted-query hash this process does not know yet.
+    PersistedQueryNotFound,
+    /// Automatic persisted queries are off.
+    PersistedQueryNotSupported,
+    /// Allow-list mode: a hash not in the manifest.
+    PersistedQueryNotInList,
+    /// Allow-list mode: a text not in the manifest.
+    QueryNotInSafelist,
+    /// A dependency cannot serve now; safe to retry.
+    Unavailable,
+    /// The request ran past its deadline.
+    Timeout,
+    /// Anything else; the cause is logged, never returned.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code.
+    pub const ALL: [Self; 14] = [
+        Self::Unauthenticated,
+        Self::Forbidden,
+        Self::RateLimited,
+        Self::BadCursor,
+        Self::NotFound,
+        Self::InvalidInput,
+        Self::IntrospectionDisabled,
+        Self::PersistedQueryNotFound,
+        Self::PersistedQueryNotSupported,
+        Self::PersistedQueryNotInList,
+        Self::QueryNotInSafelist,
+        Self::Unavailable,
+        Self::Timeout,
+        Self::Internal,
+    ];
+
+    /// The code as clients read it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "UNAUTHENTICATED",
+            Self::Forbidden => "FORBIDDEN",
+            Self::RateLimited => "RATE_LIMITED",
+            Self::BadCursor => "BAD_CURSOR",
+            Self::NotFound => "NOT_FOUND",
+            Self::InvalidInput => "INVALID_INPUT",
+            Self::IntrospectionDisabled => "INTROSPECTION_DISABLED",
+            Self::PersistedQueryNotFound => "PERSISTED_QUERY_NOT_FOUND",
+            Self::PersistedQueryNotSupported => "PERSISTED_QUERY_NOT_SUPPORTED",
+            Self::PersistedQueryNotInList => "PERSISTED_QUERY_NOT_IN_LIST",
+            Self::QueryNotInSafelist => "QUERY_NOT_IN_SAFELIST",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::Timeout => "TIMEOUT",
+            Self::Internal => "INTERNAL",
+        }
+    }
+}
+
 /// A failure of an API operation, as the client is allowed to see it.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -50,16 +124,17 @@ impl ApiError {
     /// The stable machine-readable code placed in `extensions.code`.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Unauthenticated(_) => "UNAUTHENTICATED",
-            Self::Forbidden(_) => "FORBIDDEN",
-            Self::RateLimited { .. } => "RATE_LIMITED",
-            Self::BadCursor => "BAD_CURSOR",
-            Self::NotFound(_) => "NOT_FOUND",
-            Self::InvalidInput(_) => "INVALID_INPUT",
-            Self::Unavailable(_) => "UNAVAILABLE",
-            Self::Timeout => "TIMEOUT",
-            Self::Internal(_) => "INTERNAL",
+            Self::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::BadCursor => ErrorCode::BadCursor,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::InvalidInput(_) => ErrorCode::InvalidInput,
+            Self::Unavailable(_) => ErrorCode::Unavailable,
+            Self::Timeout => ErrorCode::Timeout,
+            Self::Internal(_) => ErrorCode::Internal,
         }
+        .as_str()
     }
 
     /// Shorthand for an `INVALID_INPUT` error.
@@ -196,6 +271,19 @@ impl ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_is_documented() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
+        for code in ErrorCode::ALL {
+            let code = code.as_str();
+            assert!(
+                doc.contains(&format!("`{code}`")),
+                "docs/api.md's error table does not list {code}"
+            );
+        }
+    }
 
     #[test]
     fn internal_errors_do_not_leak_their_cause() {

@@ -231,7 +231,7 @@ pub(crate) fn with_codes(mut response: Response) -> Response {
     for error in &mut response.errors {
         let extensions = error.extensions.get_or_insert_with(Default::default);
         if extensions.get("code").is_none() {
-            extensions.set("code", "INVALID_INPUT");
+            extensions.set("code", crate::error::ErrorCode::InvalidInput.as_str());
         }
     }
     response

@@ -25,6 +25,7 @@ use async_graphql::Request;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
+use crate::error::ErrorCode;
 
 /// Why a persisted-query request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,12 +51,13 @@ impl PersistedError {
     /// The stable `extensions.code`.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::NotFound => "PERSISTED_QUERY_NOT_FOUND",
-            Self::NotSupported => "PERSISTED_QUERY_NOT_SUPPORTED",
-            Self::NotInList => "PERSISTED_QUERY_NOT_IN_LIST",
-            Self::NotInSafelist => "QUERY_NOT_IN_SAFELIST",
-            Self::Invalid(_) => "INVALID_INPUT",
+            Self::NotFound => ErrorCode::PersistedQueryNotFound,
+            Self::NotSupported => ErrorCode::PersistedQueryNotSupported,
+            Self::NotInList => ErrorCode::PersistedQueryNotInList,
+            Self::NotInSafelist => ErrorCode::QueryNotInSafelist,
+            Self::Invalid(_) => ErrorCode::InvalidInput,
         }
+        .as_str()
     }
 }
 

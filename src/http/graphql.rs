@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::HttpState;
 use crate::auth::{TokenError, Viewer};
+use crate::error::ErrorCode;
 use crate::graph;
 
 /// The two response media types of the spec.
@@ -74,7 +75,7 @@ impl Refusal {
         Self {
             status,
             message: message.into(),
-            code: "INVALID_INPUT",
+            code: ErrorCode::InvalidInput.as_str(),
             allow: None,
         }
     }
@@ -373,7 +374,7 @@ async fn execute(
     };
     let body = body.unwrap_or_else(|e| {
         tracing::error!(error = %e, "response not serialisable");
-        json!({ "errors": [{ "message": "internal error", "extensions": { "code": "INTERNAL" } }] })
+        json!({ "errors": [{ "message": "internal error", "extensions": { "code": ErrorCode::Internal.as_str() } }] })
             .to_string()
     });
     let status = if refused {

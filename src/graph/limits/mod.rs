@@ -30,6 +30,7 @@ use async_graphql::parser::types::{
 use async_graphql::{Pos, Positioned, Request, ServerError, ServerResult, Value, Variables};
 
 use crate::config::Config;
+use crate::error::ErrorCode;
 
 mod sizes;
 
@@ -139,7 +140,7 @@ impl Limits {
                 error
                     .extensions
                     .get_or_insert_with(Default::default)
-                    .set("code", "INTROSPECTION_DISABLED");
+                    .set("code", ErrorCode::IntrospectionDisabled.as_str());
                 return Err(error);
             }
             self.check_offset(field, &effective)
@@ -238,7 +239,7 @@ fn refuse(message: String, pos: Option<Pos>) -> ServerError {
     error
         .extensions
         .get_or_insert_with(Default::default)
-        .set("code", "INVALID_INPUT");
+        .set("code", ErrorCode::InvalidInput.as_str());
     error
 }
 
