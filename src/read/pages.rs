@@ -362,19 +362,11 @@ pub async fn recheck(app: &App, unread: &[(ListKey, UserId)]) -> Result<(), ApiE
     let edges: Vec<EdgeState> = rows
         .iter()
         .filter_map(|(of_following, row)| {
-            let (from, to) = (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
-            let (list, other) = if *of_following {
-                (ListKey::Following(from), to)
+            if *of_following {
+                EdgeState::in_following(row)
             } else {
-                (ListKey::Followers(to), from)
-            };
-            Some(EdgeState {
-                list,
-                other,
-                active: row.active,
-                followed_at_ms: row.followed_at.timestamp_millis(),
-                version: row.version,
-            })
+                EdgeState::in_followers(row)
+            }
         })
         .collect();
     let mut redis = app.redis.get().await?;

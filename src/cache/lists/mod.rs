@@ -77,6 +77,31 @@ pub struct EdgeState {
     pub version: i64,
 }
 
+impl EdgeState {
+    /// The state of an edge row as its follower's following list sees it
+    /// (`None` for ids that are not users).
+    pub fn in_following(row: &crate::store::follower::EdgeRow) -> Option<Self> {
+        let (from, to) = (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
+        Some(Self::of(row, ListKey::Following(from), to))
+    }
+
+    /// The state of an edge row as the followed user's followers list sees it.
+    pub fn in_followers(row: &crate::store::follower::EdgeRow) -> Option<Self> {
+        let (from, to) = (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
+        Some(Self::of(row, ListKey::Followers(to), from))
+    }
+
+    fn of(row: &crate::store::follower::EdgeRow, list: ListKey, other: UserId) -> Self {
+        Self {
+            list,
+            other,
+            active: row.active,
+            followed_at_ms: row.followed_at.timestamp_millis(),
+            version: row.version,
+        }
+    }
+}
+
 /// The script the queued edge states invoke by hash (see [`super::run_writes`]).
 pub fn apply_script() -> &'static redis::Script {
     &APPLY_EDGE

@@ -9,7 +9,7 @@ use super::batch::{Action, Event, Item};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
-use crate::cache::{self, ListKey};
+use crate::cache;
 use crate::live::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
@@ -94,10 +94,10 @@ pub async fn resync_state(
             .collect();
         let mut edges = Vec::new();
         for row in follower::rows(&mut conn, &pairs).await? {
-            edges.extend(edge_state(row, |from, to| (ListKey::Followers(to), from)));
+            edges.extend(EdgeState::in_followers(&row));
         }
         for row in following::rows(&mut conn, &pairs).await? {
-            edges.extend(edge_state(row, |from, to| (ListKey::Following(from), to)));
+            edges.extend(EdgeState::in_following(&row));
         }
         (records, edges)
     };
@@ -133,19 +133,4 @@ pub async fn resync_state(
         app.hot_lists.invalidate(&edge.list).await;
     }
     Ok(())
-}
-
-fn edge_state(
-    row: follower::EdgeRow,
-    list_and_member: impl Fn(UserId, UserId) -> (ListKey, UserId),
-) -> Option<EdgeState> {
-    let (list, other) =
-        list_and_member(UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
-    Some(EdgeState {
-        list,
-        other,
-        active: row.active,
-        followed_at_ms: row.followed_at.timestamp_millis(),
-        version: row.version,
-    })
 }
