@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use super::batch::{Action, Event, Item};
 use crate::app::App;
+use crate::cache;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
-use crate::cache;
 use crate::live::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
