@@ -22,8 +22,8 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use diesel_async::RunQueryDsl;
 use http_body_util::BodyExt;
-use kith::pipeline::Shutdown;
 use kith::pipeline::projector::ProjectorHooks;
+use kith::shutdown::Shutdown;
 use tower::ServiceExt;
 
 #[path = "common.rs"]

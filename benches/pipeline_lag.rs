@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use kith::app::App;
 use kith::model::UserId;
-use kith::pipeline::Shutdown;
 use kith::pipeline::projector::ProjectorHooks;
+use kith::shutdown::Shutdown;
 use kith::write::{EdgeChange, change_edge};
 
 #[path = "common.rs"]

@@ -18,7 +18,7 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use diesel::sql_types::BigInt;
 use http_body_util::BodyExt;
-use kith::cache::ListKey;
+use kith::paging::ListKey;
 use tower::ServiceExt;
 
 #[path = "common.rs"]

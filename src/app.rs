@@ -5,15 +5,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::auth::TokenKeys;
-use crate::cache::{self, ListKey, RedisKeys, RedisPool};
+use crate::cache::{self, RedisKeys, RedisPool};
 use crate::config::Config;
 use crate::consistency::sampled::SampledCheck;
 use crate::metrics::Metrics;
 use crate::model::UserId;
+use crate::paging::ListKey;
+use crate::paging::Page;
 use crate::read::RoundTrips;
 use crate::read::intersect::{Intersection, IntersectionKey};
 use crate::read::users::UserCache;
-use crate::store::lists::Page;
 use crate::store::{self, PgPool};
 use crate::write::RateLimiter;
 

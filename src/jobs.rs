@@ -9,8 +9,9 @@ use futures_util::FutureExt as _;
 
 use crate::app::{App, StartError};
 use crate::config::{Config, ConfigError};
+use crate::pipeline::PipelineError;
 use crate::pipeline::projector::ProjectorHooks;
-use crate::pipeline::{PipelineError, Shutdown};
+use crate::shutdown::Shutdown;
 
 /// How often the account sweeper finishes status changes a process left.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -116,7 +117,7 @@ pub async fn run_until(
             crate::pipeline::projector::run(app.clone(), stop.clone(), hooks)
                 .map(|r| r.map_err(JobError::from)),
         );
-        tasks.spawn(crate::pipeline::content::prune_ledger(app.clone(), stop.clone()).map(Ok));
+        tasks.spawn(crate::pipeline::ledger::prune(app.clone(), stop.clone()).map(Ok));
         tasks.spawn(
             crate::write::lifecycle::sweep_every(app.clone(), SWEEP_EVERY, stop.clone()).map(Ok),
         );

@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::error::ApiError;
 use crate::model::UserId;
-use crate::pipeline::Shutdown;
+use crate::paging::ListKey;
+use crate::shutdown::Shutdown;
 
 /// What one projector batch changed, as published.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

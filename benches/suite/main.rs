@@ -523,7 +523,7 @@ async fn main() {
     let pg_tps = pgbench(&base_url, &schema, clients, seconds);
     eprintln!("pgbench: {pg_tps:.0} tps");
     let counter_key = app.keys.counter_record(UserId::new(celebrity).unwrap());
-    let [list_key, _, _] = app.keys.list(kith::cache::ListKey::Followers(
+    let [list_key, _, _] = app.keys.list(kith::paging::ListKey::Followers(
         UserId::new(celebrity).unwrap(),
     ));
     let _ = bench
@@ -531,7 +531,7 @@ async fn main() {
         .await;
     kith::read::pages::fill(
         &app,
-        kith::cache::ListKey::Followers(UserId::new(celebrity).unwrap()),
+        kith::paging::ListKey::Followers(UserId::new(celebrity).unwrap()),
         false,
     )
     .await
@@ -879,7 +879,7 @@ async fn main() {
         let mut bytes = 0u64;
         let mut members = 0u64;
         for user in ordinary.iter().chain([&celebrity]) {
-            let list = kith::cache::ListKey::Followers(UserId::new(*user).unwrap());
+            let list = kith::paging::ListKey::Followers(UserId::new(*user).unwrap());
             for key in app.keys.list(list) {
                 let used: Option<u64> = redis::cmd("MEMORY")
                     .arg("USAGE")

@@ -4,24 +4,7 @@
 //! keys of one user share a slot and every script touches one slot only.
 
 use crate::model::UserId;
-
-/// One user's cached list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ListKey {
-    /// Whom the user follows (`uf:flws:{uid}`), from the truth table.
-    Following(UserId),
-    /// Who follows the user (`uf:fans:{uid}`), from the projection.
-    Followers(UserId),
-}
-
-impl ListKey {
-    /// Whose list it is.
-    pub fn owner(self) -> UserId {
-        match self {
-            Self::Following(owner) | Self::Followers(owner) => owner,
-        }
-    }
-}
+use crate::paging::ListKey;
 
 /// Builds keys under an optional prefix (tenants, tests).
 #[derive(Clone, Debug, Default)]

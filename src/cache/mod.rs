@@ -7,7 +7,7 @@ pub mod keys;
 pub mod lists;
 pub mod pool;
 
-pub use keys::{ListKey, RedisKeys};
+pub use keys::RedisKeys;
 pub use pool::RedisPool;
 
 use counters::CounterRecord;

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use super::progress::Progress;
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::counters::{self, CounterRecord};
 use crate::cache::lists;
 use crate::model::UserId;
+use crate::paging::ListKey;
 use crate::pipeline::PipelineError;
 use crate::read::pages;
 use crate::store::stats;

@@ -377,7 +377,7 @@ async fn write_watermark(app: &App, at: DateTime<Utc>) -> Result<(), PipelineErr
 pub async fn schedule(
     app: std::sync::Arc<App>,
     interval: Duration,
-    mut shutdown: crate::pipeline::Shutdown,
+    mut shutdown: crate::shutdown::Shutdown,
 ) {
     while shutdown.sleep(interval).await {
         let round = async {

@@ -15,11 +15,11 @@ use super::cursor::{CursorKeys, CursorScope};
 use super::loaders::Loaders;
 use super::user::UserNode;
 use super::{app, viewer};
-use crate::cache::ListKey;
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{UserId, UserStatus};
+use crate::paging::ListKey;
+use crate::paging::{Page, PageRequest, Position};
 use crate::read::{intersect, pages};
-use crate::store::lists::{Page, PageRequest, Position};
 
 /// Largest page a client may ask for.
 pub const MAX_PAGE: i32 = 100;
@@ -326,7 +326,7 @@ pub async fn resolve_shared(
     let result = intersect::cached(app(ctx), task, (record(a).version, record(b).version))
         .await
         .gql()?;
-    let page = intersect::page_of(&result.items, request);
+    let page = crate::paging::page_of(&result.items, request);
     build(ctx, scope, &page, forward, result.items.len() as u64).await
 }
 

@@ -10,10 +10,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::cache::ListKey;
 use crate::error::ApiError;
 use crate::model::UserId;
-use crate::store::lists::Position;
+use crate::paging::ListKey;
+use crate::paging::Position;
 
 const VERSION: u8 = 1;
 /// Version, kind, the scope's first id, the position (follow time, user);

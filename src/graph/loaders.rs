@@ -10,15 +10,15 @@ use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
 use super::count::{BoundedCount, Count};
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
+use crate::paging::ListKey;
+use crate::paging::{Page, PageRequest};
 use crate::read::batch::{self, Answer, Read};
 use crate::read::intersect;
 use crate::store::following::PairState;
-use crate::store::lists::{Page, PageRequest};
 
 /// A loader's failure, shared by every key of its batch.
 pub type LoadError = Arc<ApiError>;

@@ -7,10 +7,10 @@ use super::count::Count;
 use super::loaders::Loaders;
 use super::relation::Relationship;
 use super::{ids, viewer};
-use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{User, UserId};
+use crate::paging::ListKey;
 use crate::store::following::PairState;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.

@@ -14,7 +14,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::app::App;
-use crate::pipeline::Shutdown;
+use crate::shutdown::Shutdown;
 
 /// How often the outbox backlog is sampled.
 pub const BACKLOG_EVERY: Duration = Duration::from_secs(10);

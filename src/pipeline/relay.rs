@@ -19,8 +19,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
 use super::wake::{Signal, Wakeups, announce_produced};
-use super::{Backoff, PipelineError, Shutdown, kafka};
+use super::{PipelineError, kafka};
 use crate::app::App;
+use crate::shutdown::{Backoff, Shutdown};
 use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};
 

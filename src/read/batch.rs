@@ -13,13 +13,14 @@ use chrono::{DateTime, Utc};
 
 use super::{counters, pages, relations};
 use crate::app::App;
+use crate::cache;
 use crate::cache::counters::{self as records, CounterRecord};
 use crate::cache::lists::{self, Member, MembersCalls, Membership, PageMiss};
-use crate::cache::{self, ListKey};
 use crate::error::ApiError;
 use crate::model::UserId;
+use crate::paging::ListKey;
+use crate::paging::{Page, PageRequest};
 use crate::store::following::PairState;
-use crate::store::lists::{Page, PageRequest};
 
 /// One thing a request reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -15,13 +15,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::{self, Member, MembersCalls, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
+use crate::paging::ListKey;
+use crate::paging::{PageRequest, Position};
 use crate::store::following;
-use crate::store::lists::{self as store_lists, PageRequest, Position};
+use crate::store::lists as store_lists;
 
 impl Task {
     /// The task of `first` ∩ `second`, sized by their owners' `counters`.
@@ -328,80 +329,4 @@ async fn probe_many(
         }
     }
     Ok(found)
-}
-
-/// The page `request` asks of `items` (newest first), with the same
-/// meaning of `more` and `other` as a list page.
-pub fn page_of(items: &[Position], request: PageRequest) -> store_lists::Page {
-    let key = |p: &Position| (p.followed_at_ms, p.user);
-    match request {
-        PageRequest::After(cursor, n) => {
-            let start = cursor.map_or(0, |c| items.partition_point(|p| key(p) >= key(&c)));
-            let end = (start + n).min(items.len());
-            store_lists::Page {
-                items: items[start..end].to_vec(),
-                more: end < items.len(),
-                other: start > 0,
-            }
-        }
-        PageRequest::Before(cursor, n) => {
-            let end = cursor.map_or(items.len(), |c| items.partition_point(|p| key(p) > key(&c)));
-            let start = end.saturating_sub(n);
-            store_lists::Page {
-                items: items[start..end].to_vec(),
-                more: start > 0,
-                other: end < items.len(),
-            }
-        }
-        PageRequest::Offset(offset, n) => {
-            let start = offset.min(items.len());
-            let end = (start + n).min(items.len());
-            store_lists::Page {
-                items: items[start..end].to_vec(),
-                more: end < items.len(),
-                other: start > 0,
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(ms: i64, user: i64) -> Position {
-        Position {
-            followed_at_ms: ms,
-            user: UserId::new(user).unwrap(),
-        }
-    }
-
-    #[test]
-    fn pages_of_a_sorted_intersection_never_skip_or_repeat() {
-        // Newest first; ties broken by the larger id first.
-        let items = vec![at(9, 1), at(7, 5), at(7, 3), at(4, 2), at(1, 8)];
-        let first = page_of(&items, PageRequest::After(None, 2));
-        assert_eq!(first.items, items[..2]);
-        assert!(first.more && !first.other);
-        let second = page_of(&items, PageRequest::After(Some(items[1]), 2));
-        assert_eq!(second.items, items[2..4]);
-        assert!(second.more && second.other);
-        let last = page_of(&items, PageRequest::After(Some(items[3]), 2));
-        assert_eq!(last.items, items[4..]);
-        assert!(!last.more && last.other);
-
-        let back = page_of(&items, PageRequest::Before(Some(items[2]), 5));
-        assert_eq!(back.items, items[..2]);
-        assert!(!back.more && back.other);
-        let oldest = page_of(&items, PageRequest::Before(None, 2));
-        assert_eq!(oldest.items, items[3..]);
-        assert!(oldest.more && !oldest.other);
-
-        // A cursor whose edge left the list still marks the same place.
-        let gone = at(7, 4);
-        let after_gone = page_of(&items, PageRequest::After(Some(gone), 1));
-        assert_eq!(after_gone.items, vec![items[2]]);
-        let before_gone = page_of(&items, PageRequest::Before(Some(gone), 1));
-        assert_eq!(before_gone.items, vec![items[1]]);
-    }
 }

@@ -8,11 +8,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::lists::{self, EdgeState, Fill, FillClaim, ListEntry, PageMiss};
 use crate::error::ApiError;
 use crate::model::{UserId, UserStatus};
-use crate::store::lists::{self as store_lists, Page, PageRequest};
+use crate::paging::ListKey;
+use crate::paging::{Page, PageRequest};
+use crate::store::lists as store_lists;
 
 /// Where a page came from (for tests and metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,9 +47,11 @@ pub async fn page(
 /// The page from the in-process hot-list cache, if it holds `list` (only
 /// hot lists are held) and the page lies within its newest edges.
 pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
-    let (offset, n) = hot_window(request)?;
+    if !in_hot_window(request) {
+        return None;
+    }
     let hot = app.hot_lists.get(&list).await?;
-    Some(slice(&hot, offset, n))
+    crate::paging::page_of_head(&hot, request)
 }
 
 /// Completes a page whose list-cache read gave `cached`: from process
@@ -79,24 +82,13 @@ pub async fn complete(
     ))
 }
 
-/// `(offset, n)` of a request the hot cache can serve.
-fn hot_window(request: PageRequest) -> Option<(usize, usize)> {
-    let (offset, n) = match request {
-        PageRequest::After(None, n) => (0, n),
-        PageRequest::Offset(offset, n) => (offset, n),
-        _ => return None,
-    };
-    (offset + n <= HOT_EDGES).then_some((offset, n))
-}
-
-fn slice(hot: &Page, offset: usize, n: usize) -> Page {
-    let items = &hot.items;
-    let end = (offset + n).min(items.len());
-    let start = offset.min(end);
-    Page {
-        items: items[start..end].to_vec(),
-        more: end < items.len() || hot.more,
-        other: offset > 0 && !items.is_empty(),
+/// Whether the hot cache serves `request`: a first page, or one by
+/// offset, within the [`HOT_EDGES`] newest edges.
+fn in_hot_window(request: PageRequest) -> bool {
+    match request {
+        PageRequest::After(None, n) => n <= HOT_EDGES,
+        PageRequest::Offset(offset, n) => offset + n <= HOT_EDGES,
+        _ => false,
     }
 }
 
@@ -106,9 +98,9 @@ async fn from_hot(
     list: ListKey,
     request: PageRequest,
 ) -> Result<Option<Page>, ApiError> {
-    let Some((offset, n)) = hot_window(request) else {
+    if !in_hot_window(request) {
         return Ok(None);
-    };
+    }
     let loader = async {
         let request = PageRequest::After(None, HOT_EDGES);
         let page = match from_cache(app, list, request).await {
@@ -125,7 +117,7 @@ async fn from_hot(
         .try_get_with(list, loader)
         .await
         .map_err(|e| ApiError::shared(&e))?;
-    Ok(Some(slice(&hot, offset, n)))
+    Ok(crate::paging::page_of_head(&hot, request))
 }
 
 /// The Redis list cache; `Err(None)` when Redis itself failed (logged).

@@ -10,48 +10,8 @@ use diesel::sql_types::{BigInt, Bool, Timestamptz};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
-use crate::cache::ListKey;
 use crate::model::UserId;
-
-/// A position in a list: an edge's follow time and the other user.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Position {
-    /// Follow time, ms.
-    pub followed_at_ms: i64,
-    /// The member.
-    pub user: UserId,
-}
-
-/// How a page is chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PageRequest {
-    /// The `limit` edges after (older than) the cursor, or the newest.
-    After(Option<Position>, usize),
-    /// The `limit` edges before (newer than) the cursor, or the oldest.
-    Before(Option<Position>, usize),
-    /// The `limit` edges from rank `offset` (0 = newest).
-    Offset(usize, usize),
-}
-
-impl PageRequest {
-    /// How many edges the page holds at most.
-    pub fn size(self) -> usize {
-        match self {
-            Self::After(_, n) | Self::Before(_, n) | Self::Offset(_, n) => n,
-        }
-    }
-}
-
-/// One page, newest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Page {
-    /// The edges of the page.
-    pub items: Vec<Position>,
-    /// Edges exist beyond the page in the paging direction.
-    pub more: bool,
-    /// Edges exist on the other side of the cursor (or before the offset).
-    pub other: bool,
-}
+use crate::paging::{ListKey, Page, PageRequest, Position};
 
 #[derive(QueryableByName)]
 struct Row {

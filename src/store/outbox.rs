@@ -6,7 +6,7 @@ use diesel_async::RunQueryDsl;
 
 use super::PgConn;
 use super::schema::outbox;
-use crate::pipeline::events::FollowEvent;
+use crate::events::follow::FollowEvent;
 
 /// Appends `events`, in order, in one statement. (A follow or unfollow
 /// appends its event inside `kith_change_edge`; bulk transitions use this.)

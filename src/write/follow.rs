@@ -4,12 +4,12 @@
 use std::collections::HashSet;
 
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::error::ApiError;
+use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::{User, UserId, UserStatus};
-use crate::pipeline::events::{FollowEvent, FollowEventType};
+use crate::paging::ListKey;
 use crate::store::following::{self, EdgeChangeRow, PairState};
 use crate::store::stats::UserStats;
 

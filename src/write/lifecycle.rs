@@ -22,11 +22,12 @@ use std::time::Duration;
 use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::lists::EdgeState;
+use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::{UserId, UserStatus};
-use crate::pipeline::events::{FollowEvent, FollowEventType};
-use crate::pipeline::{PipelineError, Shutdown};
+use crate::paging::ListKey;
+use crate::pipeline::PipelineError;
+use crate::shutdown::Shutdown;
 use crate::store::following::Changed;
 use crate::store::{PgConn, following, hidden_edges, outbox, stats, users};
 

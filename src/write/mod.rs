@@ -13,10 +13,11 @@ pub use follow::{
 pub use rate_limit::{RateDecision, RateLimiter};
 
 use crate::app::App;
+use crate::cache;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
-use crate::cache::{self, ListKey};
 use crate::model::UserId;
+use crate::paging::ListKey;
 use crate::pipeline::wake;
 
 /// Takes `n` tokens from `actor`'s bucket, or fails with `RATE_LIMITED`

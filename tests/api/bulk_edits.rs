@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use kith::auth::Viewer;
-use kith::cache::ListKey;
+use kith::events::follow::FollowEventType;
 use kith::graph::ids;
 use kith::model::{UserId, UserStatus};
-use kith::pipeline::events::FollowEventType;
+use kith::paging::ListKey;
 use kith::pipeline::projector::ProjectorHooks;
 use kith::write::lifecycle;
 use serde_json::{Value, json};

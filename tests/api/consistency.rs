@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kith::cache::ListKey;
 use kith::consistency::verify::Kind;
 use kith::consistency::{rebuild, reconcile};
 use kith::model::UserId;
+use kith::paging::ListKey;
 use kith::pipeline::projector::ProjectorHooks;
 
 use crate::helpers::{TestApp, assert_consistent, eventually, settled, spawn_app_with};
@@ -356,7 +356,7 @@ async fn a_scheduled_reconcile_repairs_drift_by_itself() {
         u[1]
     ))
     .await;
-    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
     let schedule = tokio::spawn(reconcile::schedule(
         t.app.clone(),
         Duration::from_millis(200),

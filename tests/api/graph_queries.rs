@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection};
 use kith::auth::Viewer;
-use kith::cache::ListKey;
 use kith::graph::ids;
 use kith::model::UserId;
+use kith::paging::ListKey;
 use serde_json::json;
 
 use crate::helpers::{TestApp, assert_ok, spawn_app};

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use kith::auth::Viewer;
-use kith::cache::ListKey;
+use kith::paging::ListKey;
+use kith::paging::PageRequest;
 use kith::read::pages::{self, Source};
-use kith::store::lists::PageRequest;
 use serde_json::json;
 
 use crate::helpers::{

@@ -10,9 +10,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use kith::app::App;
 use kith::auth::Viewer;
 use kith::config::Config;
+use kith::events::follow::FollowEvent;
 use kith::graph::{self, KithSchema};
 use kith::model::{UserId, UserStatus};
-use kith::pipeline::events::FollowEvent;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -332,13 +332,13 @@ fn start_jobs(
     jobs: kith::jobs::Jobs,
     hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
 ) -> Job {
-    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
     let handle = tokio::spawn(kith::jobs::run_until(app, jobs, hooks, shutdown));
     Job { trigger, handle }
 }
 
 pub struct Job {
-    trigger: kith::pipeline::ShutdownTrigger,
+    trigger: kith::shutdown::ShutdownTrigger,
     handle: tokio::task::JoinHandle<Result<(), kith::jobs::JobError>>,
 }
 
@@ -403,7 +403,7 @@ impl TestApp {
     /// Marks a list as cached (and empty), as a reader's fill would.
     pub async fn cache_list(
         &self,
-        list: kith::cache::ListKey,
+        list: kith::paging::ListKey,
         entries: &[kith::cache::lists::ListEntry],
     ) {
         use kith::cache::lists::{FillClaim, begin_fill, commit_fill};
@@ -429,7 +429,7 @@ impl TestApp {
     }
 
     /// The members of a cached list (newest first), `None` if not cached.
-    pub async fn cached_list(&self, list: kith::cache::ListKey) -> Option<Vec<UserId>> {
+    pub async fn cached_list(&self, list: kith::paging::ListKey) -> Option<Vec<UserId>> {
         let mut redis = self.app.redis.get().await.unwrap();
         kith::cache::lists::cached_members(&mut *redis, &self.app.keys, list)
             .await
@@ -496,11 +496,11 @@ impl TestApp {
             stats.push(self.full_stats(*user).await);
             records.push(self.counter_record(*user).await);
             lists.push(
-                self.cached_list(kith::cache::ListKey::Following(*user))
+                self.cached_list(kith::paging::ListKey::Following(*user))
                     .await,
             );
             lists.push(
-                self.cached_list(kith::cache::ListKey::Followers(*user))
+                self.cached_list(kith::paging::ListKey::Followers(*user))
                     .await,
             );
         }
@@ -736,7 +736,7 @@ pub async fn seed_followers(
     prefix: &str,
     n: i64,
     per_ms: i64,
-) -> Vec<kith::store::lists::Position> {
+) -> Vec<kith::paging::Position> {
     use diesel_async::AsyncConnection as _;
     use diesel_async::RunQueryDsl as _;
     // Its own session: a bulk load is not bound by the API's statement_timeout.
@@ -781,14 +781,14 @@ pub async fn seed_followers(
     .unwrap();
     let rows = kith::store::lists::newest(
         &mut conn,
-        kith::cache::ListKey::Followers(target),
+        kith::paging::ListKey::Followers(target),
         n as usize + 1,
     )
     .await
     .unwrap();
     assert_eq!(rows.len() as i64, n);
     rows.iter()
-        .map(|r| kith::store::lists::Position {
+        .map(|r| kith::paging::Position {
             followed_at_ms: r.followed_at.timestamp_millis(),
             user: UserId::new(r.member).unwrap(),
         })

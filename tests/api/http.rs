@@ -192,7 +192,7 @@ async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
 
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     t.follow(alice, bob).await;
-    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
     let served = tokio::spawn(kith::http::serve_metrics(t.app.clone(), shutdown));
     let text = crate::helpers::eventually("the metrics listener", 10, || async {
         let body = crate::http_client::get(port, "/metrics").await.ok()?;
@@ -227,7 +227,7 @@ async fn metrics_are_served_in_openmetrics_text() {
     );
     t.follow(alice, bob).await;
     // One sample of the backlog, as the metrics listener's task takes them.
-    let (trigger, shutdown) = kith::pipeline::Shutdown::new();
+    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
     trigger.trigger();
     kith::http::sample_backlog(t.app.clone(), shutdown).await;
     let (status, response) = scrape(&t).await;

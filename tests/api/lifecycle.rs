@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use kith::cache::ListKey;
 use kith::model::{UserId, UserStatus};
+use kith::paging::ListKey;
 use kith::pipeline::projector::ProjectorHooks;
 use kith::write::lifecycle;
 use serde_json::{Value, json};

@@ -1,16 +1,17 @@
-//! One definition of a page, three implementations: for random lists with
+//! One definition of a page, four implementations: for random lists with
 //! many follows in one millisecond, random cursors (at, around and far from
 //! the coverage bound, present or not) and every paging mode, a page served
-//! by the Redis list cache (`lua/list_page.lua`) and a page cut from the
-//! whole list in memory (`read::intersect::page_of`, which pages the
-//! intersections) must equal the page PostgreSQL serves for the same request
-//! — items, `more` and `other` (which become `hasNextPage` /
+//! by the Redis list cache (`lua/list_page.lua`), a page cut from the whole
+//! list in memory (`paging::page_of`, which pages the intersections) and one
+//! cut from its newest edges (`paging::page_of_head`, which pages the hot
+//! lists) must equal the page PostgreSQL serves for the same request —
+//! items, `more` and `other` (which become `hasNextPage` /
 //! `hasPreviousPage`).
 
-use kith::cache::ListKey;
 use kith::cache::lists::{self, FillClaim, ListEntry};
 use kith::model::UserId;
-use kith::store::lists::{self as store_lists, PageRequest, Position};
+use kith::paging::{ListKey, PageRequest, Position};
+use kith::store::lists as store_lists;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, seed_followers, spawn_app};
@@ -135,7 +136,7 @@ async fn redis_and_postgres_serve_identical_pages() {
         .unwrap_or(0x9E37_79B9_7F4A_7C15_u64);
     let mut rng = Rng(seed);
     let t = spawn_app().await;
-    let (mut served, mut compared) = (0, 0);
+    let (mut served, mut from_heads, mut compared) = (0, 0, 0);
     // Both kinds of list: followers come from the projection, following
     // from the truth, each with its own index.
     for round in 0..10 {
@@ -176,10 +177,18 @@ async fn redis_and_postgres_serve_identical_pages() {
                 .await
                 .unwrap();
             assert_eq!(
-                kith::read::intersect::page_of(&items, request),
+                kith::paging::page_of(&items, request),
                 truth,
                 "in memory: seed {seed:#x}, round {round} (n={n}, {per_ms}/ms): {request:?}"
             );
+            let head = kith::paging::page_of(&items, PageRequest::After(None, k));
+            if let Some(from_head) = kith::paging::page_of_head(&head, request) {
+                from_heads += 1;
+                assert_eq!(
+                    from_head, truth,
+                    "from the newest {k}: seed {seed:#x}, round {round}: {request:?}"
+                );
+            }
             let from_redis = {
                 let mut redis = t.app.redis.get().await.unwrap();
                 lists::read_page(&mut *redis, &t.app.keys, list, request)
@@ -198,6 +207,10 @@ async fn redis_and_postgres_serve_identical_pages() {
     assert!(
         served * 2 > compared,
         "only {served} of {compared} requests were served from Redis"
+    );
+    assert!(
+        from_heads * 5 > compared,
+        "only {from_heads} of {compared} requests were cut from a list's head"
     );
 }
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kith::cache::ListKey;
+use kith::events::follow::{FollowEvent, FollowEventType};
 use kith::model::UserId;
+use kith::paging::ListKey;
 use kith::pipeline::PipelineError;
-use kith::pipeline::events::{FollowEvent, FollowEventType};
 use kith::pipeline::projector::ProjectorHooks;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -401,7 +401,7 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
         (t.app.metrics.events_relayed.get() == 1).then_some(())
     })
     .await;
-    let (standby_trigger, standby_shutdown) = kith::pipeline::Shutdown::new();
+    let (standby_trigger, standby_shutdown) = kith::shutdown::Shutdown::new();
     let standby = tokio::spawn(kith::pipeline::relay::run(
         standby_app.clone(),
         standby_shutdown,

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use kith::auth::Viewer;
-use kith::cache::ListKey;
 use kith::model::UserId;
+use kith::paging::ListKey;
+use kith::paging::{PageRequest, Position};
 use kith::read::pages::{self, Source};
-use kith::store::lists::{PageRequest, Position};
 use serde_json::{Value, json};
 
 use crate::helpers::{

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use kith::app::{App, StartError};
-use kith::pipeline::events::{FollowEvent, FollowEventType};
+use kith::events::follow::{FollowEvent, FollowEventType};
 use kith::pipeline::projector::ProjectorHooks;
 use kith::store::partitions;
 

@@ -10,8 +10,8 @@ use futures::{SinkExt as _, StreamExt as _};
 use kith::app::App;
 use kith::graph::ids;
 use kith::model::UserId;
-use kith::pipeline::Shutdown;
 use kith::pipeline::projector::ProjectorHooks;
+use kith::shutdown::Shutdown;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -274,7 +274,7 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
 /// listener, and (when `pipeline`) a relay and a projector.
 pub(crate) struct Replica {
     pub(crate) port: u16,
-    stop: kith::pipeline::ShutdownTrigger,
+    stop: kith::shutdown::ShutdownTrigger,
     _jobs: Vec<crate::helpers::Job>,
 }
 

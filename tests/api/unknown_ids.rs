@@ -201,7 +201,7 @@ async fn fills_reads_start_are_bounded_per_process() {
     let mut cached = 0;
     for user in &users {
         cached += usize::from(
-            t.cached_list(kith::cache::ListKey::Followers(*user))
+            t.cached_list(kith::paging::ListKey::Followers(*user))
                 .await
                 .is_some(),
         );

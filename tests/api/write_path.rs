@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use kith::pipeline::events::FollowEventType;
+use kith::events::follow::FollowEventType;
 
 use crate::helpers::{assert_ok, spawn_app, spawn_app_with};
 

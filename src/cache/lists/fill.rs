@@ -10,8 +10,8 @@ use redis::aio::ConnectionLike;
 
 use super::{FILL_LEASE, TOMBSTONE_GRACE, member, parse_member};
 use crate::cache::RedisKeys;
-use crate::cache::keys::ListKey;
 use crate::model::UserId;
+use crate::paging::ListKey;
 
 static FILL_BEGIN: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_fill_begin.lua")));

@@ -5,9 +5,9 @@ use redis::aio::ConnectionLike;
 
 use super::parse_member;
 use crate::cache::RedisKeys;
-use crate::cache::keys::ListKey;
 use crate::model::UserId;
-use crate::store::lists::Position;
+use crate::paging::ListKey;
+use crate::paging::Position;
 
 /// The members of a cached list, newest first (for checks and tools), or
 /// `None` when the list is not cached.

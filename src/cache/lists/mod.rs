@@ -16,13 +16,13 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use super::RedisKeys;
-use super::keys::ListKey;
+use crate::paging::ListKey;
 
 mod fill;
 mod inspect;
 
 use crate::model::UserId;
-use crate::store::lists::{Page, PageRequest, Position};
+use crate::paging::{Page, PageRequest, Position};
 pub use fill::{Fill, FillClaim, ListEntry, begin_fill, begin_fills, commit_fill, commit_fills};
 pub use inspect::{Coverage, ListSnapshot, cached_members, coverages, snapshot};
 

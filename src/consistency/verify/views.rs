@@ -4,13 +4,14 @@ use std::collections::HashMap;
 
 use super::{Disagreement, Kind, Subject};
 use crate::app::App;
-use crate::cache::ListKey;
 use crate::cache::counters::{self, CounterRecord};
 use crate::cache::lists::{self, Coverage, ListSnapshot};
 use crate::model::UserId;
+use crate::paging::ListKey;
+use crate::paging::Position;
 use crate::pipeline::PipelineError;
 use crate::store::checks::{self, EdgePair};
-use crate::store::lists::{self as store_lists, Position};
+use crate::store::lists as store_lists;
 use crate::store::stats;
 
 fn user(raw: i64) -> UserId {

@@ -5,8 +5,8 @@
 use rdkafka::message::{Message as _, OwnedMessage};
 
 use crate::config::Config;
-use crate::pipeline::content::ContentEvent;
-use crate::pipeline::events::{FollowEvent, SCHEMA_VERSION};
+use crate::events::content::ContentEvent;
+use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::store::partitions::TopicPartition;
 
 /// One decoded event.

@@ -54,8 +54,9 @@ use self::apply::Owner;
 use self::batch::{Action, Item};
 use self::leases::Assignment;
 use super::wake::{Signal, Wakeups, Woken};
-use super::{Backoff, PipelineError, Shutdown, kafka};
+use super::{PipelineError, kafka};
 use crate::app::App;
+use crate::shutdown::{Backoff, Shutdown};
 use crate::store::partitions::TopicPartition;
 
 /// How many times a batch a constraint rejects is retried before it is

@@ -1,0 +1,6 @@
+//! The wire formats of Kith's events: what the outbox stores and the
+//! follow topic carries ([`follow`]), and what other services publish on the
+//! content topic ([`content`]). `docs/events.md` describes both for consumers.
+
+pub mod content;
+pub mod follow;
