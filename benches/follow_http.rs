@@ -137,7 +137,7 @@ async fn main() {
     let now = chrono::Utc::now().timestamp();
     let tokens: Vec<String> = (0..=USERS)
         .map(|id| match kith::model::UserId::new(id) {
-            Some(user) => app.tokens.issue(user, now, 3600),
+            Some(user) => app.auth.tokens.issue(user, now, 3600),
             None => String::new(),
         })
         .collect();

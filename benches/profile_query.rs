@@ -101,6 +101,7 @@ async fn main() {
         .unwrap();
 
     let token = app
+        .auth
         .tokens
         .issue(viewer, chrono::Utc::now().timestamp(), 3600);
     let body = serde_json::json!({

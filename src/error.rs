@@ -199,31 +199,11 @@ impl From<diesel::result::Error> for ApiError {
     /// that must be retried is `UNAVAILABLE`; a statement cancelled by
     /// `statement_timeout` is `TIMEOUT`; anything else is a bug (`INTERNAL`).
     fn from(e: diesel::result::Error) -> Self {
-        use diesel::result::{DatabaseErrorKind as Kind, Error};
-        match &e {
-            Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
-            | Error::DatabaseError(Kind::SerializationFailure, _)
-            | Error::BrokenTransactionManager => Self::Unavailable(e.into()),
-            Error::DatabaseError(Kind::Unknown, info) => {
-                let message = info.message();
-                if message.contains("statement timeout") {
-                    Self::Timeout
-                } else if [
-                    "terminating connection",
-                    "the database system is",
-                    "server closed the connection",
-                    "connection closed",
-                    "deadlock detected",
-                ]
-                .iter()
-                .any(|m| message.contains(m))
-                {
-                    Self::Unavailable(e.into())
-                } else {
-                    Self::Internal(e.into())
-                }
-            }
-            _ => Self::Internal(e.into()),
+        use crate::store::failure::{Failure, classify};
+        match classify(&e) {
+            Failure::Unavailable => Self::Unavailable(e.into()),
+            Failure::Timeout => Self::Timeout,
+            Failure::Rejected | Failure::Other => Self::Internal(e.into()),
         }
     }
 }

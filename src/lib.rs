@@ -22,6 +22,13 @@
 //!   and tests alike.
 //! - [`app`], [`config`], [`auth`], [`error`], [`model`]: shared state,
 //!   environment, bearer tokens, client-visible errors, domain types.
+//! - [`paging`], [`events`], [`shutdown`]: lists and pages as every layer
+//!   sees them, the events' wire formats, stopping and backing off.
+//!
+//! Layers: each file names only what lies below it (`docs/architecture.md`,
+//! checked by `tests/layers`). `App` holds the handles and one state struct
+//! per part (`read::state`, `auth::Authenticator`, …); the parts' functions
+//! take `&App`, and their state types name nothing that does.
 
 pub mod app;
 pub mod auth;

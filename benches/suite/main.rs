@@ -114,7 +114,7 @@ impl Bench {
         &self,
         make: impl Fn(u64, &dyn Fn(i64) -> String) -> Call + Send + Sync + 'static,
     ) -> MakeCall {
-        let tokens = self.app.tokens.clone();
+        let tokens = self.app.auth.tokens.clone();
         Arc::new(move |i| {
             let token = |user: i64| {
                 let now = chrono::Utc::now().timestamp();

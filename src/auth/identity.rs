@@ -19,10 +19,11 @@ use futures_util::future::{BoxFuture, Shared};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
-use super::{TokenError, Verified, check_times};
-use crate::app::App;
+use super::tokens::{TokenError, Verified, check_times};
 use crate::config::{Config, UserLookup};
 use crate::model::{UserId, UserStatus};
+use crate::read::users::UserCache;
+use crate::store::PgPool;
 
 /// How long one JWKS read may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -146,7 +147,13 @@ impl Identity {
     }
 
     /// Verifies `token` at `now` (unix seconds) and finds its user.
-    pub async fn verify(&self, app: &App, token: &str, now: i64) -> Result<Verified, TokenError> {
+    pub async fn verify(
+        &self,
+        users: &Arc<UserCache>,
+        pg: &PgPool,
+        token: &str,
+        now: i64,
+    ) -> Result<Verified, TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::from_jwt(&e))?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
             return Err(TokenError::Algorithm);
@@ -176,7 +183,7 @@ impl Identity {
         };
         let user = match self.lookup {
             UserLookup::Id => value.parse().map_err(|()| TokenError::Subject)?,
-            UserLookup::Handle => user_by_handle(app, &value).await?,
+            UserLookup::Handle => user_by_handle(users, pg, &value).await?,
         };
         Ok(Verified { user, valid_until })
     }
@@ -322,8 +329,13 @@ fn pem_key(pem: &str) -> Result<Key, String> {
 }
 
 /// The active user with this handle.
-async fn user_by_handle(app: &App, handle: &str) -> Result<UserId, TokenError> {
-    let user = crate::read::users::by_handles(app, &[handle.to_owned()])
+async fn user_by_handle(
+    users: &Arc<UserCache>,
+    pg: &PgPool,
+    handle: &str,
+) -> Result<UserId, TokenError> {
+    let user = users
+        .by_handles(pg, &[handle.to_owned()])
         .await
         .map_err(|_| TokenError::Keys)?
         .into_iter()

@@ -13,184 +13,81 @@
 //! `exp` and `nbf` are checked with `KITH_JWT_LEEWAY_SECS` of clock skew.
 
 pub mod identity;
+pub mod tokens;
 
-use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use std::sync::Arc;
 
-use crate::app::App;
+use jsonwebtoken::Algorithm;
+
+use self::identity::Identity;
+pub use self::tokens::{TokenError, TokenKeys, Verified};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::UserId;
+use crate::read::users::UserCache;
+use crate::store::PgPool;
 
-/// Signs and verifies development tokens (HS256) with one shared secret.
-#[derive(Clone)]
-pub struct TokenKeys {
-    encoding: EncodingKey,
-    decoding: DecodingKey,
-    leeway: u64,
+/// The keys tokens are checked with: the development secret, and the
+/// identity provider's keys when one is configured.
+pub struct Authenticator {
+    /// Signs and verifies development (HS256) tokens.
+    pub tokens: TokenKeys,
+    /// The identity provider whose tokens are accepted, if one is configured.
+    pub identity: Option<Identity>,
+    hs256: bool,
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Claims {
-    sub: String,
-    exp: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    iat: Option<i64>,
-}
-
-/// Why a presented token was refused. Deliberately coarse for clients.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
-    /// Not a JWT, or without a required claim.
-    #[error("malformed token")]
-    Malformed,
-    /// An algorithm that is not configured, including `none`.
-    #[error("unsupported token algorithm")]
-    Algorithm,
-    /// The signature does not match, or no known key signed it.
-    #[error("bad token signature")]
-    Signature,
-    /// `exp` is in the past, or `nbf` in the future.
-    #[error("token expired or not yet valid")]
-    Expired,
-    /// `iss` or `aud` is not the configured one.
-    #[error("token issuer or audience not accepted")]
-    Claims,
-    /// The user claim names no Kith user.
-    #[error("token subject is not a user")]
-    Subject,
-    /// The identity provider's keys could not be read.
-    #[error("token keys unavailable")]
-    Keys,
-}
-
-impl TokenError {
-    /// How `jsonwebtoken` refusals read to a client.
-    pub fn from_jwt(e: &jsonwebtoken::errors::Error) -> Self {
-        match e.kind() {
-            ErrorKind::InvalidSignature => Self::Signature,
-            ErrorKind::ExpiredSignature | ErrorKind::ImmatureSignature => Self::Expired,
-            ErrorKind::InvalidIssuer | ErrorKind::InvalidAudience => Self::Claims,
-            ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => Self::Algorithm,
-            ErrorKind::InvalidSubject => Self::Subject,
-            _ => Self::Malformed,
-        }
-    }
-}
-
-impl TokenKeys {
-    /// Keys from the configured secret, with `leeway` seconds of clock skew.
-    pub fn new(secret: &str) -> Self {
-        Self::with_leeway(secret, 0)
+impl Authenticator {
+    /// The keys `config` names; an error says which setting is unusable.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        Ok(Self {
+            tokens: TokenKeys::with_leeway(&config.jwt_secret, config.jwt_leeway_secs),
+            identity: Identity::from_config(config)?,
+            hs256: config.jwt_hs256,
+        })
     }
 
-    /// Keys from the configured secret, with `leeway` seconds of clock skew.
-    pub fn with_leeway(secret: &str, leeway: u64) -> Self {
-        Self {
-            encoding: EncodingKey::from_secret(secret.as_bytes()),
-            decoding: DecodingKey::from_secret(secret.as_bytes()),
-            leeway,
-        }
+    /// Establishes who makes a request from its raw `Authorization` header:
+    /// anonymous without one, the user of a valid token, or refused.
+    /// `users` and `pg` find the user a provider's token names by handle.
+    pub async fn authenticate(
+        &self,
+        users: &Arc<UserCache>,
+        pg: &PgPool,
+        header: Option<&str>,
+    ) -> Viewer {
+        self.authenticate_until(users, pg, header).await.0
     }
 
-    /// Issues a token for `user` valid for `ttl_secs` from `now` (unix seconds).
-    pub fn issue(&self, user: UserId, now: i64, ttl_secs: i64) -> String {
-        let claims = Claims {
-            sub: user.to_string(),
-            exp: now + ttl_secs,
-            iat: Some(now),
+    /// [`Self::authenticate`], and until when (unix seconds) the token may be
+    /// used: what a long-lived connection must check again.
+    pub async fn authenticate_until(
+        &self,
+        users: &Arc<UserCache>,
+        pg: &PgPool,
+        header: Option<&str>,
+    ) -> (Viewer, Option<i64>) {
+        let Some(header) = header else {
+            return (Viewer::Anonymous, None);
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .expect("HS256 signing cannot fail")
-    }
-
-    /// Verifies an HS256 `token` at time `now` (unix seconds) and returns its subject.
-    pub fn verify(&self, token: &str, now: i64) -> Result<UserId, TokenError> {
-        self.verify_until(token, now).map(|verified| verified.user)
-    }
-
-    /// Verifies an HS256 `token` at time `now` (unix seconds): its subject,
-    /// and until when it is valid.
-    pub fn verify_until(&self, token: &str, now: i64) -> Result<Verified, TokenError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::from_jwt(&e))?;
-        if header.alg != Algorithm::HS256 {
-            return Err(TokenError::Algorithm);
+        let token = match header.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+            _ => return (Viewer::Rejected(TokenError::Malformed), None),
+        };
+        let now = chrono::Utc::now().timestamp();
+        let verified = match jsonwebtoken::decode_header(token).map(|h| h.alg) {
+            Ok(Algorithm::HS256) if self.hs256 => self.tokens.verify_until(token, now),
+            Ok(_) if self.identity.is_some() => {
+                let identity = self.identity.as_ref().expect("checked");
+                identity.verify(users, pg, token, now).await
+            }
+            Ok(_) => Err(TokenError::Algorithm),
+            Err(e) => Err(TokenError::from_jwt(&e)),
+        };
+        match verified {
+            Ok(verified) => (Viewer::User(verified.user), Some(verified.valid_until)),
+            Err(e) => (Viewer::Rejected(e), None),
         }
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_required_spec_claims(&["exp"]);
-        validation.validate_nbf = true;
-        // `now` is given (tests): the library reads the clock itself, so the
-        // time checks are made here, against `now`.
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        let data = jsonwebtoken::decode::<serde_json::Value>(token, &self.decoding, &validation)
-            .map_err(|e| TokenError::from_jwt(&e))?;
-        let valid_until = check_times(&data.claims, now, self.leeway)?;
-        let sub = data.claims.get("sub").and_then(serde_json::Value::as_str);
-        let user = sub
-            .and_then(|s| s.parse().ok())
-            .ok_or(TokenError::Subject)?;
-        Ok(Verified { user, valid_until })
-    }
-}
-
-/// A verified token: its user, and until when it may be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Verified {
-    /// The user it names.
-    pub user: UserId,
-    /// Unix seconds from which it is refused: its `exp` plus the leeway.
-    pub valid_until: i64,
-}
-
-/// `exp` (required) and `nbf` (if present) against `now`, with `leeway`;
-/// returns the time (unix seconds) from which the token is refused.
-fn check_times(claims: &serde_json::Value, now: i64, leeway: u64) -> Result<i64, TokenError> {
-    let leeway = i64::try_from(leeway).unwrap_or(i64::MAX);
-    let exp = claims
-        .get("exp")
-        .and_then(serde_json::Value::as_i64)
-        .ok_or(TokenError::Malformed)?;
-    if exp.saturating_add(leeway) <= now {
-        return Err(TokenError::Expired);
-    }
-    if let Some(nbf) = claims.get("nbf") {
-        let nbf = nbf.as_i64().ok_or(TokenError::Malformed)?;
-        if nbf.saturating_sub(leeway) > now {
-            return Err(TokenError::Expired);
-        }
-    }
-    Ok(exp.saturating_add(leeway))
-}
-
-/// Establishes who makes a request from its raw `Authorization` header:
-/// anonymous without one, the user of a valid token, or refused.
-pub async fn authenticate(app: &App, header: Option<&str>) -> Viewer {
-    authenticate_until(app, header).await.0
-}
-
-/// [`authenticate`], and until when (unix seconds) the token may be used:
-/// what a long-lived connection must check again.
-pub async fn authenticate_until(app: &App, header: Option<&str>) -> (Viewer, Option<i64>) {
-    let Some(header) = header else {
-        return (Viewer::Anonymous, None);
-    };
-    let token = match header.split_once(' ') {
-        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-        _ => return (Viewer::Rejected(TokenError::Malformed), None),
-    };
-    let now = chrono::Utc::now().timestamp();
-    let verified = match jsonwebtoken::decode_header(token).map(|h| h.alg) {
-        Ok(Algorithm::HS256) if app.config.jwt_hs256 => app.tokens.verify_until(token, now),
-        Ok(_) if app.identity.is_some() => {
-            let identity = app.identity.as_ref().expect("checked");
-            identity.verify(app, token, now).await
-        }
-        Ok(_) => Err(TokenError::Algorithm),
-        Err(e) => Err(TokenError::from_jwt(&e)),
-    };
-    match verified {
-        Ok(verified) => (Viewer::User(verified.user), Some(verified.valid_until)),
-        Err(e) => (Viewer::Rejected(e), None),
     }
 }
 
@@ -229,68 +126,5 @@ impl Viewer {
             Self::Anonymous => Ok(None),
             other => other.require().map(Some),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NOW: i64 = 1_800_000_000;
-
-    fn keys() -> TokenKeys {
-        TokenKeys::new("test-secret-of-sufficient-length")
-    }
-
-    fn user(n: i64) -> UserId {
-        UserId::new(n).unwrap()
-    }
-
-    fn b64(text: &str) -> String {
-        use base64::Engine;
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
-    }
-
-    #[test]
-    fn round_trip() {
-        let token = keys().issue(user(7), NOW, 60);
-        assert_eq!(keys().verify(&token, NOW), Ok(user(7)));
-    }
-
-    #[test]
-    fn expired_and_wrong_key_are_refused() {
-        let token = keys().issue(user(7), NOW, 60);
-        assert_eq!(keys().verify(&token, NOW + 60), Err(TokenError::Expired));
-        let other = TokenKeys::new("another-secret-of-some-length");
-        assert_eq!(other.verify(&token, NOW), Err(TokenError::Signature));
-        let lenient = TokenKeys::with_leeway("test-secret-of-sufficient-length", 30);
-        assert_eq!(lenient.verify(&token, NOW + 80), Ok(user(7)));
-    }
-
-    #[test]
-    fn alg_none_and_tampered_claims_are_refused() {
-        let claims = b64(&format!(r#"{{"sub":"1","exp":{}}}"#, NOW + 60));
-        let none = format!("{}.{claims}.", b64(r#"{"alg":"none"}"#));
-        assert_ne!(keys().verify(&none, NOW), Ok(user(1)));
-        let rs = format!("{}.{claims}.", b64(r#"{"alg":"RS256"}"#));
-        assert_eq!(keys().verify(&rs, NOW), Err(TokenError::Algorithm));
-
-        let token = keys().issue(user(7), NOW, 60);
-        let parts: Vec<&str> = token.split('.').collect();
-        let forged = format!("{}.{claims}.{}", parts[0], parts[2]);
-        assert_eq!(keys().verify(&forged, NOW), Err(TokenError::Signature));
-    }
-
-    #[test]
-    fn exp_is_required_and_nbf_checked() {
-        let encoding = EncodingKey::from_secret(b"test-secret-of-sufficient-length");
-        let sign = |claims: serde_json::Value| {
-            jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &encoding).unwrap()
-        };
-        let no_exp = sign(serde_json::json!({ "sub": "1" }));
-        assert_eq!(keys().verify(&no_exp, NOW), Err(TokenError::Malformed));
-        let later = sign(serde_json::json!({ "sub": "1", "exp": NOW + 600, "nbf": NOW + 60 }));
-        assert_eq!(keys().verify(&later, NOW), Err(TokenError::Expired));
-        assert_eq!(keys().verify(&later, NOW + 60), Ok(user(1)));
     }
 }

@@ -11,6 +11,7 @@ pub mod progress;
 pub mod rebuild;
 pub mod reconcile;
 pub mod sampled;
+pub mod state;
 pub mod verify;
 
 use crate::app::App;

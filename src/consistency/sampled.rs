@@ -11,8 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-
 use super::rebuild;
 use super::reconcile::{self, Scope};
 use super::verify::{self, Subject};
@@ -22,64 +20,26 @@ use crate::pipeline::PipelineError;
 
 /// How long a difference may last before it counts as drift.
 const SETTLE: Duration = Duration::from_secs(3);
-/// Checks running at once in one process; more are skipped (and done later).
-const CONCURRENT: usize = 2;
 
-/// Per-process state of the sampled check.
-pub struct SampledCheck {
-    /// Users this process marked recently: no Redis round trip for them.
-    recent: moka::sync::Cache<UserId, ()>,
-    running: Arc<Semaphore>,
-    interval: Duration,
-}
-
-impl SampledCheck {
-    /// A check of each user at most once per `interval` (zero: never).
-    pub fn new(interval: Duration) -> Self {
-        Self {
-            recent: moka::sync::Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(interval.max(Duration::from_secs(1)))
-                .build(),
-            running: Arc::new(Semaphore::new(CONCURRENT)),
-            interval,
+/// Called with the users whose counters a request read. Costs a cache
+/// lookup per user on the request path; the rest runs in the background.
+pub fn counters_read(app: &Arc<App>, users: &[UserId]) {
+    let Some((due, permit)) = app.consistency.due(users) else {
+        return;
+    };
+    let app = app.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        if let Err(e) = check(&app, &due).await {
+            tracing::warn!(error = %e, "sampled counter check failed");
         }
-    }
-
-    /// Called with the users whose counters a request read. Costs a cache
-    /// lookup per user on the request path; the rest runs in the background.
-    pub fn counters_read(&self, app: &Arc<App>, users: &[UserId]) {
-        if self.interval.is_zero() {
-            return;
-        }
-        let due: Vec<UserId> = users
-            .iter()
-            .copied()
-            .filter(|u| !self.recent.contains_key(u))
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        let Ok(permit) = self.running.clone().try_acquire_owned() else {
-            return;
-        };
-        for user in &due {
-            self.recent.insert(*user, ());
-        }
-        let app = app.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            if let Err(e) = check(&app, &due).await {
-                tracing::warn!(error = %e, "sampled counter check failed");
-            }
-        });
-    }
+    });
 }
 
 /// Marks `users` in Redis (once per interval across processes), then checks
 /// the ones this call marked.
 async fn check(app: &App, users: &[UserId]) -> Result<(), PipelineError> {
-    let interval = app.sampled_check.interval;
+    let interval = app.consistency.interval();
     let marked: Vec<UserId> = {
         let mut pipe = redis::pipe();
         for user in users {

@@ -31,7 +31,11 @@ impl Loader<UserId> for UserLoader {
     type Error = LoadError;
 
     async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, User>, Self::Error> {
-        let found = crate::read::users::by_ids(&self.0, keys)
+        let found = self
+            .0
+            .read
+            .users
+            .by_ids(&self.0.pg, keys)
             .await
             .map_err(Arc::new)?;
         Ok(found.into_iter().map(|u| (u.id, u)).collect())
@@ -47,7 +51,11 @@ impl Loader<String> for HandleLoader {
     type Error = LoadError;
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, User>, Self::Error> {
-        let found = crate::read::users::by_handles(&self.0, keys)
+        let found = self
+            .0
+            .read
+            .users
+            .by_handles(&self.0.pg, keys)
             .await
             .map_err(Arc::new)?;
         Ok(found.into_iter().map(|u| (u.handle.clone(), u)).collect())
@@ -188,7 +196,7 @@ impl Loaders {
             let mut seen = self.seen_ids.lock().expect("seen lock");
             ids.iter()
                 .filter(|id| seen.insert(**id))
-                .filter_map(|id| Some((*id, self.app.users.get(*id)?)))
+                .filter_map(|id| Some((*id, self.app.read.users.get(*id)?)))
                 .collect()
         };
         if !fresh.is_empty() {
@@ -208,7 +216,7 @@ impl Loaders {
                 .lock()
                 .expect("seen lock")
                 .insert(handle.clone());
-        if fresh && let Some(user) = self.app.users.get_by_handle(&handle) {
+        if fresh && let Some(user) = self.app.read.users.get_by_handle(&handle) {
             self.handles.feed_one(handle.clone(), user).await;
         }
         let user = self.handles.load_one(handle).await?;

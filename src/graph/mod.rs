@@ -11,6 +11,7 @@ pub mod mutation;
 pub mod node;
 pub mod persisted;
 pub mod relation;
+pub mod state;
 pub mod stream;
 pub mod subscription;
 pub mod user;
@@ -149,7 +150,7 @@ async fn run_timed(
     resolve: bool,
 ) -> Ran {
     let resolved = if resolve {
-        app.persisted.resolve(&mut request)
+        app.operations.persisted.resolve(&mut request)
     } else {
         Ok(())
     };
@@ -160,7 +161,7 @@ async fn run_timed(
             operation: None,
         };
     }
-    let limits = limits::Limits::new(&app.config, app.documents.clone());
+    let limits = limits::Limits::new(&app.config, app.operations.documents.clone());
     let mut admitted = match limits.admit(&mut request) {
         Ok(admitted) => admitted,
         Err(refused) => {
@@ -242,7 +243,7 @@ pub(crate) fn with_codes(mut response: Response) -> Response {
 /// report that). A text seen before is not parsed again (the process's
 /// document cache); one parsed now stays in the request for its run.
 pub fn operation_is(app: &App, request: &mut Request, ty: OperationType) -> bool {
-    let limits = limits::Limits::new(&app.config, app.documents.clone());
+    let limits = limits::Limits::new(&app.config, app.operations.documents.clone());
     limits.operation_type(request).ok().flatten() == Some(ty)
 }
 

@@ -169,7 +169,7 @@ impl async_graphql::Executor for StreamExecutor {
         if let Some(refused) = self.refusal() {
             return futures_util::stream::once(std::future::ready(refused)).boxed();
         }
-        if let Err(refused) = self.app.persisted.resolve(&mut request) {
+        if let Err(refused) = self.app.operations.persisted.resolve(&mut request) {
             return futures_util::stream::once(std::future::ready(persisted_refusal(&refused)))
                 .boxed();
         }
@@ -180,7 +180,7 @@ impl async_graphql::Executor for StreamExecutor {
             })
             .boxed();
         }
-        let limits = limits::Limits::new(&self.app.config, self.app.documents.clone());
+        let limits = limits::Limits::new(&self.app.config, self.app.operations.documents.clone());
         if let Err(refused) = limits.admit(&mut request) {
             let refusal = with_codes(Response::from_errors(vec![refused]));
             return futures_util::stream::once(std::future::ready(refusal)).boxed();

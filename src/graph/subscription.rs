@@ -24,7 +24,7 @@ use super::{app, ids, viewer};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::error::{ApiError, GraphqlResultExt};
-use crate::live::{ConnectionGuard, FollowChange, LiveBatch};
+use crate::live::hub::{ConnectionGuard, FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::read::batch::{self, Answer, Read};
 

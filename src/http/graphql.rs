@@ -195,7 +195,7 @@ async fn graphql_query_get(
         // resolved here, once, and executed as resolved (a refusal is
         // answered at once, so that a text registered meanwhile cannot run
         // as a GET mutation).
-        if let Err(refused) = state.app.persisted.resolve(&mut request) {
+        if let Err(refused) = state.app.operations.persisted.resolve(&mut request) {
             return Err(Refusal::persisted(&refused));
         }
         if graph::operation_is(&state.app, &mut request, OperationType::Mutation) {
@@ -353,7 +353,13 @@ async fn execute(
     let viewer = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
         None => Viewer::Anonymous,
         Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
-        Some(Ok(value)) => crate::auth::authenticate(&state.app, Some(value)).await,
+        Some(Ok(value)) => {
+            state
+                .app
+                .auth
+                .authenticate(&state.app.read.users, &state.app.pg, Some(value))
+                .await
+        }
     };
     let outcome = if resolved {
         graph::run_resolved(&state.schema, &state.app, request, viewer).await

@@ -83,7 +83,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         read_redis_round_trips,
         postgres_pool: app.pg.state().into(),
         redis_pool: app.redis.state().into(),
-        fills_in_flight: app.fills_in_flight.lock().expect("fills lock").len(),
+        fills_in_flight: app.read.fills_in_flight.lock().expect("fills lock").len(),
     };
     (
         [(

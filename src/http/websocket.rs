@@ -147,7 +147,7 @@ async fn until(valid_until: Option<i64>) {
 /// database that cannot answer closes nothing).
 async fn account_active(app: &App, user: UserId) -> bool {
     let ids = [user];
-    match tokio::time::timeout(ACCOUNT_CHECK, crate::read::users::by_ids(app, &ids)).await {
+    match tokio::time::timeout(ACCOUNT_CHECK, app.read.users.by_ids(&app.pg, &ids)).await {
         Ok(Ok(found)) => found.first().map(|u| u.status) == Some(UserStatus::Active),
         Ok(Err(_)) | Err(_) => true,
     }
@@ -169,8 +169,10 @@ async fn connection_init(
                 .and_then(Value::as_str)
                 .map(|token| format!("Bearer {token}"))
         });
-    let (viewer, valid_until) =
-        crate::auth::authenticate_until(&app, authorization.as_deref()).await;
+    let (viewer, valid_until) = app
+        .auth
+        .authenticate_until(&app.read.users, &app.pg, authorization.as_deref())
+        .await;
     let user = viewer
         .require()
         .map_err(|e| async_graphql::Error::new(e.to_string()))?;

@@ -8,6 +8,7 @@ pub mod kafka;
 pub mod ledger;
 pub mod projector;
 pub mod relay;
+pub mod state;
 pub mod wake;
 
 /// Why a pipeline step failed.
@@ -41,17 +42,8 @@ impl PipelineError {
     /// True when retrying the same input can never succeed (a constraint
     /// rejects it); false for outages, which are retried until they pass.
     pub fn is_permanent(&self) -> bool {
-        use diesel::result::{DatabaseErrorKind as Kind, Error};
-        matches!(
-            self,
-            Self::Postgres(Error::DatabaseError(
-                Kind::CheckViolation
-                    | Kind::ForeignKeyViolation
-                    | Kind::NotNullViolation
-                    | Kind::UniqueViolation,
-                _
-            ))
-        )
+        use crate::store::failure::{Failure, classify};
+        matches!(self, Self::Postgres(e) if classify(e) == Failure::Rejected)
     }
 }
 

@@ -81,8 +81,8 @@ impl Signal {
 
     fn local(self, app: &App) -> &tokio::sync::Notify {
         match self {
-            Self::Relay => &app.relay_wake,
-            Self::Projector => &app.projector_wake,
+            Self::Relay => &app.wakes.relay,
+            Self::Projector => &app.wakes.projector,
         }
     }
 

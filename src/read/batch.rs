@@ -74,7 +74,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
     // A list this process failed to update is not asked: PostgreSQL answers.
     let mut unknown = Vec::new();
     lookups.retain(|owner, members| {
-        let synced = !app.unsynced_following.contains_key(owner);
+        let synced = !app.read.unsynced_following.contains_key(owner);
         if !synced {
             unknown.extend(members.iter().map(|m| (*owner, *m)));
         }
@@ -170,7 +170,7 @@ pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer
         out.insert(Read::Relation(a, b), Answer::Relation(state));
     }
     if !users.is_empty() {
-        app.sampled_check.counters_read(app, &users);
+        crate::consistency::sampled::counters_read(app, &users);
     }
     Ok(out)
 }

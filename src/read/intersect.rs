@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::state::Intersection;
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::{self, Member, MembersCalls, Membership};
@@ -70,22 +71,6 @@ pub struct Task {
     pub order: Order,
 }
 
-/// The shared members of two lists, newest first (ties: larger id first,
-/// as every list is ordered).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Intersection {
-    /// The members, each with the time it is ordered by.
-    pub items: Vec<Position>,
-    /// False when the walk stopped at its bound: more may exist.
-    pub complete: bool,
-}
-
-/// An intersection as the process holds it: the two lists, and their
-/// owners' counter versions when it was computed. Any follow, unfollow or
-/// follower change of either owner moves a version, so the next read asks
-/// under a new key and computes it again; the old entry ages out.
-pub type IntersectionKey = (ListKey, ListKey, u64, u64);
-
 /// Largest Redis or PostgreSQL probe of one list sent at once.
 const PROBE_CHUNK: usize = 1000;
 
@@ -100,7 +85,8 @@ pub async fn cached(
 ) -> Result<Arc<Intersection>, ApiError> {
     let key = (task.first, task.second, versions.0, versions.1);
     // Concurrent reads of one key compute it once.
-    app.intersections
+    app.read
+        .intersections
         .try_get_with(key, async {
             let result = compute(app, &[task], app.config.intersection_walk_max).await?;
             Ok::<_, ApiError>(Arc::new(result.into_iter().next().unwrap_or_default()))
@@ -246,7 +232,7 @@ async fn walk_many(
 /// (see `App::unsynced_following`): its cache may be behind this process's
 /// own writes.
 fn unsynced(app: &App, list: ListKey) -> bool {
-    matches!(list, ListKey::Following(owner) if app.unsynced_following.contains_key(&owner))
+    matches!(list, ListKey::Following(owner) if app.read.unsynced_following.contains_key(&owner))
 }
 
 /// Which of the asked members each list holds, with their follow times:

@@ -7,6 +7,7 @@ pub mod counters;
 pub mod intersect;
 pub mod pages;
 pub mod relations;
+pub mod state;
 pub mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};

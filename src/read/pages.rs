@@ -50,7 +50,7 @@ pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Optio
     if !in_hot_window(request) {
         return None;
     }
-    let hot = app.hot_lists.get(&list).await?;
+    let hot = app.read.hot_lists.get(&list).await?;
     crate::paging::page_of_head(&hot, request)
 }
 
@@ -113,6 +113,7 @@ async fn from_hot(
         Ok::<_, ApiError>(Arc::new(page))
     };
     let hot = app
+        .read
         .hot_lists
         .try_get_with(list, loader)
         .await
@@ -164,11 +165,11 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
     if lists.is_empty() {
         return;
     }
-    let Ok(permit) = app.fill_permits.clone().try_acquire_owned() else {
+    let Ok(permit) = app.read.fill_permits.clone().try_acquire_owned() else {
         return;
     };
     {
-        let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
+        let mut in_flight = app.read.fills_in_flight.lock().expect("fills lock");
         lists.retain(|list| !in_flight.contains(list));
         // The rest is filled by a later read.
         lists.truncate(FILLS_PER_TASK);
@@ -182,7 +183,7 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
         let _permit = permit;
         let filled = async {
             let mut active = of_active_users(&app, &lists).await?;
-            let granted = app.fill_budget.take(active.len());
+            let granted = app.read.fill_budget.take(active.len());
             if granted < active.len() {
                 app.metrics
                     .list_fills_skipped("budget", active.len() - granted);
@@ -196,41 +197,11 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
             }
             tracing::warn!(%error, lists = lists.len(), "list cache fill failed");
         }
-        let mut in_flight = app.fills_in_flight.lock().expect("fills lock");
+        let mut in_flight = app.read.fills_in_flight.lock().expect("fills lock");
         for list in &lists {
             in_flight.remove(list);
         }
     });
-}
-
-/// A token bucket of list fills per second, for one process: refilled at
-/// `rate` a second, holding at most a second's worth.
-pub struct FillBudget {
-    rate: f64,
-    state: std::sync::Mutex<(f64, std::time::Instant)>,
-}
-
-impl FillBudget {
-    /// A full bucket of `per_sec` fills a second.
-    pub fn new(per_sec: u32) -> Self {
-        let rate = f64::from(per_sec.max(1));
-        Self {
-            rate,
-            state: std::sync::Mutex::new((rate, std::time::Instant::now())),
-        }
-    }
-
-    /// Takes up to `n` fills; returns how many were granted.
-    pub fn take(&self, n: usize) -> usize {
-        let mut state = self.state.lock().expect("fill budget lock");
-        let (tokens, at) = &mut *state;
-        let now = std::time::Instant::now();
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.rate);
-        *at = now;
-        let granted = (*tokens as usize).min(n);
-        *tokens -= granted as f64;
-        granted
-    }
 }
 
 /// Fills `list` with its newest edges, unless another filler holds the
@@ -373,7 +344,10 @@ async fn of_active_users(app: &App, lists: &[ListKey]) -> Result<Vec<ListKey>, A
     let mut owners: Vec<UserId> = lists.iter().map(|list| list.owner()).collect();
     owners.sort_unstable();
     owners.dedup();
-    let active: std::collections::HashSet<UserId> = crate::read::users::by_ids(app, &owners)
+    let active: std::collections::HashSet<UserId> = app
+        .read
+        .users
+        .by_ids(&app.pg, &owners)
         .await?
         .iter()
         .filter(|user| user.status == UserStatus::Active)

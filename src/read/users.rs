@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 
+use crate::error::ApiError;
 use crate::model::{User, UserId};
+use crate::store::PgPool;
 
 /// The notification channel of the `users` trigger, before the schema name.
 pub const CHANNEL_PREFIX: &str = "kith_users_";
@@ -35,58 +37,6 @@ const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long the listener waits before reconnecting after a failure.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
-
-/// The users with these handles: from the process cache, the rest from
-/// PostgreSQL in one statement, kept in the cache unless a change was
-/// noticed meanwhile. Handles nobody has are left out.
-pub async fn by_handles(
-    app: &crate::app::App,
-    handles: &[String],
-) -> Result<Vec<User>, crate::error::ApiError> {
-    let cache = &app.users;
-    let mut found = Vec::with_capacity(handles.len());
-    let mut missing = Vec::new();
-    for handle in handles {
-        match cache.get_by_handle(handle) {
-            Some(user) => found.push(user),
-            None => missing.push(handle.clone()),
-        }
-    }
-    if !missing.is_empty() {
-        let seen = cache.generation();
-        let mut conn = app.pg.get().await?;
-        let read = crate::store::users::find_by_handles(&mut conn, &missing).await?;
-        cache.insert(seen, &read);
-        found.extend(read);
-    }
-    Ok(found)
-}
-
-/// The users with these ids, whatever their status: from the process
-/// cache, the rest from PostgreSQL in one statement, kept in the cache
-/// unless a change was noticed meanwhile. Ids nobody has are left out.
-pub async fn by_ids(
-    app: &crate::app::App,
-    ids: &[UserId],
-) -> Result<Vec<User>, crate::error::ApiError> {
-    let cache = &app.users;
-    let mut found = Vec::with_capacity(ids.len());
-    let mut missing = Vec::new();
-    for id in ids {
-        match cache.get(*id) {
-            Some(user) => found.push(user),
-            None => missing.push(*id),
-        }
-    }
-    if !missing.is_empty() {
-        let seen = cache.generation();
-        let mut conn = app.pg.get().await?;
-        let read = crate::store::users::find_many(&mut conn, &missing).await?;
-        cache.insert(seen, &read);
-        found.extend(read);
-    }
-    Ok(found)
-}
 
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
@@ -302,6 +252,60 @@ async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_pos
     .await;
     driver.abort();
     result
+}
+
+impl UserCache {
+    /// The users with these handles: from the process cache, the rest from
+    /// PostgreSQL in one statement, kept in the cache unless a change was
+    /// noticed meanwhile. Handles nobody has are left out.
+    pub async fn by_handles(
+        self: &Arc<Self>,
+        pg: &PgPool,
+        handles: &[String],
+    ) -> Result<Vec<User>, ApiError> {
+        let mut found = Vec::with_capacity(handles.len());
+        let mut missing = Vec::new();
+        for handle in handles {
+            match self.get_by_handle(handle) {
+                Some(user) => found.push(user),
+                None => missing.push(handle.clone()),
+            }
+        }
+        if !missing.is_empty() {
+            let seen = self.generation();
+            let mut conn = pg.get().await?;
+            let read = crate::store::users::find_by_handles(&mut conn, &missing).await?;
+            self.insert(seen, &read);
+            found.extend(read);
+        }
+        Ok(found)
+    }
+
+    /// The users with these ids, whatever their status: from the process
+    /// cache, the rest from PostgreSQL in one statement, kept in the cache
+    /// unless a change was noticed meanwhile. Ids nobody has are left out.
+    pub async fn by_ids(
+        self: &Arc<Self>,
+        pg: &PgPool,
+        ids: &[UserId],
+    ) -> Result<Vec<User>, ApiError> {
+        let mut found = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for id in ids {
+            match self.get(*id) {
+                Some(user) => found.push(user),
+                None => missing.push(*id),
+            }
+        }
+        if !missing.is_empty() {
+            let seen = self.generation();
+            let mut conn = pg.get().await?;
+            let read = crate::store::users::find_many(&mut conn, &missing).await?;
+            self.insert(seen, &read);
+            found.extend(read);
+        }
+        Ok(found)
+    }
 }
 
 #[cfg(test)]

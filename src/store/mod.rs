@@ -5,6 +5,7 @@
 pub mod checks;
 pub mod content;
 pub mod dead_letters;
+pub mod failure;
 pub mod follower;
 pub mod following;
 pub mod hidden_edges;

@@ -60,7 +60,7 @@ pub(crate) async fn after_commit(
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
 ) {
-    app.relay_wake.notify_one();
+    app.wakes.relay.notify_one();
     let mut pipe = cache::write_through_pipe(&app.keys, records, edges);
     wake::queue_publish(&mut pipe, &app.keys);
     let result = async {
@@ -80,8 +80,8 @@ pub(crate) async fn after_commit(
         if failed.is_some()
             && let ListKey::Following(owner) = edge.list
         {
-            app.unsynced_following.insert(owner, ());
+            app.read.unsynced_following.insert(owner, ());
         }
-        app.hot_lists.invalidate(&edge.list).await;
+        app.read.hot_lists.invalidate(&edge.list).await;
     }
 }

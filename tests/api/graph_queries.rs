@@ -260,7 +260,7 @@ async fn common_following_of_a_large_and_a_small_list() {
     for list in [ListKey::Following(big), ListKey::Following(small)] {
         kith::read::pages::fill(&t.app, list, true).await.unwrap();
     }
-    t.app.intersections.invalidate_all();
+    t.app.read.intersections.invalidate_all();
     let (cached, _) = walk(
         &t,
         Viewer::Anonymous,

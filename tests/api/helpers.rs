@@ -190,6 +190,7 @@ impl TestApp {
     /// A valid bearer token for `user`.
     pub fn token(&self, user: UserId) -> String {
         self.app
+            .auth
             .tokens
             .issue(user, chrono::Utc::now().timestamp(), 300)
     }
@@ -650,6 +651,7 @@ impl TestApp {
     pub async fn fills_finished(&self) {
         eventually("the fills finish", 10, || async {
             self.app
+                .read
                 .fills_in_flight
                 .lock()
                 .unwrap()
@@ -662,7 +664,7 @@ impl TestApp {
     /// Waits until the in-process user cache serves (its listening session is up).
     pub async fn users_cached(&self) {
         eventually("the user cache listens", 10, || async {
-            self.app.users.is_serving().then_some(())
+            self.app.read.users.is_serving().then_some(())
         })
         .await;
     }
@@ -675,7 +677,7 @@ impl TestApp {
             kith::store::users::find(&mut conn, user).await.unwrap()
         };
         eventually("the user cache drops the old row", 5, || async {
-            let cached = self.app.users.get(user);
+            let cached = self.app.read.users.get(user);
             (cached.is_none() || cached == fresh).then_some(())
         })
         .await;

@@ -62,7 +62,7 @@ async fn bad_tokens_cannot_follow() {
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let now = chrono::Utc::now().timestamp();
-    let expired = t.app.tokens.issue(alice, now - 600, 60);
+    let expired = t.app.auth.tokens.issue(alice, now - 600, 60);
     let foreign = kith::auth::TokenKeys::new("some-other-secret-entirely").issue(alice, now, 60);
     let claims = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"{alice}","exp":{}}}"#, now + 60));
     let alg_none = format!(

@@ -62,7 +62,7 @@ async fn flush(t: &TestApp, list: ListKey) {
         .query_async(&mut *redis)
         .await
         .unwrap();
-    t.app.fills_in_flight.lock().unwrap().clear();
+    t.app.read.fills_in_flight.lock().unwrap().clear();
 }
 
 #[tokio::test]

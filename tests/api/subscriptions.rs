@@ -525,7 +525,7 @@ async fn a_connection_ends_when_its_token_does() {
     let alice = t.user("alice").await;
     let r = replica(&t, t.app.clone(), false).await;
     let now = chrono::Utc::now().timestamp();
-    let token = t.app.tokens.issue(alice, now, 3);
+    let token = t.app.auth.tokens.issue(alice, now, 3);
     let payload = json!({ "authorization": format!("Bearer {token}") });
     let mut client = LiveClient::connect(r.port, payload).await.unwrap();
     client
@@ -549,7 +549,7 @@ async fn a_connection_ends_when_its_token_does() {
         started.elapsed()
     );
     // A token already past its `exp` is refused at `connection_init`.
-    let stale = t.app.tokens.issue(alice, now - 10, 5);
+    let stale = t.app.auth.tokens.issue(alice, now - 10, 5);
     let refused = LiveClient::connect(
         r.port,
         json!({ "authorization": format!("Bearer {stale}") }),

@@ -89,7 +89,7 @@ async fn a_lost_listening_session_empties_the_cache_until_it_is_back() {
     // Cut the listening session: the cache must stop serving before it is
     // back (a notice sent meanwhile would be lost), so a change made then
     // shows on the very next read.
-    let name = t.app.users.session_name().to_owned();
+    let name = t.app.read.users.session_name().to_owned();
     elsewhere(
         &t,
         &format!(
@@ -98,7 +98,7 @@ async fn a_lost_listening_session_empties_the_cache_until_it_is_back() {
     )
     .await;
     eventually("the cache stops serving", 5, || async {
-        (!t.app.users.is_serving()).then_some(())
+        (!t.app.read.users.is_serving()).then_some(())
     })
     .await;
     elsewhere(

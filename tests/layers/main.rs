@@ -14,6 +14,40 @@ use std::path::{Path, PathBuf};
 const LARGEST_CIRCLE: usize = 3;
 const CIRCLE_HOME: &str = "graph::";
 
+/// The foundations every part builds on, and what each may name: the
+/// configuration nothing of Kith; the domain types, paging types and the
+/// shutdown signal only each other.
+const FOUNDATIONS: [(&str, &[&str]); 4] = [
+    ("config", &[]),
+    ("model", &[]),
+    ("paging", &["model"]),
+    ("shutdown", &[]),
+];
+
+#[test]
+fn the_foundations_name_nothing_above_them() {
+    let graph = ModuleGraph::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("src").as_path());
+    let mut reaching = Vec::new();
+    for (module, names) in &graph.names {
+        let Some((_, allowed)) = FOUNDATIONS
+            .iter()
+            .find(|(f, _)| module == f || module.starts_with(&format!("{f}::")))
+        else {
+            continue;
+        };
+        let top = |m: &str| m.split("::").next().unwrap_or_default().to_string();
+        for named in names {
+            if top(named) != top(module) && !allowed.contains(&top(named).as_str()) {
+                reaching.push(format!("{module} names {named}"));
+            }
+        }
+    }
+    assert!(
+        reaching.is_empty(),
+        "foundations reaching up: {reaching:#?}"
+    );
+}
+
 #[test]
 fn no_layer_reaches_up() {
     let graph = ModuleGraph::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("src").as_path());
@@ -59,10 +93,9 @@ impl ModuleGraph {
             let text = without_tests(&strip(
                 &std::fs::read_to_string(file).expect("read a source file"),
             ));
-            let is_dir_module = file.ends_with("mod.rs");
             let mut named = BTreeSet::new();
             for path in paths(&text) {
-                let Some(absolute) = absolute(module, is_dir_module, &path) else {
+                let Some(absolute) = absolute(module, &path) else {
                     continue;
                 };
                 // The longest prefix of the path that is a file of its own.
@@ -287,7 +320,7 @@ fn paths(text: &str) -> Vec<Vec<String>> {
                 .iter()
                 .position(|t| t == ";")
                 .map_or(tokens.len(), |e| i + e);
-            expand(&tokens[i + 1..end], &mut Vec::new(), &mut out);
+            expand(&tokens[i + 1..end], &[], &mut out);
             i = end;
         } else if matches!(tokens[i].as_str(), "crate" | "super" | "self")
             && tokens.get(i + 1).is_some_and(|t| t == "::")
@@ -311,8 +344,8 @@ fn paths(text: &str) -> Vec<Vec<String>> {
 }
 
 /// Expands one `use` tree into its paths.
-fn expand(tokens: &[String], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    let mut path = prefix.clone();
+fn expand(tokens: &[String], prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let mut path = prefix.to_vec();
     let mut i = 0;
     while i < tokens.len() {
         let t = &tokens[i];
@@ -324,12 +357,12 @@ fn expand(tokens: &[String], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>
                 match tokens[j].as_str() {
                     "{" => depth += 1,
                     "}" if depth == 0 => {
-                        expand(&tokens[start..j], &mut path, out);
+                        expand(&tokens[start..j], &path, out);
                         return;
                     }
                     "}" => depth -= 1,
                     "," if depth == 0 => {
-                        expand(&tokens[start..j], &mut path, out);
+                        expand(&tokens[start..j], &path, out);
                         start = j + 1;
                     }
                     _ => {}
@@ -381,15 +414,13 @@ fn is_ident(t: &str) -> bool {
 
 /// A path made absolute from the module that names it; `None` for paths
 /// that start elsewhere (`std::`, a dependency, a local name).
-fn absolute(module: &str, is_dir_module: bool, path: &[String]) -> Option<Vec<String>> {
+fn absolute(module: &str, path: &[String]) -> Option<Vec<String>> {
     let mut here: Vec<String> = if module.is_empty() {
         Vec::new()
     } else {
         module.split("::").map(String::from).collect()
     };
-    // `self` in `a/b.rs` is `a::b`; `super` is its parent. A file that is not
-    // a directory module is still the module `a::b`, so the same holds.
-    let _ = is_dir_module;
+    // `self` in `a/b.rs` and in `a/b/mod.rs` is `a::b`; `super` is `a`.
     let mut rest = path;
     match rest.first().map(String::as_str) {
         Some("crate") => {

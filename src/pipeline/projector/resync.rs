@@ -11,7 +11,7 @@ use crate::cache;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::events::follow::FollowEventType;
-use crate::live::{FollowChange, LiveBatch};
+use crate::live::hub::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
 use crate::store::{follower, following, stats};
@@ -130,7 +130,7 @@ pub async fn resync_state(
     // This process's hot lists see the change now; other processes' within
     // their short TTL.
     for edge in &edges {
-        app.hot_lists.invalidate(&edge.list).await;
+        app.read.hot_lists.invalidate(&edge.list).await;
     }
     Ok(())
 }

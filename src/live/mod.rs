@@ -1,0 +1,110 @@
+//! Live updates: what the projector applied, told to the subscribers of
+//! every replica.
+//!
+//! After a batch's Redis writes, the projector publishes one message on
+//! `{prefix}kith:live`: the users whose counters it set and the follow
+//! transitions it applied ([`LiveBatch`]). Every process that serves the API
+//! listens on that channel ([`listen`], one Redis pub/sub connection), drops
+//! its in-process copies of the lists the batch changed — so a subscriber
+//! that re-queries on an event never reads older data than the event — and
+//! hands the batch to its subscriptions through a broadcast channel.
+//!
+//! Delivery is best effort, at most once: a message published while a
+//! replica is not listening (Redis away, the replica starting) is not
+//! replayed, and the follow transitions of a batch whose projector died
+//! between its commit and its publish are not sent (the next owner re-syncs
+//! the caches and publishes the counters only). Events carry the edge's
+//! `version`, so a client can order them.
+
+pub mod hub;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+
+use self::hub::LiveBatch;
+use crate::app::App;
+use crate::paging::ListKey;
+use crate::shutdown::Shutdown;
+
+/// Publishes what a batch changed (best effort: logged, never failing the
+/// batch, whose effects are committed and cached already).
+pub async fn publish(app: &App, batch: &LiveBatch) {
+    if batch.counters.is_empty() && batch.follows.is_empty() {
+        return;
+    }
+    let published = async {
+        let payload = serde_json::to_string(batch).map_err(|e| e.to_string())?;
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        redis::cmd("PUBLISH")
+            .arg(app.keys.live_channel())
+            .arg(payload)
+            .query_async::<()>(&mut *redis)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    if let Err(error) = published.await {
+        tracing::warn!(%error, "live update not published; subscribers miss this batch");
+    }
+}
+
+/// How long a lost subscription waits before subscribing again.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+
+/// Listens for the projectors' batches until `shutdown`, re-subscribing
+/// when the connection is lost; each batch drops this process's stale
+/// in-process lists, then goes to its subscriptions.
+pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
+    let channel = app.keys.live_channel();
+    let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
+    let mut attempt = 0;
+    loop {
+        let subscribed = crate::cache::cluster::subscribe(&target, attempt, &channel);
+        attempt += 1;
+        match tokio::time::timeout(Duration::from_secs(2), subscribed).await {
+            Ok(Ok(mut messages)) => {
+                app.live.set_listening(true);
+                tracing::info!("live updates: listening");
+                loop {
+                    let message = tokio::select! {
+                        () = shutdown.wait() => break,
+                        message = messages.next() => message,
+                    };
+                    let Some(message) = message else { break };
+                    let batch = message
+                        .get_payload::<String>()
+                        .ok()
+                        .and_then(|p| serde_json::from_str::<LiveBatch>(&p).ok());
+                    match batch {
+                        Some(batch) => receive(&app, batch).await,
+                        None => tracing::warn!("live updates: a message that does not decode"),
+                    }
+                }
+                app.live.set_listening(false);
+                if !shutdown.requested() {
+                    tracing::warn!("live updates: subscription lost; subscribing again");
+                }
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "live updates: cannot subscribe"),
+            Err(_) => tracing::warn!("live updates: subscribing timed out"),
+        }
+        if !shutdown.sleep(RESUBSCRIBE_AFTER).await {
+            return;
+        }
+    }
+}
+
+async fn receive(app: &App, batch: LiveBatch) {
+    for change in &batch.follows {
+        app.read
+            .hot_lists
+            .invalidate(&ListKey::Followers(change.to))
+            .await;
+        app.read
+            .hot_lists
+            .invalidate(&ListKey::Following(change.from))
+            .await;
+    }
+    app.live.deliver(batch);
+}

@@ -1,0 +1,14 @@
+//! What the pipeline holds in process: the wake-ups of this process's relay
+//! and projector ([`crate::pipeline::wake`] rings them).
+
+use tokio::sync::Notify;
+
+/// Wakes this process's relay after a commit, and its parked projector
+/// after the relay published events.
+#[derive(Default)]
+pub struct Wakes {
+    /// The outbox relay's.
+    pub relay: Notify,
+    /// The projector's.
+    pub projector: Notify,
+}

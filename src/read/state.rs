@@ -1,0 +1,116 @@
+//! What the read model holds in process, built from the configuration:
+//! user rows, the newest edges of hot lists, computed intersections, and
+//! the bookkeeping of list fills.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::users::UserCache;
+use crate::config::Config;
+use crate::model::UserId;
+use crate::paging::{ListKey, Page, Position};
+
+/// How long this process reads a user's relations from PostgreSQL after it
+/// failed to write that user's cached following list.
+const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
+/// Members of computed intersections held in process, all together.
+const INTERSECTION_CACHE_WEIGHT: u64 = 2_000_000;
+
+/// The read model's state in one process.
+pub struct ReadModel {
+    /// User rows held in process, dropped when PostgreSQL notifies a change.
+    pub users: Arc<UserCache>,
+    /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
+    pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
+    /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`)
+    /// under the two owners' counter versions they were computed at.
+    pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>>,
+    /// Users whose cached following list this process failed to update after
+    /// a change it made: their relations are read from PostgreSQL until the
+    /// entry expires (by then the projector has written the list).
+    pub unsynced_following: moka::sync::Cache<UserId, ()>,
+    /// Lists this process is filling now (in-process single flight).
+    pub fills_in_flight: Mutex<HashSet<ListKey>>,
+    /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
+    pub fill_permits: Arc<tokio::sync::Semaphore>,
+    /// Lists reads may still fill this second (`KITH_MAX_FILLS_PER_SEC`).
+    pub fill_budget: FillBudget,
+}
+
+impl ReadModel {
+    /// Empty caches sized by `config`.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            users: UserCache::new(
+                &config.database_url,
+                config.user_cache_capacity,
+                Duration::from_secs(config.user_cache_ttl_secs),
+            ),
+            hot_lists: moka::future::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
+                .build(),
+            intersections: moka::future::Cache::builder()
+                .max_capacity(INTERSECTION_CACHE_WEIGHT)
+                .weigher(|_, result: &Arc<Intersection>| {
+                    u32::try_from(result.items.len() + 1).unwrap_or(u32::MAX)
+                })
+                .time_to_live(Duration::from_secs(config.intersection_cache_ttl_secs))
+                .build(),
+            unsynced_following: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(UNSYNCED_FOLLOWING_TTL)
+                .build(),
+            fills_in_flight: Mutex::new(HashSet::new()),
+            fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
+            fill_budget: FillBudget::new(config.max_fills_per_sec),
+        }
+    }
+}
+
+/// The shared members of two lists, newest first (ties: larger id first,
+/// as every list is ordered).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Intersection {
+    /// The members, each with the time it is ordered by.
+    pub items: Vec<Position>,
+    /// False when the walk stopped at its bound: more may exist.
+    pub complete: bool,
+}
+
+/// An intersection as the process holds it: the two lists, and their
+/// owners' counter versions when it was computed. Any follow, unfollow or
+/// follower change of either owner moves a version, so the next read asks
+/// under a new key and computes it again; the old entry ages out.
+pub type IntersectionKey = (ListKey, ListKey, u64, u64);
+
+/// A token bucket of list fills per second, for one process: refilled at
+/// `rate` a second, holding at most a second's worth.
+pub struct FillBudget {
+    rate: f64,
+    state: std::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl FillBudget {
+    /// A full bucket of `per_sec` fills a second.
+    pub fn new(per_sec: u32) -> Self {
+        let rate = f64::from(per_sec.max(1));
+        Self {
+            rate,
+            state: std::sync::Mutex::new((rate, std::time::Instant::now())),
+        }
+    }
+
+    /// Takes up to `n` fills; returns how many were granted.
+    pub fn take(&self, n: usize) -> usize {
+        let mut state = self.state.lock().expect("fill budget lock");
+        let (tokens, at) = &mut *state;
+        let now = std::time::Instant::now();
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.rate);
+        *at = now;
+        let granted = (*tokens as usize).min(n);
+        *tokens -= granted as f64;
+        granted
+    }
+}

@@ -1,0 +1,58 @@
+//! What a PostgreSQL error means for whoever asked: the one place that
+//! reads diesel's error kinds and PostgreSQL's messages. The API maps it to
+//! a client-visible code ([`crate::error::ApiError`]); the pipeline to
+//! retry or dead-letter ([`crate::pipeline::PipelineError::is_permanent`]).
+
+use diesel::result::{DatabaseErrorKind as Kind, Error};
+
+/// The meaning of one PostgreSQL error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A lost or closed connection, a server shutting down, or a
+    /// transaction that must be retried (serialization, deadlock): asking
+    /// again later may succeed.
+    Unavailable,
+    /// The statement was cancelled by `statement_timeout`.
+    Timeout,
+    /// A constraint rejects the input: asking again with the same input
+    /// never succeeds.
+    Rejected,
+    /// Anything else: a bug.
+    Other,
+}
+
+/// Server messages of failures that pass.
+const PASSING: [&str; 5] = [
+    "terminating connection",
+    "the database system is",
+    "server closed the connection",
+    "connection closed",
+    "deadlock detected",
+];
+
+/// Classifies `e`.
+pub fn classify(e: &Error) -> Failure {
+    match e {
+        Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
+        | Error::DatabaseError(Kind::SerializationFailure, _)
+        | Error::BrokenTransactionManager => Failure::Unavailable,
+        Error::DatabaseError(
+            Kind::CheckViolation
+            | Kind::ForeignKeyViolation
+            | Kind::NotNullViolation
+            | Kind::UniqueViolation,
+            _,
+        ) => Failure::Rejected,
+        Error::DatabaseError(Kind::Unknown, info) => {
+            let message = info.message();
+            if message.contains("statement timeout") {
+                Failure::Timeout
+            } else if PASSING.iter().any(|m| message.contains(m)) {
+                Failure::Unavailable
+            } else {
+                Failure::Other
+            }
+        }
+        _ => Failure::Other,
+    }
+}
