@@ -2,6 +2,7 @@
 //! (`scripts/stack up`). Each test gets its own PostgreSQL schema and Redis key
 //! prefix, so the suite runs in parallel and in any order.
 
+#[path = "../common/helpers/mod.rs"]
 mod helpers;
 #[path = "../common/http.rs"]
 mod http_client;
@@ -13,24 +14,16 @@ mod consistency;
 mod errors;
 mod graph_queries;
 mod hardening;
-mod hostile_bench;
 mod http;
 mod identity;
 mod lifecycle;
-mod outage;
 mod paging_property;
 mod persisted;
 mod pipeline;
-mod postgres_outage;
 mod projection;
 mod queries;
 mod rate_limit;
 mod read_model;
-mod recovery;
-mod redis_failover;
-mod redis_outage;
-mod redis_policy;
-mod replicas;
 mod schema_snapshot;
 mod seed;
 mod subscriptions;

@@ -8,8 +8,8 @@ use kith::auth::Viewer;
 use kith::graph::ids;
 use serde_json::{Value, json};
 
+use crate::helpers::Redis;
 use crate::helpers::{TestApp, error_code, spawn_app_with};
-use crate::redis_policy::Redis;
 
 async fn keys(redis: &Redis) -> i64 {
     let client = redis::Client::open(redis.url.as_str()).unwrap();

@@ -8,12 +8,12 @@
 //! caches, the relay and the projector); the bodies of the `kith_*` SQL
 //! functions they call are read from the database and split into statements.
 
-#![allow(dead_code)] // the api tests' helpers, shared
-
-#[path = "../api/helpers.rs"]
+#[path = "../common/helpers/mod.rs"]
 mod helpers;
+#[allow(dead_code)]
 #[path = "../common/http.rs"]
 mod http_client;
+#[allow(dead_code)]
 #[path = "../common/rng.rs"]
 mod rng;
 

@@ -2,7 +2,6 @@
 //! refuses to run on a Redis that may evict keys (one key of a cached list
 //! could go without the others), and a full Redis never stalls the projector.
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use kith::app::{App, StartError};
@@ -10,66 +9,7 @@ use kith::events::follow::{FollowEvent, FollowEventType};
 use kith::pipeline::projector::ProjectorHooks;
 use kith::store::partitions;
 
-use crate::helpers::{eventually, spawn_app};
-
-/// A `redis-server` owned by one test; killed when dropped.
-pub struct Redis {
-    child: Option<Child>,
-    port: u16,
-    args: Vec<String>,
-    pub url: String,
-}
-
-impl Redis {
-    pub fn start(args: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut redis = Self {
-            child: None,
-            port,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            url: format!("redis://127.0.0.1:{port}/0"),
-        };
-        redis.restart();
-        redis
-    }
-
-    /// Starts the server again on the same port (after [`Redis::kill`]).
-    pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(&self.args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (scripts/stack up installs it)");
-        self.child = Some(child);
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: every connection drops at once.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+use crate::helpers::{Redis, eventually, spawn_app};
 
 #[tokio::test]
 async fn an_evicting_redis_is_refused_at_start_up() {

@@ -11,8 +11,8 @@ use kith::cache::RedisPool;
 use kith::model::UserId;
 use serde_json::{Value, json};
 
+use crate::helpers::Redis;
 use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app};
-use crate::redis_policy::Redis;
 
 const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle
     counters { followings followers }

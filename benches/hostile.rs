@@ -1,7 +1,9 @@
-//! A measurement, not a test (ignored by `cargo test`; run it with
-//! `scripts/bench-hostile`): how long an ordinary profile query takes while an
-//! anonymous client sends hostile requests back to back, against an account
-//! with 200,000 followers. Writes `target/bench-reports/hostile.md`.
+//! How long an ordinary profile query takes while an anonymous client sends
+//! hostile requests back to back, against an account with 200,000
+//! followers; and while one WebSocket floods the server with
+//! PostgreSQL-bound queries. Run with `scripts/bench-hostile` (`cargo bench
+//! --bench hostile [-- requests|websocket]`); writes
+//! `target/bench-reports/hostile.md`.
 //!
 //! It uses only what every version of Kith has (the test application, the
 //! follower seeding, in-process GraphQL), so the same file measures an older
@@ -14,7 +16,25 @@ use std::time::{Duration, Instant};
 use kith::auth::Viewer;
 use serde_json::json;
 
+#[path = "../tests/common/helpers/mod.rs"]
+mod helpers;
+#[allow(dead_code)]
+#[path = "../tests/common/http.rs"]
+mod http_client;
+
 use crate::helpers::{TestApp, seed_followers, spawn_app_with};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // `cargo bench` passes `--bench`; a phase may be named after `--`.
+    let phase = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if phase.as_deref().is_none_or(|p| p == "requests") {
+        probe_latency_under_hostile_requests().await;
+    }
+    if phase.as_deref().is_none_or(|p| p == "websocket") {
+        probe_latency_under_a_websocket_flood().await;
+    }
+}
 
 const FOLLOWERS: i64 = 200_000;
 const PROBES_IDLE: usize = 200;
@@ -59,8 +79,6 @@ async fn probe(t: &TestApp, id: &str, failed: &mut usize) -> Duration {
     started.elapsed()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run scripts/bench-hostile"]
 async fn probe_latency_under_hostile_requests() {
     let t = Arc::new(spawn_app_with(|_| {}).await);
     let star = t.user("star").await;
@@ -146,10 +164,7 @@ async fn probe_latency_under_hostile_requests() {
         ATTACK.as_secs(),
         rows.join("\n")
     );
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("bench-reports");
+    let dir = reports();
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("hostile.md"), &report).unwrap();
     eprintln!("{report}");
@@ -176,10 +191,8 @@ async fn http_probes(port: u16, token: &str, id: &str, for_: Duration) -> (Vec<D
 /// How a probe's latency moves while one WebSocket sends 3,000 queries
 /// that each page deep into a 20,000-edge list in PostgreSQL at once.
 /// Appends to `target/bench-reports/hostile.md`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run scripts/bench-hostile"]
 async fn probe_latency_under_a_websocket_flood() {
-    use crate::subscriptions::{LiveClient, auth, gid, replica};
+    use crate::helpers::{LiveClient, auth, gid, replica};
     let t = spawn_app_with(|_| {}).await;
     let (star, reader) = (t.user("star").await, t.user("reader").await);
     seed_followers(&t, star, "fan", 20_000, 1).await;
@@ -249,13 +262,21 @@ async fn probe_latency_under_a_websocket_flood() {
         codes.join(", "),
         took.as_secs_f64(),
     );
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .unwrap()
-        .join("bench-reports/hostile.md");
+    let path = reports().join("hostile.md");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
     text.push_str(&report);
     std::fs::write(&path, text).unwrap();
     eprintln!("{report}");
+}
+
+/// `target/bench-reports/`, where every bench writes its report.
+fn reports() -> std::path::PathBuf {
+    // CARGO_TARGET_DIR may put the target folder elsewhere.
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+            std::path::PathBuf::from,
+        )
+        .join("bench-reports")
 }

@@ -1,0 +1,227 @@
+//! The isolated application each test gets (its own PostgreSQL schema and
+//! Redis key prefix), and how a test acts on it and checks answers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_graphql::{Request, Variables};
+use diesel::QueryableByName;
+use diesel::sql_types::Text;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use kith::app::App;
+use kith::auth::Viewer;
+use kith::config::Config;
+use kith::graph::{self, KithSchema};
+use kith::model::{UserId, UserStatus};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+/// One isolated application: its own PostgreSQL schema and Redis key prefix.
+pub struct TestApp {
+    pub app: Arc<App>,
+    pub schema: KithSchema,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+static PRUNED: OnceCell<()> = OnceCell::const_new();
+
+/// An application with the default configuration.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// An application whose configuration `tweak` may adjust.
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    // Logs (internal errors with their cause) show in the output of failing tests.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn,kith=info"))
+        .with_test_writer()
+        .try_init();
+    let mut config = Config::from_env().expect("configuration");
+    let base_url = config.database_url.clone();
+    PRUNED.get_or_init(|| prune_old_schemas(&base_url)).await;
+
+    let now = chrono::Utc::now().timestamp();
+    let name = format!(
+        "kt_{now}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut admin = AsyncPgConnection::establish(&base_url)
+        .await
+        .expect("PostgreSQL is up (scripts/stack up)");
+    diesel::sql_query(format!("CREATE SCHEMA {name}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+
+    let separator = if base_url.contains('?') { '&' } else { '?' };
+    config.database_url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+    config.database_pool_size = 8;
+    config.redis_pool_size = 4;
+    config.redis_prefix = format!("test:{name}:");
+    config.follow_topic = format!("{name}.follow");
+    config.content_topic = format!("{name}.content");
+    config.dead_letter_topic = format!("{name}.dead");
+    config.consumer_group = format!("{name}.projector");
+    config.topic_partitions = 2;
+    // One broker: one replica.
+    config.topic_replication_factor = 1;
+    config.topic_min_insync_replicas = 1;
+    config.auto_migrate = true;
+    // Background checks would add statements to the round-trip counts;
+    // the tests of the sampled check turn it on.
+    config.counter_check_interval_secs = 0;
+    // Tests run many apps in one process: none serves metrics unless asked.
+    config.metrics_addr = None;
+    tweak(&mut config);
+
+    let app = App::start(config).await.expect("app starts");
+    let schema = graph::schema(app.clone());
+    TestApp { app, schema }
+}
+
+/// Drops test schemas left behind by runs more than an hour old.
+async fn prune_old_schemas(url: &str) {
+    #[derive(QueryableByName)]
+    struct Name {
+        #[diesel(sql_type = Text)]
+        nspname: String,
+    }
+    let Ok(mut conn) = AsyncPgConnection::establish(url).await else {
+        return;
+    };
+    let names: Vec<Name> =
+        diesel::sql_query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kt\\_%'")
+            .load(&mut conn)
+            .await
+            .unwrap_or_default();
+    let cutoff = chrono::Utc::now().timestamp() - 3600;
+    for Name { nspname } in names {
+        let stamp = nspname
+            .split('_')
+            .nth(1)
+            .and_then(|s| s.parse::<i64>().ok());
+        if stamp.is_some_and(|t| t < cutoff) {
+            let _ = diesel::sql_query(format!("DROP SCHEMA IF EXISTS {nspname} CASCADE"))
+                .execute(&mut conn)
+                .await;
+        }
+    }
+}
+
+/// `extensions.code` of the first error, if any.
+pub fn error_code(response: &Value) -> Option<&str> {
+    response["errors"][0]["extensions"]["code"].as_str()
+}
+
+/// Panics with the response when it carries errors.
+#[track_caller]
+pub fn assert_ok(response: &Value) {
+    assert!(
+        response["errors"].is_null(),
+        "unexpected errors: {response:#}"
+    );
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `secs` seconds.
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+impl TestApp {
+    pub async fn conn(
+        &self,
+    ) -> bb8::PooledConnection<
+        '_,
+        diesel_async::pooled_connection::AsyncDieselConnectionManager<AsyncPgConnection>,
+    > {
+        self.app.pg.get().await.unwrap()
+    }
+
+    /// Creates an active user.
+    pub async fn user(&self, handle: &str) -> UserId {
+        self.user_with_status(handle, UserStatus::Active).await
+    }
+
+    /// Creates a user in the given state.
+    pub async fn user_with_status(&self, handle: &str, status: UserStatus) -> UserId {
+        let mut conn = self.conn().await;
+        kith::store::users::create(&mut conn, handle, &format!("{handle} display"), status)
+            .await
+            .unwrap()
+    }
+
+    /// The same application with its Redis pool pointed at a closed port
+    /// (built by hand: `App::start` refuses to start without Redis).
+    pub fn without_redis(&self) -> Arc<App> {
+        let closed = kith::cache::RedisPool::new(
+            "redis://127.0.0.1:1/",
+            4,
+            std::time::Duration::from_millis(200),
+            std::time::Duration::from_millis(200),
+        )
+        .unwrap();
+        App::new(
+            self.app.config.clone(),
+            self.app.pg.clone(),
+            closed,
+            Default::default(),
+        )
+    }
+
+    /// A valid bearer token for `user`.
+    pub fn token(&self, user: UserId) -> String {
+        self.app
+            .auth
+            .tokens
+            .issue(user, chrono::Utc::now().timestamp(), 300)
+    }
+
+    /// Runs a GraphQL operation as `viewer`; returns the whole response as JSON.
+    pub async fn execute(&self, viewer: Viewer, query: &str, variables: Value) -> Value {
+        let request = Request::new(query).variables(Variables::from_json(variables));
+        serde_json::to_value(graph::execute(&self.schema, &self.app, request, viewer).await)
+            .unwrap()
+    }
+
+    /// `follow` or `unfollow` (`mutation` names which) of `target` by `actor`.
+    pub async fn edge_mutation(&self, mutation: &str, actor: UserId, target: UserId) -> Value {
+        let query = format!(
+            "mutation($id: ID!) {{ {mutation}(input: {{userId: $id}}) {{
+                changed
+                user {{ id handle }}
+                viewerRelation {{ following followedBy mutual followedAt followedByAt }}
+            }} }}"
+        );
+        self.execute(
+            Viewer::User(actor),
+            &query,
+            json!({ "id": kith::graph::ids::user_id(target).to_string() }),
+        )
+        .await
+    }
+
+    pub async fn follow(&self, actor: UserId, target: UserId) -> Value {
+        self.edge_mutation("follow", actor, target).await
+    }
+
+    pub async fn unfollow(&self, actor: UserId, target: UserId) -> Value {
+        self.edge_mutation("unfollow", actor, target).await
+    }
+}

@@ -1,0 +1,139 @@
+//! Real processes owned by one test — `kith` binaries and `redis-server`s —
+//! killed with SIGKILL by the tests of crashes and outages.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::*;
+
+/// A real `kith` process (the binary this package builds) on a test's
+/// schema, Redis prefix, topics and consumer group. Killed with SIGKILL when
+/// dropped; its log goes to `target/test-logs/`.
+pub struct KithProcess {
+    child: std::process::Child,
+    pub log: std::path::PathBuf,
+}
+
+impl KithProcess {
+    /// Starts `kith <command>` (`run`, `project`, `relay`, `serve`) with the
+    /// test app's configuration plus `extra` variables.
+    pub fn start(t: &TestApp, command: &str, extra: &[(&str, String)]) -> Self {
+        let c = &t.app.config;
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .join("test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        static STARTS: AtomicU32 = AtomicU32::new(0);
+        let log = dir.join(format!(
+            "{}-{command}-{}.log",
+            c.consumer_group,
+            STARTS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
+        cmd.arg(command)
+            .env("DATABASE_URL", &c.database_url)
+            .env("DATABASE_POOL_SIZE", "4")
+            .env("REDIS_URL", &c.redis_url)
+            .env("REDIS_POOL_SIZE", "4")
+            .env("KITH_REDIS_PREFIX", &c.redis_prefix)
+            .env("KAFKA_BROKERS", &c.kafka_brokers)
+            .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
+            .env("KITH_CONTENT_TOPIC", &c.content_topic)
+            .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+            .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
+            .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
+            .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
+            .env("KITH_CONSUMER_GROUP", &c.consumer_group)
+            .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
+            .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
+            .env("KITH_HTTP_ADDR", "127.0.0.1:0")
+            .env("KITH_METRICS_ADDR", "off")
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out);
+        for (name, value) in extra {
+            cmd.env(name, value);
+        }
+        let child = cmd.spawn().expect("kith binary starts");
+        Self { child, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `kill -9`: no clean-up of any kind.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for KithProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `redis-server` owned by one test; killed when dropped.
+pub struct Redis {
+    child: Option<Child>,
+    port: u16,
+    args: Vec<String>,
+    pub url: String,
+}
+
+impl Redis {
+    pub fn start(args: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut redis = Self {
+            child: None,
+            port,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            url: format!("redis://127.0.0.1:{port}/0"),
+        };
+        redis.restart();
+        redis
+    }
+
+    /// Starts the server again on the same port (after [`Redis::kill`]).
+    pub fn restart(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/stack up installs it)");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: every connection drops at once.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
