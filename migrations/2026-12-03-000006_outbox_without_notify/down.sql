@@ -1,5 +1,6 @@
 CREATE FUNCTION kith_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- One channel per schema, so relays of other schemas (tenants, tests) sleep on.
     PERFORM pg_notify('kith_outbox_' || TG_TABLE_SCHEMA, '');
     RETURN NULL;
 END

@@ -1,12 +1,43 @@
-//! Diesel table definitions, kept in step with `migrations/` by hand.
+// @generated automatically by Diesel CLI.
 
 diesel::table! {
-    users (id) {
-        id -> Int8,
-        handle -> Text,
-        display_name -> Text,
+    account_transition (account_id) {
+        account_id -> Int8,
         status -> Text,
+        started_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    content_event_ledger (event_id) {
+        event_id -> Uuid,
+        author_id -> Int8,
+        applied_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    dead_letter (id) {
+        id -> Int8,
+        source_topic -> Text,
+        source_partition -> Int4,
+        source_offset -> Int8,
+        message_key -> Nullable<Bytea>,
+        payload -> Nullable<Bytea>,
+        error -> Text,
         created_at -> Timestamptz,
+        published_at -> Nullable<Timestamptz>,
+        replayed_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    follower (to_user_id, from_user_id) {
+        to_user_id -> Int8,
+        from_user_id -> Int8,
+        active -> Bool,
+        followed_at -> Timestamptz,
+        version -> Int8,
         updated_at -> Timestamptz,
     }
 }
@@ -23,13 +54,11 @@ diesel::table! {
 }
 
 diesel::table! {
-    follower (to_user_id, from_user_id) {
-        to_user_id -> Int8,
+    hidden_edge (account_id, from_user_id, to_user_id) {
+        account_id -> Int8,
         from_user_id -> Int8,
-        active -> Bool,
+        to_user_id -> Int8,
         followed_at -> Timestamptz,
-        version -> Int8,
-        updated_at -> Timestamptz,
     }
 }
 
@@ -45,6 +74,35 @@ diesel::table! {
 }
 
 diesel::table! {
+    projector_member (consumer_group, member) {
+        consumer_group -> Text,
+        member -> Uuid,
+        heartbeat_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    projector_partition (consumer_group, topic, partition) {
+        consumer_group -> Text,
+        topic -> Text,
+        partition -> Int4,
+        next_offset -> Nullable<Int8>,
+        synced_offset -> Nullable<Int8>,
+        owner -> Nullable<Uuid>,
+        lease_until -> Nullable<Timestamptz>,
+        epoch -> Int8,
+    }
+}
+
+diesel::table! {
+    reconcile_watermark (name) {
+        name -> Text,
+        watermark -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     user_stats (user_id) {
         user_id -> Int8,
         followings -> Int8,
@@ -56,15 +114,38 @@ diesel::table! {
     }
 }
 
-diesel::joinable!(user_stats -> users (user_id));
-
-diesel::allow_tables_to_appear_in_same_query!(users, following, follower, outbox, user_stats);
-
 diesel::table! {
-    hidden_edge (account_id, from_user_id, to_user_id) {
-        account_id -> Int8,
-        from_user_id -> Int8,
-        to_user_id -> Int8,
-        followed_at -> Timestamptz,
+    user_stats_tombstone (user_id) {
+        user_id -> Int8,
+        version -> Int8,
     }
 }
+
+diesel::table! {
+    users (id) {
+        id -> Int8,
+        handle -> Text,
+        display_name -> Text,
+        status -> Text,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(user_stats -> users (user_id));
+
+diesel::allow_tables_to_appear_in_same_query!(
+    account_transition,
+    content_event_ledger,
+    dead_letter,
+    follower,
+    following,
+    hidden_edge,
+    outbox,
+    projector_member,
+    projector_partition,
+    reconcile_watermark,
+    user_stats,
+    user_stats_tombstone,
+    users,
+);

@@ -11,6 +11,7 @@ mod rng;
 
 mod bulk_edits;
 mod consistency;
+mod db_schema;
 mod errors;
 mod graph_queries;
 mod hardening;

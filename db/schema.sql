@@ -1,0 +1,941 @@
+-- The schema after every migration in migrations/ (pg_dump --schema-only).
+-- Generated; do not edit. The migrations are the source: see tests/api/db_schema.rs.
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: kith; Type: SCHEMA; Schema: -; Owner: -
+--
+
+CREATE SCHEMA kith;
+
+--
+-- Name: kith_apply_counters(bigint[], bigint[], uuid[], bigint[], bigint[], bigint[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_apply_counters(p_user bigint[], p_followers bigint[], p_event uuid[], p_author bigint[], p_posts bigint[], p_likes bigint[], p_favs bigint[]) RETURNS TABLE(ord integer, outcome text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    created BIGINT[] := '{}';
+    u BIGINT;
+BEGIN
+    FOR u IN SELECT DISTINCT x FROM unnest(p_user || p_author) AS x ORDER BY x LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM users WHERE id = u);
+        PERFORM 1 FROM user_stats WHERE user_id = u FOR UPDATE;
+        IF NOT FOUND THEN
+            IF kith_ensure_stats(u) THEN
+                created := created || u;
+            END IF;
+            PERFORM 1 FROM user_stats WHERE user_id = u FOR UPDATE;
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(p_user, 1), 0) LOOP
+        CONTINUE WHEN p_user[i] = ANY (created) OR p_followers[i] = 0;
+        UPDATE user_stats
+           SET followers = followers + p_followers[i], version = kith_next_version(version)
+         WHERE user_id = p_user[i];
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
+                MESSAGE = format('follow event for unknown user %s', p_user[i]);
+        END IF;
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(p_event, 1), 0) LOOP
+        ord := i;
+        INSERT INTO content_event_ledger (event_id, author_id)
+        VALUES (p_event[i], p_author[i])
+        ON CONFLICT (event_id) DO NOTHING;
+        IF NOT FOUND THEN
+            outcome := 'duplicate';
+        ELSE
+            UPDATE user_stats
+               SET posts = posts + p_posts[i],
+                   likes_received = likes_received + p_likes[i],
+                   favs_received = favs_received + p_favs[i],
+                   version = kith_next_version(version)
+             WHERE user_id = p_author[i]
+               AND posts + p_posts[i] >= 0
+               AND likes_received + p_likes[i] >= 0
+               AND favs_received + p_favs[i] >= 0;
+            IF FOUND THEN
+                outcome := 'applied';
+            ELSE
+                DELETE FROM content_event_ledger WHERE event_id = p_event[i];
+                outcome := CASE WHEN EXISTS (SELECT 1 FROM user_stats WHERE user_id = p_author[i])
+                                THEN 'below_zero' ELSE 'unknown_author' END;
+            END IF;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: kith_apply_follower(bigint, bigint, boolean, timestamp with time zone, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    cur_active  BOOLEAN;
+    cur_version BIGINT;
+BEGIN
+    LOOP
+        SELECT f.active, f.version INTO cur_active, cur_version
+          FROM follower f
+         WHERE f.to_user_id = p_to AND f.from_user_id = p_from
+           FOR UPDATE;
+        IF FOUND THEN
+            was_active := cur_active;
+            applied := cur_version < p_version;
+            IF applied THEN
+                UPDATE follower
+                   SET active = p_active, followed_at = p_followed_at,
+                       version = p_version, updated_at = now()
+                 WHERE to_user_id = p_to AND from_user_id = p_from;
+            END IF;
+            RETURN;
+        END IF;
+        INSERT INTO follower (to_user_id, from_user_id, active, followed_at, version)
+        VALUES (p_to, p_from, p_active, p_followed_at, p_version)
+        ON CONFLICT DO NOTHING;
+        IF FOUND THEN
+            was_active := FALSE;
+            applied := TRUE;
+            RETURN;
+        END IF;
+        -- A concurrent insert of the same edge won: loop to lock and compare.
+    END LOOP;
+END
+$$;
+
+--
+-- Name: kith_apply_followers(bigint[], bigint[], boolean[], timestamp with time zone[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_apply_followers(p_to bigint[], p_from bigint[], p_active boolean[], p_followed_at timestamp with time zone[], p_version bigint[]) RETURNS TABLE(ord integer, was_active boolean, applied boolean)
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_to, 1), 0) LOOP
+        ord := i;
+        SELECT r.was_active, r.applied INTO was_active, applied
+          FROM kith_apply_follower(p_to[i], p_from[i], p_active[i], p_followed_at[i], p_version[i]) r;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: kith_change_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_actor_status TEXT;
+    v_target users%ROWTYPE;
+    v_step RECORD;
+    v_pair RECORD;
+    v_stats user_stats%ROWTYPE;
+BEGIN
+    SELECT u.status INTO v_actor_status FROM users u WHERE u.id = p_actor;
+    IF v_actor_status IS NULL OR v_actor_status = 'deleted' THEN
+        outcome := 'actor_unknown';
+        RETURN NEXT;
+        RETURN;
+    ELSIF v_actor_status = 'suspended' THEN
+        outcome := 'actor_suspended';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND THEN
+        outcome := 'target_unknown';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    target_handle := v_target.handle;
+    target_display_name := v_target.display_name;
+    target_status := v_target.status;
+    IF p_follow AND v_target.status <> 'active' THEN
+        outcome := 'target_unfollowable';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    outcome := 'ok';
+    v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
+    edge_version := v_step.edge_version;
+    edge_followed_at := v_step.edge_followed_at;
+    occurred_at := v_step.occurred_at;
+    IF edge_version IS NOT NULL THEN
+        v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN 1 ELSE -1 END);
+        followings := v_stats.followings;
+        followers := v_stats.followers;
+        posts := v_stats.posts;
+        likes_received := v_stats.likes_received;
+        favs_received := v_stats.favs_received;
+        version := v_stats.version;
+    END IF;
+    v_pair := kith_pair_state(p_actor, p_target);
+    a_follows_b := v_pair.a_follows_b;
+    b_follows_a := v_pair.b_follows_a;
+    RETURN NEXT;
+END
+$$;
+
+--
+-- Name: kith_change_edges(bigint, bigint[], uuid[], boolean); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_actor_status TEXT;
+    v_target users%ROWTYPE;
+    v_step RECORD;
+    v_pair RECORD;
+    v_stats user_stats%ROWTYPE;
+    v_changed INT := 0;
+    v_rows JSONB[] := '{}';
+    v_row JSONB;
+    i INT;
+BEGIN
+    SELECT u.status INTO v_actor_status FROM users u WHERE u.id = p_actor;
+    IF v_actor_status IS NULL OR v_actor_status = 'deleted' OR v_actor_status = 'suspended' THEN
+        FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
+            outcome := CASE WHEN v_actor_status = 'suspended' THEN 'actor_suspended' ELSE 'actor_unknown' END;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
+        SELECT * INTO v_target FROM users u WHERE u.id = p_targets[i];
+        IF NOT FOUND THEN
+            v_rows := v_rows || jsonb_build_object('outcome', 'target_unknown');
+            CONTINUE;
+        END IF;
+        IF p_follow AND v_target.status <> 'active' THEN
+            v_rows := v_rows || jsonb_build_object('outcome', 'target_unfollowable',
+                'handle', v_target.handle, 'display_name', v_target.display_name,
+                'status', v_target.status);
+            CONTINUE;
+        END IF;
+        v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
+        v_pair := kith_pair_state(p_actor, p_targets[i]);
+        IF v_step.edge_version IS NOT NULL THEN
+            v_changed := v_changed + 1;
+        END IF;
+        v_rows := v_rows || jsonb_build_object('outcome', 'ok',
+            'handle', v_target.handle, 'display_name', v_target.display_name,
+            'status', v_target.status, 'version', v_step.edge_version,
+            'followed_at', v_step.edge_followed_at, 'occurred_at', v_step.occurred_at,
+            'a_follows_b', v_pair.a_follows_b, 'b_follows_a', v_pair.b_follows_a);
+    END LOOP;
+    IF v_changed > 0 THEN
+        v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN v_changed ELSE -v_changed END);
+    END IF;
+    FOREACH v_row IN ARRAY v_rows LOOP
+        outcome := v_row->>'outcome';
+        target_handle := v_row->>'handle';
+        target_display_name := v_row->>'display_name';
+        target_status := v_row->>'status';
+        edge_version := (v_row->>'version')::BIGINT;
+        edge_followed_at := (v_row->>'followed_at')::TIMESTAMPTZ;
+        occurred_at := (v_row->>'occurred_at')::TIMESTAMPTZ;
+        a_follows_b := (v_row->>'a_follows_b')::TIMESTAMPTZ;
+        b_follows_a := (v_row->>'b_follows_a')::TIMESTAMPTZ;
+        IF edge_version IS NOT NULL THEN
+            followings := v_stats.followings;
+            followers := v_stats.followers;
+            posts := v_stats.posts;
+            likes_received := v_stats.likes_received;
+            favs_received := v_stats.favs_received;
+            version := v_stats.version;
+        ELSE
+            followings := NULL; followers := NULL; posts := NULL;
+            likes_received := NULL; favs_received := NULL; version := NULL;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: kith_next_version(bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_next_version(prev bigint) RETURNS bigint
+    LANGUAGE sql
+    AS $$
+    SELECT greatest(prev + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::BIGINT)
+$$;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: user_stats; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.user_stats (
+    user_id bigint NOT NULL,
+    followings bigint DEFAULT 0 NOT NULL,
+    followers bigint DEFAULT 0 NOT NULL,
+    posts bigint DEFAULT 0 NOT NULL,
+    likes_received bigint DEFAULT 0 NOT NULL,
+    favs_received bigint DEFAULT 0 NOT NULL,
+    version bigint DEFAULT kith.kith_next_version((0)::bigint) NOT NULL,
+    CONSTRAINT user_stats_favs_received_check CHECK ((favs_received >= 0)),
+    CONSTRAINT user_stats_followers_check CHECK ((followers >= 0)),
+    CONSTRAINT user_stats_followings_check CHECK ((followings >= 0)),
+    CONSTRAINT user_stats_likes_received_check CHECK ((likes_received >= 0)),
+    CONSTRAINT user_stats_posts_check CHECK ((posts >= 0))
+)
+WITH (fillfactor='75');
+
+--
+-- Name: kith_count_followings(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_count_followings(p_user bigint, p_delta bigint) RETURNS kith.user_stats
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_stats user_stats%ROWTYPE;
+BEGIN
+    UPDATE user_stats AS s
+       SET followings = s.followings + p_delta,
+           version = kith_next_version(s.version)
+     WHERE s.user_id = p_user
+    RETURNING s.* INTO v_stats;
+    IF NOT FOUND THEN
+        IF kith_ensure_stats(p_user) THEN
+            SELECT * INTO v_stats FROM user_stats s WHERE s.user_id = p_user;
+        ELSE
+            UPDATE user_stats AS s
+               SET followings = s.followings + p_delta,
+                   version = kith_next_version(s.version)
+             WHERE s.user_id = p_user
+            RETURNING s.* INTO v_stats;
+        END IF;
+    END IF;
+    RETURN v_stats;
+END
+$$;
+
+--
+-- Name: kith_edge_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_edge_step(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid, OUT edge_version bigint, OUT edge_followed_at timestamp with time zone, OUT occurred_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_type TEXT := CASE WHEN p_follow THEN 'FollowCreated' ELSE 'FollowCanceled' END;
+BEGIN
+    -- An edge hidden with an account that is not active is forgotten, so
+    -- that the account's restore does not bring it back: an unfollow ends
+    -- it, and a follow (both parties are active) makes it anew. First: a
+    -- restore locks the hidden edge, then the edge row; waiting here on a
+    -- restore in flight, an unfollow then sees the edge it revived (the
+    -- next statement has a new snapshot) and ends it. And no hidden edge is
+    -- left behind an active edge, for a later suspension to collide with.
+    DELETE FROM hidden_edge h WHERE h.from_user_id = p_from AND h.to_user_id = p_to;
+    IF p_follow THEN
+        -- A re-follow sets followed_at again: the list shows the latest follow.
+        INSERT INTO following AS f (from_user_id, to_user_id, active, followed_at, version, updated_at)
+        VALUES (p_from, p_to, TRUE, date_trunc('milliseconds', now()), 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               followed_at = EXCLUDED.followed_at,
+               version = f.version + 1,
+               updated_at = now()
+         WHERE NOT f.active
+        RETURNING f.version, f.followed_at INTO edge_version, edge_followed_at;
+    ELSE
+        UPDATE following AS f
+           SET active = FALSE, version = f.version + 1, updated_at = now()
+         WHERE f.from_user_id = p_from AND f.to_user_id = p_to AND f.active
+        RETURNING f.version, f.followed_at INTO edge_version, edge_followed_at;
+    END IF;
+
+    IF edge_version IS NOT NULL THEN
+        occurred_at := date_trunc('milliseconds', now());
+        -- The wire format of FollowEvent (src/pipeline/events.rs); a test
+        -- decodes these rows with the Rust type.
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_from::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_from,
+            'to', p_to,
+            'version', edge_version,
+            'followedAtMs', (extract(epoch FROM edge_followed_at) * 1000)::BIGINT,
+            'occurredAtMs', (extract(epoch FROM occurred_at) * 1000)::BIGINT));
+    ELSIF NOT p_follow THEN
+        -- And again after: a suspension that hid the edge while this
+        -- unfollow waited for its row (it then found the edge inactive)
+        -- committed its hidden edge since; a new snapshot sees it.
+        DELETE FROM hidden_edge h WHERE h.from_user_id = p_from AND h.to_user_id = p_to;
+    END IF;
+END
+$$;
+
+--
+-- Name: kith_ensure_stats(bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_ensure_stats(p_user bigint) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM 1 FROM user_stats WHERE user_id = p_user;
+    IF FOUND THEN
+        RETURN FALSE;
+    END IF;
+    INSERT INTO user_stats (user_id, followings, followers, version)
+    VALUES (p_user,
+            (SELECT count(*) FROM following WHERE from_user_id = p_user AND active),
+            (SELECT count(*) FROM follower WHERE to_user_id = p_user AND active),
+            kith_next_version(coalesce(
+                (SELECT version FROM user_stats_tombstone WHERE user_id = p_user), 0)))
+    ON CONFLICT (user_id) DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
+--
+-- Name: kith_pair_state(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_pair_state(p_a bigint, p_b bigint, OUT a_follows_b timestamp with time zone, OUT b_follows_a timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql STABLE
+    AS $$
+BEGIN
+    SELECT max(f.followed_at) FILTER (WHERE f.from_user_id = p_a),
+           max(f.followed_at) FILTER (WHERE f.from_user_id = p_b)
+      INTO a_follows_b, b_follows_a
+      FROM following f
+     WHERE f.active
+       AND ((f.from_user_id = p_a AND f.to_user_id = p_b)
+         OR (f.from_user_id = p_b AND f.to_user_id = p_a));
+END
+$$;
+
+--
+-- Name: kith_remove_follower(bigint, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_remove_follower(p_owner bigint, p_follower bigint, p_event_id uuid) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_owner_status TEXT;
+    v_follower users%ROWTYPE;
+BEGIN
+    SELECT u.status INTO v_owner_status FROM users u WHERE u.id = p_owner;
+    IF v_owner_status IS NULL OR v_owner_status = 'deleted' THEN
+        outcome := 'actor_unknown';
+        RETURN NEXT;
+        RETURN;
+    ELSIF v_owner_status = 'suspended' THEN
+        outcome := 'actor_suspended';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT * INTO v_follower FROM users u WHERE u.id = p_follower;
+    IF NOT FOUND THEN
+        outcome := 'target_unknown';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT 'ok'::TEXT, v_follower.handle, v_follower.display_name, v_follower.status, t.*
+          FROM kith_transition_edge(p_follower, p_owner, FALSE, p_event_id) t;
+END
+$$;
+
+--
+-- Name: kith_stats_tombstone(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_stats_tombstone() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    INSERT INTO user_stats_tombstone (user_id, version) VALUES (OLD.user_id, OLD.version)
+    ON CONFLICT (user_id) DO UPDATE
+        SET version = greatest(user_stats_tombstone.version, EXCLUDED.version);
+    RETURN OLD;
+END
+$$;
+
+--
+-- Name: kith_transition_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) RETURNS TABLE(edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    v_stats user_stats%ROWTYPE;
+BEGIN
+    SELECT * INTO edge_version, edge_followed_at, occurred_at
+      FROM kith_edge_step(p_from, p_to, p_follow, p_event_id);
+    IF edge_version IS NOT NULL THEN
+        v_stats := kith_count_followings(p_from, CASE WHEN p_follow THEN 1 ELSE -1 END);
+        followings := v_stats.followings;
+        followers := v_stats.followers;
+        posts := v_stats.posts;
+        likes_received := v_stats.likes_received;
+        favs_received := v_stats.favs_received;
+        version := v_stats.version;
+    END IF;
+    SELECT * INTO a_follows_b, b_follows_a FROM kith_pair_state(p_from, p_to);
+    RETURN NEXT;
+END
+$$;
+
+--
+-- Name: kith_users_changed(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_users_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    n bigint;
+    ids text;
+BEGIN
+    SELECT count(*), string_agg(id::text, ',')
+      INTO n, ids
+      FROM (SELECT id FROM changed LIMIT 301) c;
+    IF n > 300 THEN
+        PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, '*');
+    ELSIF n > 0 THEN
+        PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, ids);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: account_transition; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.account_transition (
+    account_id bigint NOT NULL,
+    status text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: content_event_ledger; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.content_event_ledger (
+    event_id uuid NOT NULL,
+    author_id bigint NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: dead_letter; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.dead_letter (
+    id bigint NOT NULL,
+    source_topic text NOT NULL,
+    source_partition integer NOT NULL,
+    source_offset bigint NOT NULL,
+    message_key bytea,
+    payload bytea,
+    error text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    published_at timestamp with time zone,
+    replayed_at timestamp with time zone
+);
+
+--
+-- Name: dead_letter_id_seq; Type: SEQUENCE; Schema: kith; Owner: -
+--
+
+ALTER TABLE kith.dead_letter ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME kith.dead_letter_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: follower; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.follower (
+    to_user_id bigint NOT NULL,
+    from_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    followed_at timestamp with time zone NOT NULL,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT follower_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT follower_followed_at_check CHECK ((followed_at = date_trunc('milliseconds'::text, followed_at))),
+    CONSTRAINT follower_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: following; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.following (
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    followed_at timestamp with time zone NOT NULL,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT following_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT following_followed_at_check CHECK ((followed_at = date_trunc('milliseconds'::text, followed_at))),
+    CONSTRAINT following_version_check CHECK ((version > 0))
+);
+
+--
+-- Name: hidden_edge; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.hidden_edge (
+    account_id bigint NOT NULL,
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    followed_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: outbox; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.outbox (
+    id bigint NOT NULL,
+    event_id uuid NOT NULL,
+    event_type text NOT NULL,
+    partition_key text NOT NULL,
+    payload jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: outbox_id_seq; Type: SEQUENCE; Schema: kith; Owner: -
+--
+
+ALTER TABLE kith.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME kith.outbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: projector_member; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.projector_member (
+    consumer_group text NOT NULL,
+    member uuid NOT NULL,
+    heartbeat_at timestamp with time zone NOT NULL
+);
+
+--
+-- Name: projector_partition; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.projector_partition (
+    consumer_group text NOT NULL,
+    topic text NOT NULL,
+    partition integer NOT NULL,
+    next_offset bigint,
+    synced_offset bigint,
+    owner uuid,
+    lease_until timestamp with time zone,
+    epoch bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT projector_partition_next_offset_check CHECK ((next_offset >= 0)),
+    CONSTRAINT projector_partition_partition_check CHECK ((partition >= 0)),
+    CONSTRAINT projector_partition_synced_offset_check CHECK ((synced_offset >= 0))
+);
+
+--
+-- Name: reconcile_watermark; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.reconcile_watermark (
+    name text NOT NULL,
+    watermark timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: user_stats_tombstone; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.user_stats_tombstone (
+    user_id bigint NOT NULL,
+    version bigint NOT NULL
+);
+
+--
+-- Name: users; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.users (
+    id bigint NOT NULL,
+    handle text NOT NULL,
+    display_name text NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
+    CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
+);
+
+--
+-- Name: users_id_seq; Type: SEQUENCE; Schema: kith; Owner: -
+--
+
+ALTER TABLE kith.users ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
+    SEQUENCE NAME kith.users_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: account_transition account_transition_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_transition
+    ADD CONSTRAINT account_transition_pkey PRIMARY KEY (account_id);
+
+--
+-- Name: content_event_ledger content_event_ledger_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.content_event_ledger
+    ADD CONSTRAINT content_event_ledger_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: dead_letter dead_letter_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.dead_letter
+    ADD CONSTRAINT dead_letter_pkey PRIMARY KEY (id);
+
+--
+-- Name: dead_letter dead_letter_source_topic_source_partition_source_offset_key; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.dead_letter
+    ADD CONSTRAINT dead_letter_source_topic_source_partition_source_offset_key UNIQUE (source_topic, source_partition, source_offset);
+
+--
+-- Name: follower follower_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.follower
+    ADD CONSTRAINT follower_pkey PRIMARY KEY (to_user_id, from_user_id);
+
+--
+-- Name: following following_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.following
+    ADD CONSTRAINT following_pkey PRIMARY KEY (from_user_id, to_user_id);
+
+--
+-- Name: hidden_edge hidden_edge_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.hidden_edge
+    ADD CONSTRAINT hidden_edge_pkey PRIMARY KEY (account_id, from_user_id, to_user_id);
+
+--
+-- Name: outbox outbox_event_id_key; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.outbox
+    ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);
+
+--
+-- Name: outbox outbox_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: projector_member projector_member_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.projector_member
+    ADD CONSTRAINT projector_member_pkey PRIMARY KEY (consumer_group, member);
+
+--
+-- Name: projector_partition projector_partition_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.projector_partition
+    ADD CONSTRAINT projector_partition_pkey PRIMARY KEY (consumer_group, topic, partition);
+
+--
+-- Name: reconcile_watermark reconcile_watermark_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.reconcile_watermark
+    ADD CONSTRAINT reconcile_watermark_pkey PRIMARY KEY (name);
+
+--
+-- Name: user_stats user_stats_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.user_stats
+    ADD CONSTRAINT user_stats_pkey PRIMARY KEY (user_id);
+
+--
+-- Name: user_stats_tombstone user_stats_tombstone_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.user_stats_tombstone
+    ADD CONSTRAINT user_stats_tombstone_pkey PRIMARY KEY (user_id);
+
+--
+-- Name: users users_handle_key; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.users
+    ADD CONSTRAINT users_handle_key UNIQUE (handle);
+
+--
+-- Name: users users_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.users
+    ADD CONSTRAINT users_pkey PRIMARY KEY (id);
+
+--
+-- Name: content_event_ledger_applied_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX content_event_ledger_applied_idx ON kith.content_event_ledger USING btree (applied_at);
+
+--
+-- Name: dead_letter_unpublished_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX dead_letter_unpublished_idx ON kith.dead_letter USING btree (id) WHERE (published_at IS NULL);
+
+--
+-- Name: follower_recent_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX follower_recent_idx ON kith.follower USING btree (to_user_id, followed_at DESC, from_user_id DESC) WHERE active;
+
+--
+-- Name: following_incoming_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX following_incoming_idx ON kith.following USING btree (to_user_id, from_user_id) INCLUDE (active);
+
+--
+-- Name: following_recent_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX following_recent_idx ON kith.following USING btree (from_user_id, followed_at DESC, to_user_id DESC) WHERE active;
+
+--
+-- Name: following_updated_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX following_updated_idx ON kith.following USING btree (updated_at, from_user_id, to_user_id);
+
+--
+-- Name: hidden_edge_pair_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX hidden_edge_pair_idx ON kith.hidden_edge USING btree (from_user_id, to_user_id);
+
+--
+-- Name: users_inactive_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX users_inactive_idx ON kith.users USING btree (id) WHERE (status <> 'active'::text);
+
+--
+-- Name: user_stats user_stats_deleted; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER user_stats_deleted AFTER DELETE ON kith.user_stats FOR EACH ROW EXECUTE FUNCTION kith.kith_stats_tombstone();
+
+--
+-- Name: users users_deleted_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER users_deleted_notify AFTER DELETE ON kith.users REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_users_changed();
+
+--
+-- Name: users users_updated_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER users_updated_notify AFTER UPDATE ON kith.users REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_users_changed();
+
+--
+-- Name: following following_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.following
+    ADD CONSTRAINT following_from_user_id_fkey FOREIGN KEY (from_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: following following_to_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.following
+    ADD CONSTRAINT following_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: user_stats user_stats_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.user_stats
+    ADD CONSTRAINT user_stats_user_id_fkey FOREIGN KEY (user_id) REFERENCES kith.users(id);
+
+--
+-- PostgreSQL database dump complete
+--
+
