@@ -19,9 +19,8 @@ use async_graphql::{Data, ErrorExtensions as _, Request, Response};
 use futures_util::StreamExt as _;
 use futures_util::stream::BoxStream;
 
-use super::{
-    KithSchema, limits, loaders, operation_is, persisted_refusal, run_resolved, with_codes,
-};
+use super::run::{self, QueryText, persisted_refusal, with_codes};
+use super::{KithSchema, limits, loaders, operation_is};
 use crate::app::App;
 use crate::auth::Viewer;
 use crate::error::ApiError;
@@ -78,7 +77,7 @@ impl Session {
 /// connection's data (its viewer and limits) as session data; a
 /// subscription lives long, so its loaders cache nothing — every event
 /// reads what is current. Queries and mutations sent the same way run as
-/// over HTTP ([`super::run`]: fresh loaders, `KITH_REQUEST_TIMEOUT_MS`) as
+/// over HTTP ([`run::run`]: fresh loaders, `KITH_REQUEST_TIMEOUT_MS`) as
 /// the connection's viewer, one turn each.
 #[derive(Clone)]
 pub struct StreamExecutor {
@@ -156,9 +155,15 @@ impl async_graphql::Executor for StreamExecutor {
         if let Some(refused) = self.refusal() {
             return refused;
         }
-        run_resolved(&self.schema, &self.app, request, viewer)
-            .await
-            .response
+        run::run(
+            &self.schema,
+            &self.app,
+            request,
+            viewer,
+            QueryText::Resolved,
+        )
+        .await
+        .response
     }
 
     fn execute_stream(

@@ -18,6 +18,7 @@ use super::HttpState;
 use crate::auth::{TokenError, Viewer};
 use crate::error::ErrorCode;
 use crate::graph;
+use crate::graph::run::QueryText;
 
 /// The two response media types of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,11 +362,12 @@ async fn execute(
                 .await
         }
     };
-    let outcome = if resolved {
-        graph::run_resolved(&state.schema, &state.app, request, viewer).await
+    let text = if resolved {
+        QueryText::Resolved
     } else {
-        graph::run(&state.schema, &state.app, request, viewer).await
+        QueryText::Unresolved
     };
+    let outcome = graph::run::run(&state.schema, &state.app, request, viewer, text).await;
     let refused = !outcome.executed && media == Media::GraphqlResponse;
     let body = if refused {
         // Nothing ran: the answer has no `data` at all.

@@ -734,7 +734,15 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
             let request = async_graphql::Request::new(query)
                 .variables(async_graphql::Variables::from_json(variables));
             serde_json::to_value(
-                kith::graph::execute(&schema, &app, request, Viewer::User(viewer)).await,
+                kith::graph::run::run(
+                    &schema,
+                    &app,
+                    request,
+                    Viewer::User(viewer),
+                    kith::graph::run::QueryText::Unresolved,
+                )
+                .await
+                .response,
             )
             .unwrap()
         }

@@ -11,6 +11,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use kith::app::App;
 use kith::auth::Viewer;
 use kith::config::Config;
+use kith::graph::run::QueryText;
 use kith::graph::{self, KithSchema};
 use kith::model::{UserId, UserStatus};
 use serde_json::{Value, json};
@@ -196,8 +197,18 @@ impl TestApp {
     /// Runs a GraphQL operation as `viewer`; returns the whole response as JSON.
     pub async fn execute(&self, viewer: Viewer, query: &str, variables: Value) -> Value {
         let request = Request::new(query).variables(Variables::from_json(variables));
-        serde_json::to_value(graph::execute(&self.schema, &self.app, request, viewer).await)
-            .unwrap()
+        serde_json::to_value(
+            graph::run::run(
+                &self.schema,
+                &self.app,
+                request,
+                viewer,
+                QueryText::Unresolved,
+            )
+            .await
+            .response,
+        )
+        .unwrap()
     }
 
     /// `follow` or `unfollow` (`mutation` names which) of `target` by `actor`.
