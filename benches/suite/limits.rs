@@ -14,6 +14,10 @@ use rdkafka::message::Message as _;
 use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 
+use kith::model::UserId;
+use serde_json::json;
+
+use crate::bench::{Bench, Graph, PROFILE, Run, gid, mix};
 use crate::procs;
 
 /// Users of the follow statement's scratch schema.
@@ -66,7 +70,7 @@ pub async fn follow_statement(
         ),
     )
     .unwrap();
-    let run = |seconds: u64| crate::pgbench_start(&url, &script, clients, seconds);
+    let run = |seconds: u64| pgbench_start(&url, &script, clients, seconds);
     // A first run in a new schema is slower (a checkpoint after the load,
     // caches): warm up, then measure.
     run(5).wait().expect("pgbench ends");
@@ -78,7 +82,7 @@ pub async fn follow_statement(
     tokio::time::sleep(Duration::from_secs(window)).await;
     let cpu = procs::cpu(u32::MAX).since(&before);
     let output = child.wait_with_output().expect("pgbench ends");
-    let tps = crate::pgbench_tps(&output);
+    let tps = pgbench_tps(&output);
     diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
         .execute(&mut admin)
         .await
@@ -177,7 +181,7 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
         tokio::time::sleep_until(due.into()).await;
         let sent_us = start.elapsed().as_micros() as u64;
         let payload = format!("{sent_us:016}{padding}");
-        let key = (crate::mix(i as u64) % 1_000_000).to_string();
+        let key = (mix(i as u64) % 1_000_000).to_string();
         let delivery = producer
             .send_result(
                 FutureRecord::to(&config.follow_topic)
@@ -217,4 +221,136 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
         // `kith run` under test are in it too: an upper bound).
         cpu_ms: cpu.of("broker") * 1000.0 / received.max(1) as f64,
     }
+}
+
+/// The machine's limits, measured in the same run.
+pub struct Limits {
+    /// pgbench single-row inserts per second.
+    pub pg_tps: f64,
+    pub redis_get: f64,
+    pub redis_zrange: f64,
+    /// The follow statement alone, per second, and PostgreSQL's CPU per statement.
+    pub statement_tps: f64,
+    pub statement_pg_ms: f64,
+    pub broker: Broker,
+}
+
+/// Measures the limits: pgbench, redis-benchmark on a page's commands, the
+/// follow statement alone and the broker alone.
+pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
+    let (app, base_url, schema, clients, seconds, celebrity) = (
+        &run.app,
+        &run.base_url,
+        &run.schema,
+        run.clients,
+        run.seconds,
+        graph.celebrity,
+    );
+    let pg_tps = pgbench(base_url, schema, clients, seconds);
+    eprintln!("pgbench: {pg_tps:.0} tps");
+    let counter_key = app.keys.counter_record(UserId::new(celebrity).unwrap());
+    let [list_key, _, _] = app.keys.list(kith::paging::ListKey::Followers(
+        UserId::new(celebrity).unwrap(),
+    ));
+    let _ = bench
+        .post(None, PROFILE, json!({ "id": gid(celebrity) }))
+        .await;
+    kith::read::pages::fill(
+        app,
+        kith::paging::ListKey::Followers(UserId::new(celebrity).unwrap()),
+        false,
+    )
+    .await
+    .unwrap();
+    let redis_get = redis_benchmark(clients, &["GET", &counter_key]);
+    let redis_zrange = redis_benchmark(
+        clients,
+        &[
+            "ZRANGE",
+            &list_key,
+            "+inf",
+            "-inf",
+            "BYSCORE",
+            "REV",
+            "LIMIT",
+            "0",
+            "21",
+            "WITHSCORES",
+        ],
+    );
+    eprintln!("redis-benchmark: GET {redis_get:.0}/s, ZRANGE page {redis_zrange:.0}/s");
+    let (statement_tps, statement_pg_ms) =
+        follow_statement(base_url, schema, clients, seconds).await;
+    eprintln!(
+        "kith_change_edge alone: {statement_tps:.0}/s, PostgreSQL {statement_pg_ms:.2} ms each"
+    );
+    let broker = broker(&app.config, schema, 1000, seconds).await;
+    eprintln!("broker alone: {broker:?}");
+
+    Limits {
+        pg_tps,
+        redis_get,
+        redis_zrange,
+        statement_tps,
+        statement_pg_ms,
+        broker,
+    }
+}
+
+fn pgbench(url: &str, schema: &str, clients: usize, seconds: u64) -> f64 {
+    let script = std::env::temp_dir().join(format!("{schema}.sql"));
+    std::fs::write(
+        &script,
+        format!("INSERT INTO {schema}.bench_insert (v) VALUES (1);\n"),
+    )
+    .unwrap();
+    let output = pgbench_start(url, &script, clients, seconds)
+        .wait_with_output()
+        .expect("pgbench ends");
+    pgbench_tps(&output)
+}
+
+/// `pgbench` running `script` with `clients` for `seconds`, its output piped.
+fn pgbench_start(
+    url: &str,
+    script: &std::path::Path,
+    clients: usize,
+    seconds: u64,
+) -> std::process::Child {
+    std::process::Command::new("pgbench")
+        .args(["-n", "-c", &clients.to_string(), "-j", "2", "-T"])
+        .arg(seconds.to_string())
+        .arg("-f")
+        .arg(script)
+        .arg(url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("pgbench runs (Debian's postgresql-client)")
+}
+
+/// The `tps = ` of a finished `pgbench`.
+fn pgbench_tps(output: &std::process::Output) -> f64 {
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no tps in pgbench output: {text}"))
+}
+
+/// `redis-benchmark` requests per second for one command line.
+fn redis_benchmark(clients: usize, command: &[&str]) -> f64 {
+    let output = std::process::Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", "6379", "-q", "-n", "200000", "-c"])
+        .arg(clients.to_string())
+        .args(command)
+        .output()
+        .expect("redis-benchmark runs (Debian's redis-tools)");
+    let text = String::from_utf8_lossy(&output.stdout).replace('\r', "\n");
+    text.lines()
+        .filter_map(|l| l.split_once(": ").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter_map(|n| n.parse::<f64>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no rate in redis-benchmark output: {text}"))
 }
