@@ -22,6 +22,50 @@ SET row_security = off;
 CREATE SCHEMA kith;
 
 --
+-- Name: kith_edge_result; Type: TYPE; Schema: kith; Owner: -
+--
+
+CREATE TYPE kith.kith_edge_result AS (
+	outcome text,
+	target_handle text,
+	target_display_name text,
+	target_status text,
+	edge_version bigint,
+	edge_followed_at timestamp with time zone,
+	occurred_at timestamp with time zone,
+	followings bigint,
+	followers bigint,
+	posts bigint,
+	likes_received bigint,
+	favs_received bigint,
+	version bigint,
+	a_follows_b timestamp with time zone,
+	b_follows_a timestamp with time zone
+);
+
+--
+-- Name: kith_actor_refusal(bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_actor_refusal(p_actor bigint) RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    v_status TEXT;
+BEGIN
+    -- PL/pgSQL, not SQL: its statement's plan is kept for the session,
+    -- where a SQL function's would be planned again on every call.
+    SELECT u.status INTO v_status FROM users u WHERE u.id = p_actor;
+    IF v_status IS NULL OR v_status = 'deleted' THEN
+        RETURN 'actor_unknown';
+    ELSIF v_status = 'suspended' THEN
+        RETURN 'actor_suspended';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: kith_apply_counters(bigint[], bigint[], uuid[], bigint[], bigint[], bigint[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -143,59 +187,53 @@ $$;
 -- Name: kith_change_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
-#variable_conflict use_column
 DECLARE
-    v_actor_status TEXT;
+    r kith_edge_result;
     v_target users%ROWTYPE;
     v_step RECORD;
     v_pair RECORD;
     v_stats user_stats%ROWTYPE;
 BEGIN
-    SELECT u.status INTO v_actor_status FROM users u WHERE u.id = p_actor;
-    IF v_actor_status IS NULL OR v_actor_status = 'deleted' THEN
-        outcome := 'actor_unknown';
-        RETURN NEXT;
-        RETURN;
-    ELSIF v_actor_status = 'suspended' THEN
-        outcome := 'actor_suspended';
-        RETURN NEXT;
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
         RETURN;
     END IF;
     SELECT * INTO v_target FROM users u WHERE u.id = p_target;
     IF NOT FOUND THEN
-        outcome := 'target_unknown';
-        RETURN NEXT;
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
         RETURN;
     END IF;
-    target_handle := v_target.handle;
-    target_display_name := v_target.display_name;
-    target_status := v_target.status;
+    r.target_handle := v_target.handle;
+    r.target_display_name := v_target.display_name;
+    r.target_status := v_target.status;
     IF p_follow AND v_target.status <> 'active' THEN
-        outcome := 'target_unfollowable';
-        RETURN NEXT;
+        r.outcome := 'target_unfollowable';
+        RETURN NEXT r;
         RETURN;
     END IF;
-    outcome := 'ok';
+    r.outcome := 'ok';
     v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
-    edge_version := v_step.edge_version;
-    edge_followed_at := v_step.edge_followed_at;
-    occurred_at := v_step.occurred_at;
-    IF edge_version IS NOT NULL THEN
+    r.edge_version := v_step.edge_version;
+    r.edge_followed_at := v_step.edge_followed_at;
+    r.occurred_at := v_step.occurred_at;
+    IF r.edge_version IS NOT NULL THEN
         v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN 1 ELSE -1 END);
-        followings := v_stats.followings;
-        followers := v_stats.followers;
-        posts := v_stats.posts;
-        likes_received := v_stats.likes_received;
-        favs_received := v_stats.favs_received;
-        version := v_stats.version;
+        r.followings := v_stats.followings;
+        r.followers := v_stats.followers;
+        r.posts := v_stats.posts;
+        r.likes_received := v_stats.likes_received;
+        r.favs_received := v_stats.favs_received;
+        r.version := v_stats.version;
     END IF;
     v_pair := kith_pair_state(p_actor, p_target);
-    a_follows_b := v_pair.a_follows_b;
-    b_follows_a := v_pair.b_follows_a;
-    RETURN NEXT;
+    r.a_follows_b := v_pair.a_follows_b;
+    r.b_follows_a := v_pair.b_follows_a;
+    RETURN NEXT r;
 END
 $$;
 
@@ -203,39 +241,42 @@ $$;
 -- Name: kith_change_edges(bigint, bigint[], uuid[], boolean); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
-#variable_conflict use_column
 DECLARE
-    v_actor_status TEXT;
+    r kith_edge_result;
+    v_refusal TEXT;
     v_target users%ROWTYPE;
     v_step RECORD;
     v_pair RECORD;
     v_stats user_stats%ROWTYPE;
     v_changed INT := 0;
-    v_rows JSONB[] := '{}';
-    v_row JSONB;
+    v_rows kith_edge_result[] := '{}';
     i INT;
 BEGIN
-    SELECT u.status INTO v_actor_status FROM users u WHERE u.id = p_actor;
-    IF v_actor_status IS NULL OR v_actor_status = 'deleted' OR v_actor_status = 'suspended' THEN
+    v_refusal := kith_actor_refusal(p_actor);
+    IF v_refusal IS NOT NULL THEN
+        r.outcome := v_refusal;
         FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
-            outcome := CASE WHEN v_actor_status = 'suspended' THEN 'actor_suspended' ELSE 'actor_unknown' END;
-            RETURN NEXT;
+            RETURN NEXT r;
         END LOOP;
         RETURN;
     END IF;
     FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
+        r := NULL;
         SELECT * INTO v_target FROM users u WHERE u.id = p_targets[i];
         IF NOT FOUND THEN
-            v_rows := v_rows || jsonb_build_object('outcome', 'target_unknown');
+            r.outcome := 'target_unknown';
+            v_rows := v_rows || r;
             CONTINUE;
         END IF;
+        r.target_handle := v_target.handle;
+        r.target_display_name := v_target.display_name;
+        r.target_status := v_target.status;
         IF p_follow AND v_target.status <> 'active' THEN
-            v_rows := v_rows || jsonb_build_object('outcome', 'target_unfollowable',
-                'handle', v_target.handle, 'display_name', v_target.display_name,
-                'status', v_target.status);
+            r.outcome := 'target_unfollowable';
+            v_rows := v_rows || r;
             CONTINUE;
         END IF;
         v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
@@ -243,37 +284,27 @@ BEGIN
         IF v_step.edge_version IS NOT NULL THEN
             v_changed := v_changed + 1;
         END IF;
-        v_rows := v_rows || jsonb_build_object('outcome', 'ok',
-            'handle', v_target.handle, 'display_name', v_target.display_name,
-            'status', v_target.status, 'version', v_step.edge_version,
-            'followed_at', v_step.edge_followed_at, 'occurred_at', v_step.occurred_at,
-            'a_follows_b', v_pair.a_follows_b, 'b_follows_a', v_pair.b_follows_a);
+        r.outcome := 'ok';
+        r.edge_version := v_step.edge_version;
+        r.edge_followed_at := v_step.edge_followed_at;
+        r.occurred_at := v_step.occurred_at;
+        r.a_follows_b := v_pair.a_follows_b;
+        r.b_follows_a := v_pair.b_follows_a;
+        v_rows := v_rows || r;
     END LOOP;
     IF v_changed > 0 THEN
         v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN v_changed ELSE -v_changed END);
     END IF;
-    FOREACH v_row IN ARRAY v_rows LOOP
-        outcome := v_row->>'outcome';
-        target_handle := v_row->>'handle';
-        target_display_name := v_row->>'display_name';
-        target_status := v_row->>'status';
-        edge_version := (v_row->>'version')::BIGINT;
-        edge_followed_at := (v_row->>'followed_at')::TIMESTAMPTZ;
-        occurred_at := (v_row->>'occurred_at')::TIMESTAMPTZ;
-        a_follows_b := (v_row->>'a_follows_b')::TIMESTAMPTZ;
-        b_follows_a := (v_row->>'b_follows_a')::TIMESTAMPTZ;
-        IF edge_version IS NOT NULL THEN
-            followings := v_stats.followings;
-            followers := v_stats.followers;
-            posts := v_stats.posts;
-            likes_received := v_stats.likes_received;
-            favs_received := v_stats.favs_received;
-            version := v_stats.version;
-        ELSE
-            followings := NULL; followers := NULL; posts := NULL;
-            likes_received := NULL; favs_received := NULL; version := NULL;
+    FOREACH r IN ARRAY v_rows LOOP
+        IF r.edge_version IS NOT NULL THEN
+            r.followings := v_stats.followings;
+            r.followers := v_stats.followers;
+            r.posts := v_stats.posts;
+            r.likes_received := v_stats.likes_received;
+            r.favs_received := v_stats.favs_received;
+            r.version := v_stats.version;
         END IF;
-        RETURN NEXT;
+        RETURN NEXT r;
     END LOOP;
 END
 $$;
@@ -447,28 +478,22 @@ $$;
 -- Name: kith_remove_follower(bigint, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_remove_follower(p_owner bigint, p_follower bigint, p_event_id uuid) RETURNS TABLE(outcome text, target_handle text, target_display_name text, target_status text, edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+CREATE FUNCTION kith.kith_remove_follower(p_owner bigint, p_follower bigint, p_event_id uuid) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
-#variable_conflict use_column
 DECLARE
-    v_owner_status TEXT;
+    r kith_edge_result;
     v_follower users%ROWTYPE;
 BEGIN
-    SELECT u.status INTO v_owner_status FROM users u WHERE u.id = p_owner;
-    IF v_owner_status IS NULL OR v_owner_status = 'deleted' THEN
-        outcome := 'actor_unknown';
-        RETURN NEXT;
-        RETURN;
-    ELSIF v_owner_status = 'suspended' THEN
-        outcome := 'actor_suspended';
-        RETURN NEXT;
+    r.outcome := kith_actor_refusal(p_owner);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
         RETURN;
     END IF;
     SELECT * INTO v_follower FROM users u WHERE u.id = p_follower;
     IF NOT FOUND THEN
-        outcome := 'target_unknown';
-        RETURN NEXT;
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
         RETURN;
     END IF;
     RETURN QUERY

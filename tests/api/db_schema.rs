@@ -248,6 +248,35 @@ async fn print_schema(base: &str, schema: &str) -> String {
         }
         out.push_str("    }\n}\n");
     }
+    // A join for each single-column foreign key, unless two tables have
+    // several (diesel cannot tell which to join on, and leaves them out).
+    let keys = client
+        .query(
+            "SELECT child.relname::TEXT, parent.relname::TEXT, a.attname::TEXT
+               FROM pg_constraint c
+               JOIN pg_class child ON child.oid = c.conrelid
+               JOIN pg_class parent ON parent.oid = c.confrelid
+               JOIN pg_namespace n ON n.oid = child.relnamespace
+               JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+              WHERE c.contype = 'f' AND n.nspname = $1 AND array_length(c.conkey, 1) = 1",
+            &[&schema],
+        )
+        .await
+        .unwrap();
+    let mut joins: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for row in &keys {
+        joins
+            .entry((row.get(0), row.get(1)))
+            .or_default()
+            .push(row.get(2));
+    }
+    for ((child, parent), columns) in &joins {
+        if let [column] = columns.as_slice() {
+            out.push_str(&format!(
+                "\ndiesel::joinable!({child} -> {parent} ({column}));\n"
+            ));
+        }
+    }
     out.push_str("\ndiesel::allow_tables_to_appear_in_same_query!(");
     for table in tables.keys() {
         out.push_str(&format!("\n    {table},"));
