@@ -131,3 +131,36 @@ mod tests {
         }
     }
 }
+
+/// Every counter a user has, in the order of the cached record: calls
+/// `$then!` with each counter's doc comment and name. The counter records,
+/// `user_stats` rows, the edge writes' answers and the GraphQL `Counters`
+/// type are each built from this list, so a counter is added here once —
+/// plus a migration giving `user_stats` and `kith_edge_result` its column
+/// and the functions that copy it (`docs/architecture.md`; a test checks
+/// the list against the database).
+macro_rules! with_counters {
+    ($then:ident) => {
+        $then! {
+            /// Users this user follows.
+            followings,
+            /// Users following this user.
+            followers,
+            /// Published posts.
+            posts,
+            /// Likes received on this user's posts.
+            likes_received,
+            /// Favourites received on this user's posts.
+            favs_received,
+        }
+    };
+}
+pub(crate) use with_counters;
+
+macro_rules! counter_names {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// The counters' names, in record order (the `user_stats` columns).
+        pub const COUNTER_NAMES: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+with_counters!(counter_names);

@@ -1,7 +1,13 @@
-//! Counter records `ucnt:{uid}`: five big-endian u32 — followings, followers,
-//! posts, likesReceived, favsReceived — followed by the `user_stats` version
+//! Counter records `ucnt:{uid}`: a format byte ([`RECORD_FORMAT`]), then
+//! one big-endian u32 per counter in the order of
+//! [`crate::model::with_counters`], then the `user_stats` version
 //! (big-endian u64) they were read at. Written whole and only when newer
 //! (`lua/counter_record_set.lua`), so replays and reorders never move a count.
+//!
+//! A record of another format or length reads as missing (it is rebuilt
+//! from `user_stats`), and the script replaces it rather than comparing
+//! versions with it: adding a counter bumps the format, and the records
+//! cached before change over as they are next read or written.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -18,25 +24,49 @@ static SET_IF_NEWER: LazyLock<redis::Script> =
 /// How long an untouched record stays cached; a miss is rebuilt from `user_stats`.
 pub const RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Encoded size: 5 × u32 + u64 version.
-pub const RECORD_LEN: usize = 28;
+/// The layout of the record, its first byte: bumped whenever the list of
+/// counters changes.
+pub const RECORD_FORMAT: u8 = 2;
 
-/// One user's counters, as cached.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CounterRecord {
-    /// Users this user follows.
-    pub followings: u32,
-    /// Users following this user.
-    pub followers: u32,
-    /// Published posts.
-    pub posts: u32,
-    /// Likes received.
-    pub likes_received: u32,
-    /// Favourites received.
-    pub favs_received: u32,
-    /// The `user_stats.version` this snapshot was read at.
-    pub version: u64,
+macro_rules! record {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// How many counters a record holds.
+        pub const COUNTERS: usize = [$(stringify!($name)),*].len();
+
+        /// One user's counters, as cached.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct CounterRecord {
+            $($(#[$doc])* pub $name: u32,)*
+            /// The `user_stats.version` this snapshot was read at.
+            pub version: u64,
+        }
+
+        impl CounterRecord {
+            /// The counts, in record order.
+            fn counts(&self) -> [u32; COUNTERS] {
+                [$(self.$name),*]
+            }
+
+            fn from_counts(counts: [u32; COUNTERS], version: u64) -> Self {
+                let [$($name),*] = counts;
+                Self { $($name,)* version }
+            }
+        }
+
+        impl From<&UserStats> for CounterRecord {
+            fn from(s: &UserStats) -> Self {
+                Self {
+                    $($name: to_u32(s.$name),)*
+                    version: u64::try_from(s.version.max(0)).unwrap_or(0),
+                }
+            }
+        }
+    };
 }
+crate::model::with_counters!(record);
+
+/// Encoded size: the format byte, a u32 per counter, the u64 version.
+pub const RECORD_LEN: usize = 1 + 4 * COUNTERS + 8;
 
 fn to_u32(n: i64) -> u32 {
     // user_stats CHECKs keep counts non-negative; a count past u32::MAX
@@ -44,49 +74,29 @@ fn to_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
-impl From<&UserStats> for CounterRecord {
-    fn from(s: &UserStats) -> Self {
-        Self {
-            followings: to_u32(s.followings),
-            followers: to_u32(s.followers),
-            posts: to_u32(s.posts),
-            likes_received: to_u32(s.likes_received),
-            favs_received: to_u32(s.favs_received),
-            version: u64::try_from(s.version.max(0)).unwrap_or(0),
-        }
-    }
-}
-
 impl CounterRecord {
-    /// The 28-byte wire form.
+    /// The wire form ([`RECORD_LEN`] bytes).
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let mut out = [0u8; RECORD_LEN];
-        let counts = [
-            self.followings,
-            self.followers,
-            self.posts,
-            self.likes_received,
-            self.favs_received,
-        ];
-        for (i, n) in counts.iter().enumerate() {
-            out[i * 4..i * 4 + 4].copy_from_slice(&n.to_be_bytes());
+        out[0] = RECORD_FORMAT;
+        for (i, n) in self.counts().iter().enumerate() {
+            out[1 + i * 4..1 + i * 4 + 4].copy_from_slice(&n.to_be_bytes());
         }
-        out[20..].copy_from_slice(&self.version.to_be_bytes());
+        out[RECORD_LEN - 8..].copy_from_slice(&self.version.to_be_bytes());
         out
     }
 
-    /// Decodes a record; `None` when it is not exactly 28 bytes.
+    /// Decodes a record; `None` unless it has this format and length.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let bytes: &[u8; RECORD_LEN] = bytes.try_into().ok()?;
-        let u32_at = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
-        Some(Self {
-            followings: u32_at(0),
-            followers: u32_at(4),
-            posts: u32_at(8),
-            likes_received: u32_at(12),
-            favs_received: u32_at(16),
-            version: u64::from_be_bytes(bytes[20..].try_into().expect("8 bytes")),
-        })
+        if bytes[0] != RECORD_FORMAT {
+            return None;
+        }
+        let counts = std::array::from_fn(|i| {
+            u32::from_be_bytes(bytes[1 + i * 4..1 + i * 4 + 4].try_into().expect("4 bytes"))
+        });
+        let version = u64::from_be_bytes(bytes[RECORD_LEN - 8..].try_into().expect("8 bytes"));
+        Some(Self::from_counts(counts, version))
     }
 }
 
@@ -170,7 +180,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn record_layout_is_big_endian_counts_then_version() {
+    fn record_layout_is_the_format_then_big_endian_counts_then_version() {
         let record = CounterRecord {
             followings: 1,
             followers: 0x0102_0304,
@@ -180,11 +190,18 @@ mod tests {
             version: 0x0A0B,
         };
         let bytes = record.encode();
-        assert_eq!(&bytes[0..4], &[0, 0, 0, 1]);
-        assert_eq!(&bytes[4..8], &[1, 2, 3, 4]);
-        assert_eq!(&bytes[16..20], &[0xFF; 4]);
-        assert_eq!(&bytes[20..], &[0, 0, 0, 0, 0, 0, 0x0A, 0x0B]);
+        assert_eq!(bytes.len(), 29);
+        assert_eq!(bytes[0], RECORD_FORMAT);
+        assert_eq!(&bytes[1..5], &[0, 0, 0, 1]);
+        assert_eq!(&bytes[5..9], &[1, 2, 3, 4]);
+        assert_eq!(&bytes[17..21], &[0xFF; 4]);
+        assert_eq!(&bytes[21..], &[0, 0, 0, 0, 0, 0, 0x0A, 0x0B]);
         assert_eq!(CounterRecord::decode(&bytes), Some(record));
         assert_eq!(CounterRecord::decode(&bytes[..20]), None);
+        let mut other_format = bytes;
+        other_format[0] = RECORD_FORMAT + 1;
+        assert_eq!(CounterRecord::decode(&other_format), None);
+        // The format before it had one: five counts and the version, 28 bytes.
+        assert_eq!(CounterRecord::decode(&bytes[1..]), None);
     }
 }

@@ -189,32 +189,22 @@ pub(crate) async fn relation(
     Ok(Relationship::between(subject, other, state))
 }
 
-/// A user's counters.
-#[derive(SimpleObject, Clone, Copy)]
-pub struct Counters {
-    /// Users this user follows.
-    pub followings: Count,
-    /// Users following this user.
-    pub followers: Count,
-    /// Published posts.
-    pub posts: Count,
-    /// Likes received on this user's posts.
-    pub likes_received: Count,
-    /// Favourites received on this user's posts.
-    pub favs_received: Count,
-}
-
-impl From<CounterRecord> for Counters {
-    fn from(r: CounterRecord) -> Self {
-        Self {
-            followings: r.followings.into(),
-            followers: r.followers.into(),
-            posts: r.posts.into(),
-            likes_received: r.likes_received.into(),
-            favs_received: r.favs_received.into(),
+macro_rules! counters_object {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// A user's counters.
+        #[derive(SimpleObject, Clone, Copy)]
+        pub struct Counters {
+            $($(#[$doc])* pub $name: Count,)*
         }
-    }
+
+        impl From<CounterRecord> for Counters {
+            fn from(r: CounterRecord) -> Self {
+                Self { $($name: r.$name.into(),)* }
+            }
+        }
+    };
 }
+crate::model::with_counters!(counters_object);
 
 /// Loads a user that readers may see (deleted accounts are invisible).
 pub(crate) async fn load_visible(

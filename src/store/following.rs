@@ -51,20 +51,9 @@ pub struct EdgeChangeRow {
     /// When the change happened (ms precision), when it changed.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub occurred_at: Option<DateTime<Utc>>,
-    /// The actor's `followings` after the change, when it changed (the
-    /// other counters and the version likewise).
-    #[diesel(sql_type = Nullable<BigInt>)]
-    pub followings: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    followers: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    posts: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    likes_received: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    favs_received: Option<i64>,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    version: Option<i64>,
+    /// The actor's counters after the change, when it changed.
+    #[diesel(embed)]
+    changed: crate::store::stats::ChangedStats,
     /// When the actor followed the target, if it does now.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub a_follows_b: Option<DateTime<Utc>>,
@@ -76,14 +65,7 @@ pub struct EdgeChangeRow {
 impl EdgeChangeRow {
     /// The actor's counters after the change, when it changed.
     pub fn stats(&self) -> Option<crate::store::stats::UserStats> {
-        Some(crate::store::stats::UserStats {
-            followings: self.followings?,
-            followers: self.followers?,
-            posts: self.posts?,
-            likes_received: self.likes_received?,
-            favs_received: self.favs_received?,
-            version: self.version?,
-        })
+        self.changed.get()
     }
 }
 

@@ -7,23 +7,41 @@ use super::PgConn;
 use super::schema::user_stats;
 use crate::model::UserId;
 
-/// One user's counters, as a snapshot with its version.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Queryable, QueryableByName, Selectable)]
-#[diesel(table_name = user_stats)]
-pub struct UserStats {
-    /// Users this user follows.
-    pub followings: i64,
-    /// Users following this user.
-    pub followers: i64,
-    /// Published posts.
-    pub posts: i64,
-    /// Likes received on this user's posts.
-    pub likes_received: i64,
-    /// Favourites received on this user's posts.
-    pub favs_received: i64,
-    /// Increases on every change of the row.
-    pub version: i64,
+macro_rules! user_stats {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// One user's counters, as a snapshot with its version.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Queryable, QueryableByName, Selectable)]
+        #[diesel(table_name = user_stats)]
+        pub struct UserStats {
+            $($(#[$doc])* pub $name: i64,)*
+            /// Increases on every change of the row.
+            pub version: i64,
+        }
+
+        /// The counters an edge write answers, absent when the edge did not
+        /// change (`kith_edge_result`'s counter columns).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, QueryableByName)]
+        pub struct ChangedStats {
+            $(
+                #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+                $name: Option<i64>,
+            )*
+            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+            version: Option<i64>,
+        }
+
+        impl ChangedStats {
+            /// The counters, when the edge changed.
+            pub fn get(&self) -> Option<UserStats> {
+                Some(UserStats {
+                    $($name: self.$name?,)*
+                    version: self.version?,
+                })
+            }
+        }
+    };
 }
+crate::model::with_counters!(user_stats);
 
 /// The counters of `user`, if the row exists.
 pub async fn find(conn: &mut PgConn, user: UserId) -> QueryResult<Option<UserStats>> {
@@ -222,8 +240,7 @@ pub async fn add_followings_many(
             SET followings = s.followings + d.delta, version = kith_next_version(s.version)
            FROM unnest($1::bigint[], $2::bigint[]) AS d(user_id, delta)
           WHERE s.user_id = d.user_id
-         RETURNING s.user_id, s.followings, s.followers, s.posts, s.likes_received,
-                   s.favs_received, s.version",
+         RETURNING s.*",
     )
     .bind::<Array<BigInt>, _>(deltas.iter().map(|(u, _)| u.get()).collect::<Vec<_>>())
     .bind::<Array<BigInt>, _>(deltas.iter().map(|(_, d)| *d).collect::<Vec<_>>())

@@ -312,3 +312,52 @@ fn diesel_type(udt: &str) -> String {
     }
     .to_string()
 }
+
+/// The counters Kith's code is built from (`model::with_counters`) are the
+/// columns of `user_stats` between the user and the version, in order, and
+/// every one is in the edge writes' answer (`kith_edge_result`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_counter_list_is_the_databases() {
+    let (base, name, url) = empty_schema().await;
+    kith::store::migrate::run_pending(&url).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let columns = |sql: &'static str| {
+        let client = &client;
+        let name = name.clone();
+        async move {
+            client
+                .query(sql, &[&name])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<_>>()
+        }
+    };
+    let stats = columns(
+        "SELECT column_name::TEXT FROM information_schema.columns
+          WHERE table_schema = $1 AND table_name = 'user_stats' ORDER BY ordinal_position",
+    )
+    .await;
+    let mut expected = vec!["user_id".to_owned()];
+    expected.extend(kith::model::COUNTER_NAMES.iter().map(|c| c.to_string()));
+    expected.push("version".to_owned());
+    assert_eq!(stats, expected, "user_stats's columns and the counter list");
+
+    let result = columns(
+        "SELECT a.attname::TEXT FROM pg_type t
+           JOIN pg_namespace n ON n.oid = t.typnamespace
+           JOIN pg_attribute a ON a.attrelid = t.typrelid AND a.attnum > 0
+          WHERE n.nspname = $1 AND t.typname = 'kith_edge_result' ORDER BY a.attnum",
+    )
+    .await;
+    for counter in kith::model::COUNTER_NAMES.iter().chain(&["version"]) {
+        assert!(
+            result.iter().any(|c| c == counter),
+            "kith_edge_result has no {counter}: {result:?}"
+        );
+    }
+}

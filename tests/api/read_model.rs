@@ -429,6 +429,46 @@ async fn a_missing_or_malformed_counter_record_is_rebuilt() {
     );
 }
 
+/// A record of the layout before the format byte (five counts and the
+/// version, 28 bytes), even one claiming a version no write will reach,
+/// reads as missing and is replaced by the next write.
+#[tokio::test]
+async fn a_record_of_an_older_format_is_replaced() {
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let mut old = vec![0u8; 20];
+    old[3] = 7; // followings = 7
+    old.extend_from_slice(&u64::MAX.to_be_bytes());
+    let mut redis = t.app.redis.get().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(t.app.keys.counter_record(alice))
+        .arg(&old[..])
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    drop(redis);
+    assert_eq!(t.counter_record(alice).await, None, "read as missing");
+    assert_ok(&t.follow(alice, bob).await);
+    let id = kith::graph::ids::user_id(alice).to_string();
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { counters { followings } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        r["data"]["user"]["counters"],
+        json!({"followings": 1}),
+        "{r}"
+    );
+    assert_eq!(
+        t.counter_record(alice).await.map(|r| r.followings),
+        Some(1),
+        "the write replaced the old record"
+    );
+}
+
 #[tokio::test]
 async fn paging_errors_have_codes() {
     let t = spawn_app().await;
