@@ -10,6 +10,7 @@ mod http_client;
 mod rng;
 
 mod bulk_edits;
+mod clients;
 mod consistency;
 mod db_schema;
 mod errors;
