@@ -61,7 +61,7 @@ pub async fn writer_app(name: &str, users: i64) -> Arc<App> {
     })
     .await;
     let mut conn = app.pg.get().await.unwrap();
-    kith::store::users::seed(&mut conn, "b", users)
+    kith::testing::store::users::seed(&mut conn, "b", users)
         .await
         .unwrap();
     drop(conn);

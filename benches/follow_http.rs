@@ -22,8 +22,8 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use diesel_async::RunQueryDsl;
 use http_body_util::BodyExt;
-use kith::pipeline::projector::ProjectorHooks;
-use kith::shutdown::Shutdown;
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::shutdown::Shutdown;
 use tower::ServiceExt;
 
 #[path = "common.rs"]
@@ -56,7 +56,7 @@ impl Client {
         }
         let body = serde_json::json!({
             "query": FOLLOW,
-            "variables": { "id": kith::graph::ids::user_id(kith::model::UserId::new(to)?).to_string() },
+            "variables": { "id": kith::testing::graph::ids::user_id(kith::model::UserId::new(to)?).to_string() },
         });
         let request = Request::post("/graphql")
             .header(header::CONTENT_TYPE, "application/json")
@@ -142,13 +142,16 @@ async fn main() {
         })
         .collect();
     let client = Arc::new(Client {
-        router: kith::http::router(app.clone()),
+        router: kith::testing::http::router(app.clone()),
         tokens,
     });
 
     let (trigger, shutdown) = Shutdown::new();
-    let relay = tokio::spawn(kith::pipeline::relay::run(app.clone(), shutdown.clone()));
-    let projector = tokio::spawn(kith::pipeline::projector::run(
+    let relay = tokio::spawn(kith::testing::pipeline::relay::run(
+        app.clone(),
+        shutdown.clone(),
+    ));
+    let projector = tokio::spawn(kith::testing::pipeline::projector::run(
         app.clone(),
         shutdown,
         Arc::new(ProjectorHooks::default()),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kith::auth::Viewer;
+use kith::testing::auth::Viewer;
 use serde_json::json;
 
 #[path = "../tests/common/helpers/mod.rs"]
@@ -87,8 +87,8 @@ async fn probe_latency_under_hostile_requests() {
     seed_followers(&t, friend, "pal", 20, 1).await;
     // As autovacuum would soon after a bulk load: plans from real statistics.
     t.sql("ANALYZE").await;
-    let star_id = kith::graph::ids::user_id(star).to_string();
-    let friend_id = kith::graph::ids::user_id(friend).to_string();
+    let star_id = kith::testing::graph::ids::user_id(star).to_string();
+    let friend_id = kith::testing::graph::ids::user_id(friend).to_string();
 
     // Warm caches and pools.
     let mut failed = 0;

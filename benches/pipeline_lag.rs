@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use kith::app::App;
 use kith::model::UserId;
-use kith::pipeline::projector::ProjectorHooks;
-use kith::shutdown::Shutdown;
-use kith::write::{EdgeChange, change_edge};
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::shutdown::Shutdown;
+use kith::testing::write::{EdgeChange, change_edge};
 
 #[path = "common.rs"]
 mod common;
@@ -75,8 +75,11 @@ async fn run(rate: u64, seconds: u64) -> String {
         ..ProjectorHooks::default()
     });
     let (trigger, shutdown) = Shutdown::new();
-    let relay = tokio::spawn(kith::pipeline::relay::run(app.clone(), shutdown.clone()));
-    let projector = tokio::spawn(kith::pipeline::projector::run(
+    let relay = tokio::spawn(kith::testing::pipeline::relay::run(
+        app.clone(),
+        shutdown.clone(),
+    ));
+    let projector = tokio::spawn(kith::testing::pipeline::projector::run(
         app.clone(),
         shutdown,
         hooks.clone(),

@@ -18,7 +18,7 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use diesel::sql_types::BigInt;
 use http_body_util::BodyExt;
-use kith::paging::ListKey;
+use kith::testing::paging::ListKey;
 use tower::ServiceExt;
 
 #[path = "common.rs"]
@@ -50,11 +50,15 @@ async fn main() {
     let (star, viewer) = {
         use diesel_async::RunQueryDsl;
         let mut conn = app.pg.get().await.unwrap();
-        let star =
-            kith::store::users::create(&mut conn, "star", "Star", kith::model::UserStatus::Active)
-                .await
-                .unwrap();
-        let viewer = kith::store::users::create(
+        let star = kith::testing::store::users::create(
+            &mut conn,
+            "star",
+            "Star",
+            kith::model::UserStatus::Active,
+        )
+        .await
+        .unwrap();
+        let viewer = kith::testing::store::users::create(
             &mut conn,
             "viewer",
             "Viewer",
@@ -62,7 +66,7 @@ async fn main() {
         )
         .await
         .unwrap();
-        kith::store::users::seed(&mut conn, "fan", FOLLOWERS)
+        kith::testing::store::users::seed(&mut conn, "fan", FOLLOWERS)
             .await
             .unwrap();
         for table in ["following", "follower"] {
@@ -96,7 +100,7 @@ async fn main() {
         .unwrap();
         (star, viewer)
     };
-    kith::read::pages::fill(&app, ListKey::Followers(star), false)
+    kith::testing::read::pages::fill(&app, ListKey::Followers(star), false)
         .await
         .unwrap();
 
@@ -106,10 +110,10 @@ async fn main() {
         .issue(viewer, chrono::Utc::now().timestamp(), 3600);
     let body = serde_json::json!({
         "query": PROFILE,
-        "variables": { "id": kith::graph::ids::user_id(star).to_string() },
+        "variables": { "id": kith::testing::graph::ids::user_id(star).to_string() },
     })
     .to_string();
-    let router = kith::http::router(app.clone());
+    let router = kith::testing::http::router(app.clone());
     let request = move || {
         Request::post("/graphql")
             .header(header::CONTENT_TYPE, "application/json")

@@ -10,7 +10,7 @@ use async_graphql::ErrorExtensions;
 /// Every `extensions.code` a client can receive: the one list, used by every
 /// place that refuses something (`docs/api.md` documents each; a test checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
+pub(crate) enum ErrorCode {
     /// No valid bearer token where one is required.
     Unauthenticated,
     /// The signed-in account may not do this.
@@ -42,8 +42,9 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// Every code.
-    pub const ALL: [Self; 14] = [
+    /// Every code (the documentation test walks them).
+    #[cfg(test)]
+    pub(crate) const ALL: [Self; 14] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
@@ -61,7 +62,7 @@ impl ErrorCode {
     ];
 
     /// The code as clients read it.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Unauthenticated => "UNAUTHENTICATED",
             Self::Forbidden => "FORBIDDEN",
@@ -183,7 +184,7 @@ impl ErrorExtensions for ApiError {
 }
 
 /// Converts domain results into GraphQL results with the right extensions.
-pub trait GraphqlResultExt<T> {
+pub(crate) trait GraphqlResultExt<T> {
     /// Maps the error through [`ErrorExtensions::extend`].
     fn gql(self) -> async_graphql::Result<T>;
 }

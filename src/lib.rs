@@ -25,27 +25,39 @@
 //! - [`paging`], [`events`], [`shutdown`]: lists and pages as every layer
 //!   sees them, the events' wire formats, stopping and backing off.
 //!
+//! - [`cli`]: the `kith` command line (the binary only sets the allocator).
+//!
 //! Layers: each file names only what lies below it (`docs/architecture.md`,
 //! checked by `tests/layers`). `App` holds the handles and one state struct
 //! per part (`read::state`, `auth::Authenticator`, …); the parts' functions
 //! take `&App`, and their state types name nothing that does.
+//!
+//! Private by default: the public modules are [`app`], [`cli`], [`config`],
+//! [`jobs`] and [`model`]; what the integration tests and benches drive
+//! besides is re-exported, item by item, in [`testing`]. Everything else is
+//! crate-private (`unreachable_pub` keeps it so), and the compiler reports
+//! what nothing uses.
+
+#![warn(unreachable_pub)]
 
 pub mod app;
-pub mod auth;
-pub mod cache;
+mod auth;
+mod cache;
+pub mod cli;
 pub mod config;
-pub mod consistency;
-pub mod error;
-pub mod events;
-pub mod graph;
-pub mod http;
+mod consistency;
+mod error;
+mod events;
+mod graph;
+mod http;
 pub mod jobs;
-pub mod live;
-pub mod metrics;
+mod live;
+mod metrics;
 pub mod model;
-pub mod paging;
-pub mod pipeline;
-pub mod read;
-pub mod shutdown;
-pub mod store;
-pub mod write;
+mod paging;
+mod pipeline;
+mod read;
+mod shutdown;
+mod store;
+pub mod testing;
+mod write;

@@ -47,7 +47,7 @@ impl ShutdownTrigger {
 
 /// Exponential back-off between retries of a failing dependency.
 #[derive(Clone, Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     next: Duration,
     min: Duration,
     max: Duration,
@@ -55,7 +55,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// Starts at `min`, doubles up to `max`.
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Self {
             next: min,
             min,
@@ -64,14 +64,14 @@ impl Backoff {
     }
 
     /// The delay before the next retry.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next;
         self.next = (self.next * 2).min(self.max);
         delay
     }
 
     /// Back to the shortest delay after a success.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.next = self.min;
     }
 }

@@ -65,7 +65,7 @@ impl Run {
 
 /// The seeded graph, and the users the phases pick.
 pub struct Graph {
-    pub summary: kith::store::seed::Summary,
+    pub summary: kith::testing::store::seed::Summary,
     pub seed_secs: f64,
     /// The one account with `celebrity_followers` followers.
     pub celebrity: i64,
@@ -110,7 +110,7 @@ pub fn mix(mut x: u64) -> u64 {
 }
 
 pub fn gid(user: i64) -> String {
-    kith::graph::ids::user_id(UserId::new(user).expect("positive id")).to_string()
+    kith::testing::graph::ids::user_id(UserId::new(user).expect("positive id")).to_string()
 }
 
 #[derive(QueryableByName)]
@@ -212,7 +212,9 @@ impl Bench {
             };
             // The metric is sampled every 10 s: the outbox itself says now.
             let backlog = match self.app.pg.get().await {
-                Ok(mut conn) => kith::store::outbox::backlog(&mut conn).await.unwrap_or(1) as f64,
+                Ok(mut conn) => kith::testing::store::outbox::backlog(&mut conn)
+                    .await
+                    .unwrap_or(1) as f64,
                 Err(_) => 1.0,
             };
             let relayed = value("kith_events_relayed_total ").unwrap_or(0.0);

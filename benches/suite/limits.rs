@@ -42,7 +42,7 @@ pub async fn follow_statement(
         .execute(&mut admin)
         .await
         .unwrap();
-    kith::store::migrate::run_pending(&url)
+    kith::testing::store::migrate::run_pending(&url)
         .await
         .expect("migrations");
     let mut conn = AsyncPgConnection::establish(&url)
@@ -129,11 +129,11 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
     config.content_topic = format!("{schema}.limit.content");
     config.dead_letter_topic = format!("{schema}.limit.dead");
     config.consumer_group = format!("{schema}.limit");
-    kith::pipeline::kafka::ensure_topics(&config)
+    kith::testing::pipeline::kafka::ensure_topics(&config)
         .await
         .expect("topics");
-    let producer = kith::pipeline::kafka::producer(&config).expect("producer");
-    let consumer: StreamConsumer = kith::pipeline::kafka::consumer_config(&config)
+    let producer = kith::testing::pipeline::kafka::producer(&config).expect("producer");
+    let consumer: StreamConsumer = kith::testing::pipeline::kafka::consumer_config(&config)
         .create()
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
@@ -249,15 +249,15 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
     let pg_tps = pgbench(base_url, schema, clients, seconds);
     eprintln!("pgbench: {pg_tps:.0} tps");
     let counter_key = app.keys.counter_record(UserId::new(celebrity).unwrap());
-    let [list_key, _, _] = app.keys.list(kith::paging::ListKey::Followers(
+    let [list_key, _, _] = app.keys.list(kith::testing::paging::ListKey::Followers(
         UserId::new(celebrity).unwrap(),
     ));
     let _ = bench
         .post(None, PROFILE, json!({ "id": gid(celebrity) }))
         .await;
-    kith::read::pages::fill(
+    kith::testing::read::pages::fill(
         app,
-        kith::paging::ListKey::Followers(UserId::new(celebrity).unwrap()),
+        kith::testing::paging::ListKey::Followers(UserId::new(celebrity).unwrap()),
         false,
     )
     .await

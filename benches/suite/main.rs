@@ -74,9 +74,9 @@ async fn seed(run: &Run) -> Graph {
     let (users, edges, celebrity_followers) = (run.users, run.edges, run.celebrity_followers);
     let seeded = Instant::now();
     let mut conn = run.conn().await;
-    let summary = kith::store::seed::generate(
+    let summary = kith::testing::store::seed::generate(
         &mut conn,
-        &kith::store::seed::Plan {
+        &kith::testing::store::seed::Plan {
             users,
             edges,
             celebrities: 1,
@@ -104,7 +104,7 @@ async fn seed(run: &Run) -> Graph {
         "SELECT user_id AS id FROM user_stats WHERE followings BETWEEN 5 AND 200 ORDER BY user_id LIMIT 50",
     )
     .await;
-    let rush_target = kith::store::users::create(
+    let rush_target = kith::testing::store::users::create(
         &mut conn,
         "rush_target",
         "Rush",
@@ -201,7 +201,7 @@ async fn memory(graph: &Graph, bench: &Bench) -> Memory {
         let mut bytes = 0u64;
         let mut members = 0u64;
         for user in ordinary.iter().chain([&celebrity]) {
-            let list = kith::paging::ListKey::Followers(UserId::new(*user).unwrap());
+            let list = kith::testing::paging::ListKey::Followers(UserId::new(*user).unwrap());
             for key in app.keys.list(list) {
                 let used: Option<u64> = redis::cmd("MEMORY")
                     .arg("USAGE")

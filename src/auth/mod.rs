@@ -12,15 +12,15 @@
 //! provider's public key is never used as an HMAC secret. `exp` is required;
 //! `exp` and `nbf` are checked with `KITH_JWT_LEEWAY_SECS` of clock skew.
 
-pub mod identity;
-pub mod tokens;
+pub(crate) mod identity;
+pub(crate) mod tokens;
 
 use std::sync::Arc;
 
 use jsonwebtoken::Algorithm;
 
 use self::identity::Identity;
-pub use self::tokens::{TokenError, TokenKeys, Verified};
+pub use self::tokens::{TokenError, TokenKeys};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::UserId;

@@ -26,7 +26,7 @@ use redis::{Arg, Cmd, Pipeline, RedisResult, Value};
 
 /// Where Redis is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// One server (any URL the `redis` crate reads).
     Single(String),
     /// A cluster, by the URLs of some of its nodes.
@@ -35,7 +35,7 @@ pub enum Target {
 
 impl Target {
     /// Reads `REDIS_URL`.
-    pub fn parse(url: &str) -> Self {
+    pub(crate) fn parse(url: &str) -> Self {
         let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
             ("redis", rest)
         } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
@@ -61,7 +61,7 @@ impl Target {
     /// all its nodes, so a subscriber on any node hears it. `attempt` counts
     /// subscriptions so far: each new one tries the next node named, so a
     /// node gone for good is left behind.
-    pub fn pubsub_url(&self, attempt: usize) -> &str {
+    pub(crate) fn pubsub_url(&self, attempt: usize) -> &str {
         match self {
             Self::Single(url) => url,
             Self::Cluster(nodes) if nodes.is_empty() => "",
@@ -71,7 +71,7 @@ impl Target {
 }
 
 /// Subscribes to `channel` on the node `attempt` picks ([`Target::pubsub_url`]).
-pub async fn subscribe(
+pub(crate) async fn subscribe(
     target: &Target,
     attempt: usize,
     channel: &str,
@@ -107,7 +107,7 @@ fn key_of(cmd: &Cmd) -> Option<Vec<u8>> {
 /// commands without a key one by one. The answers come back in the
 /// pipeline's order. A transaction (`MULTI`/`EXEC`) goes whole: its keys
 /// share a slot.
-pub async fn split(
+pub(crate) async fn split(
     conn: &mut ClusterConnection,
     pipeline: &Pipeline,
     offset: usize,

@@ -22,16 +22,16 @@ static SET_IF_NEWER: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/counter_record_set.lua")));
 
 /// How long an untouched record stays cached; a miss is rebuilt from `user_stats`.
-pub const RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The layout of the record, its first byte: bumped whenever the list of
 /// counters changes.
-pub const RECORD_FORMAT: u8 = 2;
+pub(crate) const RECORD_FORMAT: u8 = 2;
 
 macro_rules! record {
     ($($(#[$doc:meta])* $name:ident,)*) => {
         /// How many counters a record holds.
-        pub const COUNTERS: usize = [$(stringify!($name)),*].len();
+        pub(crate) const COUNTERS: usize = [$(stringify!($name)),*].len();
 
         /// One user's counters, as cached.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,7 +66,7 @@ macro_rules! record {
 crate::model::with_counters!(record);
 
 /// Encoded size: the format byte, a u32 per counter, the u64 version.
-pub const RECORD_LEN: usize = 1 + 4 * COUNTERS + 8;
+pub(crate) const RECORD_LEN: usize = 1 + 4 * COUNTERS + 8;
 
 fn to_u32(n: i64) -> u32 {
     // user_stats CHECKs keep counts non-negative; a count past u32::MAX
@@ -101,12 +101,12 @@ impl CounterRecord {
 }
 
 /// The script the queued stores invoke by hash (see [`super::run_writes`]).
-pub fn store_script() -> &'static redis::Script {
+pub(crate) fn store_script() -> &'static redis::Script {
     &SET_IF_NEWER
 }
 
 /// Queues "store each record unless a newer one is cached" on `pipe`.
-pub fn queue_store(
+pub(crate) fn queue_store(
     pipe: &mut redis::Pipeline,
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
@@ -116,7 +116,7 @@ pub fn queue_store(
 
 /// Queues "store each record unless a newer one is cached, replacing one of
 /// the same version" on `pipe`: a repair of records corrupted in place.
-pub fn queue_repair(
+pub(crate) fn queue_repair(
     pipe: &mut redis::Pipeline,
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
@@ -163,14 +163,14 @@ pub async fn load_many(
 /// ([`parse`]): one `GET` per record, not an `MGET` — the records live in
 /// different hash slots, and a cluster client splits a pipeline per node
 /// where it would refuse a cross-slot `MGET`.
-pub fn queue_load(pipe: &mut redis::Pipeline, keys: &RedisKeys, users: &[UserId]) {
+pub(crate) fn queue_load(pipe: &mut redis::Pipeline, keys: &RedisKeys, users: &[UserId]) {
     for user in users {
         pipe.cmd("GET").arg(keys.counter_record(*user));
     }
 }
 
 /// The record in one reply of [`queue_load`]; `None` where missing or malformed.
-pub fn parse(reply: &redis::Value) -> Option<CounterRecord> {
+pub(crate) fn parse(reply: &redis::Value) -> Option<CounterRecord> {
     let bytes: Option<Vec<u8>> = redis::from_redis_value_ref(reply).ok()?;
     CounterRecord::decode(&bytes?)
 }

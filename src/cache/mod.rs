@@ -1,13 +1,13 @@
 //! Redis: the pool, the key layout, and the derived caches — counter
 //! records and list caches — that the write path and the projector keep right.
 
-pub mod cluster;
-pub mod counters;
-pub mod keys;
-pub mod lists;
-pub mod pool;
+pub(crate) mod cluster;
+pub(crate) mod counters;
+pub(crate) mod keys;
+pub(crate) mod lists;
+pub(crate) mod pool;
 
-pub use keys::RedisKeys;
+pub(crate) use keys::RedisKeys;
 pub use pool::RedisPool;
 
 use counters::CounterRecord;
@@ -31,7 +31,7 @@ pub async fn write_through(
 }
 
 /// The pipeline of [`write_through`], for callers that add to it.
-pub fn write_through_pipe(
+pub(crate) fn write_through_pipe(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
@@ -46,7 +46,7 @@ pub fn write_through_pipe(
 /// [`counters`] and [`lists`], by hash). Every such write may run twice
 /// (a second run finds its version applied and changes nothing), so a
 /// `NOSCRIPT` answer is met by loading the scripts and running it again.
-pub async fn run_writes(
+pub(crate) async fn run_writes(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
 ) -> redis::RedisResult<()> {
@@ -65,7 +65,7 @@ pub async fn run_writes(
 /// not know one of them (`NOSCRIPT`: after a restart, a failover or `SCRIPT
 /// FLUSH`), loads them and runs `pipe` once more — so only for pipelines that
 /// may safely run twice, such as reads.
-pub async fn query_with_scripts<T: redis::FromRedisValue>(
+pub(crate) async fn query_with_scripts<T: redis::FromRedisValue>(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
     scripts: &[&redis::Script],
@@ -95,7 +95,7 @@ fn has_code(e: &redis::RedisError, code: &str) -> bool {
 /// not tell, with `CONFIG GET`; `None` when neither tells. On a cluster
 /// `INFO` answers for every primary: a policy other than `noeviction` on any
 /// of them is the answer.
-pub async fn eviction_policy(
+pub(crate) async fn eviction_policy(
     conn: &mut impl ConnectionLike,
 ) -> Result<Option<String>, redis::RedisError> {
     fn policy_in(info: &str) -> Option<String> {
@@ -139,13 +139,15 @@ pub async fn eviction_policy(
 
 /// True when the server runs in cluster mode (`INFO cluster`); false when
 /// it does not say (a server too old to have the section).
-pub async fn cluster_enabled(conn: &mut impl ConnectionLike) -> Result<bool, redis::RedisError> {
+pub(crate) async fn cluster_enabled(
+    conn: &mut impl ConnectionLike,
+) -> Result<bool, redis::RedisError> {
     let info: String = redis::cmd("INFO").arg("cluster").query_async(conn).await?;
     Ok(info.lines().any(|line| line.trim() == "cluster_enabled:1"))
 }
 
 /// True when Redis refused a write for lack of memory (`OOM`), alone or
 /// anywhere in a pipeline.
-pub fn out_of_memory(e: &redis::RedisError) -> bool {
+pub(crate) fn out_of_memory(e: &redis::RedisError) -> bool {
     has_code(e, "OOM")
 }

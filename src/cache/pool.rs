@@ -21,7 +21,7 @@ use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError,
 use super::cluster::{self, Target};
 
 /// How often an open breaker checks whether Redis is back.
-pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The key the breaker's probe writes (it expires within a second).
 const PROBE_KEY: &str = "kith:breaker-probe";
@@ -38,7 +38,7 @@ const UNAVAILABLE_CODES: [&str; 6] = [
 
 /// True when `e` says Redis is unreachable or cannot serve now (as opposed
 /// to an error in the command itself).
-pub fn is_unavailable(e: &RedisError) -> bool {
+pub(crate) fn is_unavailable(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
@@ -218,7 +218,7 @@ impl ConnectionLike for RedisConn {
 }
 
 /// A connection checked out of [`RedisPool`].
-pub type PooledRedis<'a> = bb8::PooledConnection<'a, RedisManager>;
+pub(crate) type PooledRedis<'a> = bb8::PooledConnection<'a, RedisManager>;
 
 /// Pool of multiplexed Redis connections behind a circuit breaker.
 #[derive(Clone)]

@@ -1,14 +1,44 @@
 //! The `kith` command line: its commands (clap), and the operator commands
 //! that run once and exit. The long-running ones (`run`, `serve`, `relay`,
-//! `project`) are the library's ([`kith::jobs`]).
+//! `project`) are [`crate::jobs`]. The binary (`src/main.rs`) only sets the
+//! allocator and calls [`main`].
+
+mod logging;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
-use kith::app::App;
-use kith::config::Config;
-use kith::model::UserId;
-use kith::store;
+use crate::app::App;
+use crate::config::Config;
+use crate::jobs::Jobs;
+use crate::model::UserId;
+use crate::store;
+
+/// Parses the command line and runs its command.
+pub async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Command::PrintSchema = cli.command {
+        print!("{}", crate::graph::sdl());
+        return Ok(());
+    }
+    let mut config = Config::from_env()?;
+    logging::init(config.log_json);
+    if !matches!(
+        cli.command,
+        Command::Run | Command::Serve | Command::Relay | Command::Project
+    ) {
+        // Operator commands walk whole tables and count huge lists; a bound
+        // meant for API requests would only make them fail on big accounts.
+        config.statement_timeout_ms = 0;
+    }
+    match cli.command {
+        Command::Run => Ok(crate::jobs::run(config, Jobs::RUN).await?),
+        Command::Serve => Ok(crate::jobs::run(config, Jobs::SERVE).await?),
+        Command::Relay => Ok(crate::jobs::run(config, Jobs::RELAY).await?),
+        Command::Project => Ok(crate::jobs::run(config, Jobs::PROJECT).await?),
+        command => operate(command, config).await,
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "kith", version, about = "Kith follow-graph service")]
@@ -230,7 +260,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
                 Err(()) => store::users::find_by_handle(&mut conn, &user).await?,
             };
             let found = found.with_context(|| format!("no user {user:?}"))?;
-            let keys = kith::auth::TokenKeys::new(&config.jwt_secret);
+            let keys = crate::auth::TokenKeys::new(&config.jwt_secret);
             println!(
                 "{}",
                 keys.issue(found.id, chrono::Utc::now().timestamp(), ttl)
@@ -244,14 +274,14 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             quiet,
         } => {
             let app = App::start(config).await?;
-            let options = kith::consistency::verify::Options {
+            let options = crate::consistency::verify::Options {
                 user,
                 batch: batch.max(1),
                 settle: std::time::Duration::from_millis(settle_ms),
                 progress: !quiet,
                 ..Default::default()
             };
-            let report = kith::consistency::verify::verify(&app, &options).await?;
+            let report = crate::consistency::verify::verify(&app, &options).await?;
             print!("{report}");
             if report.total() > 0 {
                 std::process::exit(1);
@@ -264,13 +294,13 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             quiet,
         } => {
             let app = App::start(config).await?;
-            let options = kith::consistency::rebuild::Options {
+            let options = crate::consistency::rebuild::Options {
                 user,
                 all_lists,
                 batch: 500,
                 progress: !quiet,
             };
-            let summary = kith::consistency::rebuild::rebuild(&app, options).await?;
+            let summary = crate::consistency::rebuild::rebuild(&app, options).await?;
             println!("{summary}");
             Ok(())
         }
@@ -280,7 +310,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             user,
             quiet,
         } => {
-            use kith::consistency::reconcile::{Scope, reconcile};
+            use crate::consistency::reconcile::{Scope, reconcile};
             let app = App::start(config).await?;
             let scope = match (since, full, user) {
                 (Some(t), _, _) => Scope::Since(t),
@@ -321,7 +351,8 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
                 }
                 DeadLetterAction::Replay { ids } => {
                     let ids = (!ids.is_empty()).then_some(ids);
-                    let report = kith::pipeline::dead_letters::replay(&app, ids.as_deref()).await?;
+                    let report =
+                        crate::pipeline::dead_letters::replay(&app, ids.as_deref()).await?;
                     for (id, reason) in &report.still_dead {
                         println!("#{id} still dead: {reason}");
                     }
@@ -335,14 +366,14 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             Ok(())
         }
         Command::User { action } => {
-            use kith::model::UserStatus;
+            use crate::model::UserStatus;
             let app = App::start(config).await?;
             let (id, status) = match action {
                 UserAction::Suspend { id } => (id, UserStatus::Suspended),
                 UserAction::Delete { id } => (id, UserStatus::Deleted),
                 UserAction::Restore { id } => (id, UserStatus::Active),
             };
-            let summary = kith::write::lifecycle::set_status(&app, id, status).await?;
+            let summary = crate::write::lifecycle::set_status(&app, id, status).await?;
             if summary.previous.is_none() {
                 bail!("no user {id}");
             }

@@ -7,12 +7,12 @@
 //! - [`rebuild`]: rebuilds the Redis caches from PostgreSQL.
 //! - [`sampled`]: the online check of counters as they are read.
 
-pub mod progress;
-pub mod rebuild;
-pub mod reconcile;
-pub mod sampled;
-pub mod state;
-pub mod verify;
+pub(crate) mod progress;
+pub(crate) mod rebuild;
+pub(crate) mod reconcile;
+pub(crate) mod sampled;
+pub(crate) mod state;
+pub(crate) mod verify;
 
 use crate::app::App;
 use crate::model::UserId;

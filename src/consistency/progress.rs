@@ -5,7 +5,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
 /// Progress of one pass over a known (or estimated) number of items.
-pub struct Progress {
+pub(crate) struct Progress {
     label: &'static str,
     total: u64,
     done: u64,
@@ -17,7 +17,7 @@ pub struct Progress {
 
 impl Progress {
     /// A pass over about `total` items; draws nothing unless `enabled`.
-    pub fn new(label: &'static str, total: u64, enabled: bool) -> Self {
+    pub(crate) fn new(label: &'static str, total: u64, enabled: bool) -> Self {
         Self {
             label,
             total,
@@ -30,7 +30,7 @@ impl Progress {
     }
 
     /// Counts `n` more items done.
-    pub fn advance(&mut self, n: u64) {
+    pub(crate) fn advance(&mut self, n: u64) {
         self.done += n;
         let every = if self.terminal {
             Duration::from_millis(200)
@@ -43,7 +43,7 @@ impl Progress {
     }
 
     /// Draws the final line.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         if self.enabled {
             self.draw(true);
         }

@@ -100,7 +100,7 @@ pub async fn rebuild(app: &App, options: Options) -> Result<Summary, PipelineErr
 
 /// Writes the counter records of `users` from `user_stats` (replacing one of
 /// the same version); returns how many.
-pub async fn rebuild_records(app: &App, users: &[UserId]) -> Result<u64, PipelineError> {
+pub(crate) async fn rebuild_records(app: &App, users: &[UserId]) -> Result<u64, PipelineError> {
     let records: Vec<(UserId, CounterRecord)> = {
         let mut conn = app.pg.get().await?;
         stats::find_many(&mut conn, users)

@@ -297,7 +297,7 @@ async fn repair_edges(
 }
 
 /// Sets the counters of `users` right where they drifted.
-pub async fn repair_counters(
+pub(crate) async fn repair_counters(
     app: &App,
     users: &[UserId],
     summary: &mut Summary,

@@ -23,7 +23,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 
 /// Called with the users whose counters a request read. Costs a cache
 /// lookup per user on the request path; the rest runs in the background.
-pub fn counters_read(app: &Arc<App>, users: &[UserId]) {
+pub(crate) fn counters_read(app: &Arc<App>, users: &[UserId]) {
     let Some((due, permit)) = app.consistency.due(users) else {
         return;
     };

@@ -19,6 +19,7 @@ use crate::store::stats::ContentChange;
 
 /// What happened to a piece of content.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(clippy::enum_variant_names)] // the names are the wire format's
 pub enum ContentEventType {
     /// The author published a post.
     PostPublished,

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::model::UserId;
 
 /// Version of this event format; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// What happened to an edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,5 +2,5 @@
 //! follow topic carries ([`follow`]), and what other services publish on the
 //! content topic ([`content`]). `docs/events.md` describes both for consumers.
 
-pub mod content;
-pub mod follow;
+pub(crate) mod content;
+pub(crate) mod follow;

@@ -22,16 +22,16 @@ use crate::paging::{Page, PageRequest, Position};
 use crate::read::{intersect, pages};
 
 /// Largest page a client may ask for.
-pub const MAX_PAGE: i32 = 100;
+pub(crate) const MAX_PAGE: i32 = 100;
 /// Page size when neither `first` nor `last` is given.
-pub const DEFAULT_PAGE: i32 = 20;
+pub(crate) const DEFAULT_PAGE: i32 = 20;
 /// Rows an `offset` may skip for one unit of complexity: skipping is cheap
 /// per row (an index walk), but a deep offset still reads every row it skips.
-pub const OFFSET_ROWS_PER_UNIT: usize = 10;
+pub(crate) const OFFSET_ROWS_PER_UNIT: usize = 10;
 
 /// The complexity of a page: its size times the cost of one edge, plus the
 /// rows its `offset` skips.
-pub fn page_cost(
+pub(crate) fn page_cost(
     first: Option<i32>,
     last: Option<i32>,
     offset: Option<i32>,
@@ -45,15 +45,15 @@ pub fn page_cost(
 /// Complexity of computing an intersection of two lists, besides its page:
 /// a walk of up to `KITH_INTERSECTION_WALK_MAX` (default 20,000) edges and
 /// as many probes, each row charged as an `offset` charges its rows.
-pub const INTERSECTION_COST: usize = 2 * 20_000 / OFFSET_ROWS_PER_UNIT;
+pub(crate) const INTERSECTION_COST: usize = 2 * 20_000 / OFFSET_ROWS_PER_UNIT;
 
 /// The complexity of a page of an intersection.
-pub fn intersection_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
+pub(crate) fn intersection_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
     page_cost(first, last, None, child) + INTERSECTION_COST
 }
 
 /// The paging arguments of a connection field.
-pub struct PageArgs {
+pub(crate) struct PageArgs {
     /// Edges after the cursor (older).
     pub first: Option<i32>,
     /// Cursor to page forward from.
@@ -126,7 +126,7 @@ impl PageArgs {
 }
 
 /// A page of a follow list.
-pub struct FollowConnection {
+pub(crate) struct FollowConnection {
     edges: Vec<FollowEdge>,
     page_info: PageInfo,
     total: u64,
@@ -134,7 +134,7 @@ pub struct FollowConnection {
 
 /// Relay page information.
 #[derive(SimpleObject, Clone)]
-pub struct PageInfo {
+pub(crate) struct PageInfo {
     /// More edges exist after the last edge (older).
     pub has_next_page: bool,
     /// More edges exist before the first edge (newer).
@@ -146,7 +146,7 @@ pub struct PageInfo {
 }
 
 /// One edge of a follow list.
-pub struct FollowEdge {
+pub(crate) struct FollowEdge {
     cursor: String,
     position: Position,
 }
@@ -230,7 +230,7 @@ async fn prime(ctx: &Context<'_>, loaders: &Loaders, ids: &[UserId]) {
 }
 
 /// Resolves one page of `list`.
-pub async fn resolve(
+pub(crate) async fn resolve(
     ctx: &Context<'_>,
     list: ListKey,
     args: PageArgs,
@@ -281,7 +281,7 @@ pub async fn resolve(
 
 /// Two lists whose shared members a connection shows.
 #[derive(Clone, Copy, Debug)]
-pub enum Shared {
+pub(crate) enum Shared {
     /// Whom both users follow, by the more recent of the two follow times.
     Common(UserId, UserId),
     /// Followers of `user` whom `viewer` follows, by when they followed `user`.
@@ -294,7 +294,7 @@ pub enum Shared {
 }
 
 /// Resolves one page of an intersection of two lists ([`intersect`]).
-pub async fn resolve_shared(
+pub(crate) async fn resolve_shared(
     ctx: &Context<'_>,
     shared: Shared,
     args: PageArgs,
@@ -331,7 +331,7 @@ pub async fn resolve_shared(
 }
 
 /// An empty connection (what an anonymous viewer knows).
-pub fn empty() -> FollowConnection {
+pub(crate) fn empty() -> FollowConnection {
     FollowConnection {
         edges: Vec::new(),
         page_info: PageInfo {

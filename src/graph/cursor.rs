@@ -24,7 +24,7 @@ const MAC: usize = 12;
 
 /// The connection a cursor pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CursorScope {
+pub(crate) enum CursorScope {
     /// A follow list.
     List(ListKey),
     /// `User.commonFollowing`: whom the first user and the second both follow.
@@ -41,7 +41,7 @@ impl From<ListKey> for CursorScope {
 
 /// Signs and checks cursors.
 #[derive(Clone)]
-pub struct CursorKeys {
+pub(crate) struct CursorKeys {
     secret: Vec<u8>,
 }
 
@@ -56,7 +56,7 @@ fn scope_parts(scope: CursorScope) -> (u8, Vec<UserId>) {
 
 impl CursorKeys {
     /// Keys derived from the service secret (domain-separated from tokens).
-    pub fn new(secret: &str) -> Self {
+    pub(crate) fn new(secret: &str) -> Self {
         let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
         mac.update(b"kith cursor key v1");
         Self {
@@ -74,7 +74,7 @@ impl CursorKeys {
     }
 
     /// The cursor of `position` in the connection `scope`.
-    pub fn encode(&self, scope: impl Into<CursorScope>, position: Position) -> String {
+    pub(crate) fn encode(&self, scope: impl Into<CursorScope>, position: Position) -> String {
         let (kind, owners) = scope_parts(scope.into());
         let mut bytes = Vec::with_capacity(HEAD + 8 * (owners.len() - 1) + MAC);
         bytes.push(VERSION);
@@ -91,7 +91,7 @@ impl CursorKeys {
     }
 
     /// The position a cursor names, if it was issued for `scope` and is intact.
-    pub fn decode(
+    pub(crate) fn decode(
         &self,
         scope: impl Into<CursorScope>,
         cursor: &str,

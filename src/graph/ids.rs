@@ -9,7 +9,7 @@ use crate::model::UserId;
 
 /// The kinds of object that have global ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// A [`crate::model::User`].
     User,
 }
@@ -28,7 +28,7 @@ pub fn user_id(id: UserId) -> ID {
 }
 
 /// Decodes any global id into its kind and database id.
-pub fn decode(id: &ID) -> Result<(NodeKind, UserId), ApiError> {
+pub(crate) fn decode(id: &ID) -> Result<(NodeKind, UserId), ApiError> {
     let malformed = || ApiError::invalid(format!("malformed id {:?}", id.as_str()));
     let bytes = URL_SAFE_NO_PAD
         .decode(id.as_str())

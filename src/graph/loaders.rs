@@ -21,10 +21,10 @@ use crate::read::intersect;
 use crate::store::following::PairState;
 
 /// A loader's failure, shared by every key of its batch.
-pub type LoadError = Arc<ApiError>;
+pub(crate) type LoadError = Arc<ApiError>;
 
 /// Users by id, whatever their status ([`Loaders`] leaves deleted ones out).
-pub struct UserLoader(Arc<App>);
+pub(crate) struct UserLoader(Arc<App>);
 
 impl Loader<UserId> for UserLoader {
     type Value = User;
@@ -44,7 +44,7 @@ impl Loader<UserId> for UserLoader {
 
 /// Users by handle, whatever their status: every `userByHandle` of a request
 /// in one statement ([`Loaders`] leaves deleted ones out).
-pub struct HandleLoader(Arc<App>);
+pub(crate) struct HandleLoader(Arc<App>);
 
 impl Loader<String> for HandleLoader {
     type Value = User;
@@ -63,7 +63,7 @@ impl Loader<String> for HandleLoader {
 }
 
 /// Counters, relations and cached pages: one Redis round trip per batch.
-pub struct CacheLoader(Arc<App>);
+pub(crate) struct CacheLoader(Arc<App>);
 
 impl Loader<Read> for CacheLoader {
     type Value = Answer;
@@ -75,12 +75,12 @@ impl Loader<Read> for CacheLoader {
 }
 
 /// Most edges `knownFollowersCount` walks (see `Relationship`).
-pub const KNOWN_FOLLOWERS_COUNT_WALK: usize = 1000;
+pub(crate) const KNOWN_FOLLOWERS_COUNT_WALK: usize = 1000;
 
 /// `knownFollowersCount` of (subject, other) pairs: how many followers of
 /// the other the subject follows, all pairs of a batch computed together
 /// (one counter read, then [`intersect::compute`]).
-pub struct KnownCountLoader(Arc<App>);
+pub(crate) struct KnownCountLoader(Arc<App>);
 
 impl Loader<(UserId, UserId)> for KnownCountLoader {
     type Value = BoundedCount;

@@ -1,21 +1,21 @@
 //! The GraphQL schema: types and resolvers, with no transport in here.
 //! One `#[Object]` per domain module, merged into the roots below.
 
-pub mod connection;
-pub mod count;
-pub mod cursor;
-pub mod ids;
-pub mod limits;
-pub mod loaders;
-pub mod mutation;
-pub mod node;
-pub mod persisted;
-pub mod relation;
-pub mod run;
-pub mod state;
-pub mod stream;
-pub mod subscription;
-pub mod user;
+pub(crate) mod connection;
+pub(crate) mod count;
+pub(crate) mod cursor;
+pub(crate) mod ids;
+pub(crate) mod limits;
+pub(crate) mod loaders;
+pub(crate) mod mutation;
+pub(crate) mod node;
+pub(crate) mod persisted;
+pub(crate) mod relation;
+pub(crate) mod run;
+pub(crate) mod state;
+pub(crate) mod stream;
+pub(crate) mod subscription;
+pub(crate) mod user;
 
 use std::sync::Arc;
 
@@ -62,7 +62,7 @@ pub fn schema(app: Arc<App>) -> KithSchema {
 /// document is too long or does not parse: the limits and the executor
 /// report that). A text seen before is not parsed again (the process's
 /// document cache); one parsed now stays in the request for its run.
-pub fn operation_is(app: &App, request: &mut Request, ty: OperationType) -> bool {
+pub(crate) fn operation_is(app: &App, request: &mut Request, ty: OperationType) -> bool {
     let limits = limits::Limits::new(&app.config, app.operations.documents.clone());
     limits.operation_type(request).ok().flatten() == Some(ty)
 }

@@ -12,7 +12,7 @@ use crate::write::{self, EdgeChange, FollowOutcome, TargetError};
 
 /// Input of `follow`.
 #[derive(InputObject)]
-pub struct FollowInput {
+pub(crate) struct FollowInput {
     /// Global id of the user to follow.
     pub user_id: ID,
     /// Echoed back in the payload (Relay).
@@ -21,7 +21,7 @@ pub struct FollowInput {
 
 /// Input of `unfollow`.
 #[derive(InputObject)]
-pub struct UnfollowInput {
+pub(crate) struct UnfollowInput {
     /// Global id of the user to unfollow.
     pub user_id: ID,
     /// Echoed back in the payload (Relay).
@@ -30,7 +30,7 @@ pub struct UnfollowInput {
 
 /// Input of `followMany` and `unfollowMany`.
 #[derive(InputObject)]
-pub struct EdgesInput {
+pub(crate) struct EdgesInput {
     /// Global ids of the users, at most 100. Each costs one rate-limit token.
     pub user_ids: Vec<ID>,
     /// Echoed back in the payload (Relay).
@@ -39,7 +39,7 @@ pub struct EdgesInput {
 
 /// Input of `removeFollower`.
 #[derive(InputObject)]
-pub struct RemoveFollowerInput {
+pub(crate) struct RemoveFollowerInput {
     /// Global id of the follower to remove.
     pub user_id: ID,
     /// Echoed back in the payload (Relay).
@@ -61,7 +61,7 @@ pub enum EdgeErrorCode {
 
 /// The error of one user of a batch.
 #[derive(SimpleObject)]
-pub struct EdgeError {
+pub(crate) struct EdgeError {
     /// Stable machine-readable code.
     pub code: EdgeErrorCode,
     /// What went wrong, for humans.
@@ -93,7 +93,7 @@ impl From<TargetError> for EdgeError {
 
 /// The result for one user of `followMany` / `unfollowMany`, in the order asked.
 #[derive(SimpleObject)]
-pub struct EdgeResult {
+pub(crate) struct EdgeResult {
     /// The global id as given.
     pub user_id: ID,
     /// True when this call changed the edge; false when it was in the asked
@@ -109,7 +109,7 @@ pub struct EdgeResult {
 
 /// Result of `followMany` or `unfollowMany`.
 #[derive(SimpleObject)]
-pub struct EdgesPayload {
+pub(crate) struct EdgesPayload {
     /// One result per id given, in the same order.
     pub results: Vec<EdgeResult>,
     /// How many edges this call changed.
@@ -120,7 +120,7 @@ pub struct EdgesPayload {
 
 /// Result of `follow`, `unfollow` or `removeFollower`.
 #[derive(SimpleObject)]
-pub struct FollowPayload {
+pub(crate) struct FollowPayload {
     /// False when the edge was already in the requested state; nothing was written.
     pub changed: bool,
     /// The target user (for `removeFollower`, the follower removed).
@@ -144,7 +144,7 @@ impl FollowPayload {
 
 /// Edge-writing mutations. Each takes a rate-limit token from the viewer.
 #[derive(Default)]
-pub struct FollowMutation;
+pub(crate) struct FollowMutation;
 
 #[Object]
 impl FollowMutation {

@@ -9,14 +9,14 @@ use crate::error::GraphqlResultExt;
 /// An object with a global id, refetchable through `Query.node`.
 #[derive(Interface)]
 #[graphql(field(name = "id", ty = "ID", desc = "Opaque global id."))]
-pub enum Node {
+pub(crate) enum Node {
     /// A user.
     User(UserNode),
 }
 
 /// `Query.node`.
 #[derive(Default)]
-pub struct NodeQuery;
+pub(crate) struct NodeQuery;
 
 #[Object]
 impl NodeQuery {

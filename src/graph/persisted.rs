@@ -173,7 +173,9 @@ pub fn sha256_hex(text: &str) -> String {
 
 /// True when `extensions` name a persisted query (a request may then come
 /// without its text).
-pub fn names_persisted_query(extensions: &serde_json::Map<String, serde_json::Value>) -> bool {
+pub(crate) fn names_persisted_query(
+    extensions: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
     extensions.contains_key("persistedQuery")
 }
 
@@ -205,7 +207,7 @@ fn requested_hash(request: &Request) -> Result<Option<String>, PersistedError> {
 /// Reads a manifest: Apollo's persisted-query manifest
 /// (`{"format": "apollo-persisted-query-manifest", "operations": [{"id", "body"}]}`)
 /// or a plain object of hash → text. Every id must be the SHA-256 of its text.
-pub fn parse_manifest(json: &str) -> Result<HashMap<String, Arc<str>>, String> {
+pub(crate) fn parse_manifest(json: &str) -> Result<HashMap<String, Arc<str>>, String> {
     let value: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     let pairs: Vec<(String, String)> = match value.get("operations") {
         Some(serde_json::Value::Array(operations)) => operations

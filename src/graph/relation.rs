@@ -10,13 +10,13 @@ use crate::store::following::PairState;
 
 /// Complexity of `knownFollowersCount`: a walk of up to 1,000 edges and as
 /// many probes, each row charged as an `offset` charges its rows.
-pub const KNOWN_FOLLOWERS_COUNT_COST: usize =
+pub(crate) const KNOWN_FOLLOWERS_COUNT_COST: usize =
     2 * super::loaders::KNOWN_FOLLOWERS_COUNT_WALK / super::connection::OFFSET_ROWS_PER_UNIT;
 
 /// How a user (the subject) relates to another user (the other).
 #[derive(Clone, Copy, Debug, SimpleObject)]
 #[graphql(complex)]
-pub struct Relationship {
+pub(crate) struct Relationship {
     /// (subject, other).
     #[graphql(skip)]
     pub pair: (UserId, UserId),
@@ -54,7 +54,7 @@ impl Relationship {
 
 impl Relationship {
     /// How `subject` relates to `other`, from their pair's state.
-    pub fn between(subject: UserId, other: UserId, state: PairState) -> Self {
+    pub(crate) fn between(subject: UserId, other: UserId, state: PairState) -> Self {
         // Follow times are shown to the millisecond wherever they are read
         // from (the list caches keep milliseconds, PostgreSQL microseconds).
         let ms = |t: Option<DateTime<Utc>>| {

@@ -26,10 +26,10 @@ use crate::auth::Viewer;
 use crate::error::ApiError;
 
 /// Queries and mutations of one connection that may wait for a turn.
-pub const MAX_WAITING: usize = 64;
+pub(crate) const MAX_WAITING: usize = 64;
 
 /// One WebSocket connection: who it runs as, until when, and its turns.
-pub struct Session {
+pub(crate) struct Session {
     admitted: OnceLock<(Viewer, Option<i64>)>,
     turns: tokio::sync::Semaphore,
     waiting: AtomicUsize,
@@ -37,7 +37,7 @@ pub struct Session {
 
 impl Session {
     /// A connection not authenticated yet, running `max_operations` at once.
-    pub fn new(max_operations: usize) -> Arc<Self> {
+    pub(crate) fn new(max_operations: usize) -> Arc<Self> {
         Arc::new(Self {
             admitted: OnceLock::new(),
             turns: tokio::sync::Semaphore::new(max_operations.max(1)),
@@ -47,27 +47,27 @@ impl Session {
 
     /// Records the viewer the connection authenticated as, and the time
     /// (unix seconds) from which its token is refused.
-    pub fn admit(&self, viewer: Viewer, valid_until: Option<i64>) {
+    pub(crate) fn admit(&self, viewer: Viewer, valid_until: Option<i64>) {
         let _ = self.admitted.set((viewer, valid_until));
     }
 
     /// True once the connection has authenticated.
-    pub fn admitted(&self) -> bool {
+    pub(crate) fn admitted(&self) -> bool {
         self.admitted.get().is_some()
     }
 
     /// The viewer, once admitted.
-    pub fn viewer(&self) -> Option<Viewer> {
+    pub(crate) fn viewer(&self) -> Option<Viewer> {
         self.admitted.get().map(|(viewer, _)| *viewer)
     }
 
     /// When (unix seconds) the connection's token stops being valid.
-    pub fn valid_until(&self) -> Option<i64> {
+    pub(crate) fn valid_until(&self) -> Option<i64> {
         self.admitted.get().and_then(|(_, until)| *until)
     }
 
     /// True once the token has passed its validity.
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         self.valid_until()
             .is_some_and(|until| chrono::Utc::now().timestamp() >= until)
     }
@@ -80,7 +80,7 @@ impl Session {
 /// over HTTP ([`run::run`]: fresh loaders, `KITH_REQUEST_TIMEOUT_MS`) as
 /// the connection's viewer, one turn each.
 #[derive(Clone)]
-pub struct StreamExecutor {
+pub(crate) struct StreamExecutor {
     schema: KithSchema,
     app: Arc<App>,
     session: Arc<Session>,
@@ -88,7 +88,7 @@ pub struct StreamExecutor {
 
 impl StreamExecutor {
     /// An executor of `schema` serving `app`, for the connection `session`.
-    pub fn new(schema: KithSchema, app: Arc<App>, session: Arc<Session>) -> Self {
+    pub(crate) fn new(schema: KithSchema, app: Arc<App>, session: Arc<Session>) -> Self {
         Self {
             schema,
             app,

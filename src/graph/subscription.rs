@@ -30,7 +30,7 @@ use crate::read::batch::{self, Answer, Read};
 
 /// One WebSocket connection's share of the limits: its subscription slots,
 /// and its place among its user's connections (freed when it closes).
-pub struct LiveConnection {
+pub(crate) struct LiveConnection {
     running: Arc<AtomicUsize>,
     max: usize,
     _place: ConnectionGuard,
@@ -38,7 +38,7 @@ pub struct LiveConnection {
 
 impl LiveConnection {
     /// A connection holding `place`, allowed `max` subscriptions at once.
-    pub fn new(place: ConnectionGuard, max: usize) -> Self {
+    pub(crate) fn new(place: ConnectionGuard, max: usize) -> Self {
         Self {
             running: Arc::default(),
             max,
@@ -70,7 +70,7 @@ impl Drop for Slot {
 
 /// A user's counters, as sent by `userCountersChanged`.
 #[derive(SimpleObject)]
-pub struct CountersChanged {
+pub(crate) struct CountersChanged {
     /// The user.
     pub user_id: ID,
     /// The counters now.
@@ -87,7 +87,7 @@ pub enum FollowerEventType {
 }
 
 /// Someone followed or stopped following a user.
-pub struct FollowerEvent(FollowChange);
+pub(crate) struct FollowerEvent(FollowChange);
 
 #[Object]
 impl FollowerEvent {
@@ -138,7 +138,7 @@ fn millis(ms: i64) -> DateTime<Utc> {
 
 /// Live updates.
 #[derive(Default)]
-pub struct LiveSubscription;
+pub(crate) struct LiveSubscription;
 
 #[Subscription]
 impl LiveSubscription {

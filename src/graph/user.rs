@@ -14,7 +14,7 @@ use crate::paging::ListKey;
 use crate::store::following::PairState;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.
-pub struct UserNode(pub User);
+pub(crate) struct UserNode(pub User);
 
 /// A user's public profile.
 #[Object(name = "User")]
@@ -193,8 +193,8 @@ macro_rules! counters_object {
     ($($(#[$doc:meta])* $name:ident,)*) => {
         /// A user's counters.
         #[derive(SimpleObject, Clone, Copy)]
-        pub struct Counters {
-            $($(#[$doc])* pub $name: Count,)*
+        pub(crate) struct Counters {
+            $($(#[$doc])* pub(crate) $name: Count,)*
         }
 
         impl From<CounterRecord> for Counters {
@@ -232,7 +232,7 @@ fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
 
 /// Queries that find users.
 #[derive(Default)]
-pub struct UserQuery;
+pub(crate) struct UserQuery;
 
 #[Object]
 impl UserQuery {

@@ -17,7 +17,7 @@ use crate::app::App;
 use crate::shutdown::Shutdown;
 
 /// How often the outbox backlog is sampled.
-pub const BACKLOG_EVERY: Duration = Duration::from_secs(10);
+pub(super) const BACKLOG_EVERY: Duration = Duration::from_secs(10);
 
 /// The metrics routes.
 pub fn metrics_router(app: Arc<App>) -> Router {

@@ -67,7 +67,7 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// Serves the API on the configured address until `shutdown` resolves,
 /// then finishes in-flight requests.
-pub async fn serve(
+pub(crate) async fn serve(
     app: Arc<App>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -93,7 +93,7 @@ pub async fn serve(
 }
 
 /// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -33,7 +33,7 @@ use crate::graph::stream::{Session, StreamExecutor};
 use crate::model::{UserId, UserStatus};
 
 /// How often a connection checks that its account is still active.
-pub const ACCOUNT_CHECK: Duration = Duration::from_secs(2);
+pub(super) const ACCOUNT_CHECK: Duration = Duration::from_secs(2);
 
 /// How long one message may take to reach a client that stopped reading.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,7 +16,7 @@
 //! the caches and publishes the counters only). Events carry the edge's
 //! `version`, so a client can order them.
 
-pub mod hub;
+pub(crate) mod hub;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ use crate::shutdown::Shutdown;
 
 /// Publishes what a batch changed (best effort: logged, never failing the
 /// batch, whose effects are committed and cached already).
-pub async fn publish(app: &App, batch: &LiveBatch) {
+pub(crate) async fn publish(app: &App, batch: &LiveBatch) {
     if batch.counters.is_empty() && batch.follows.is_empty() {
         return;
     }

@@ -13,7 +13,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 mod operations;
 mod render;
 
-pub use operations::NameSource;
+pub(crate) use operations::NameSource;
 use operations::{OperationNames, valid_name};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

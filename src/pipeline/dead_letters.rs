@@ -22,7 +22,7 @@ use crate::store::partitions::TopicPartition;
 
 /// Sends `letters` to the dead-letter topic with their origin in headers and
 /// waits for every acknowledgement.
-pub async fn publish(
+pub(crate) async fn publish(
     producer: &FutureProducer,
     topic: &str,
     letters: &[DeadLetter],

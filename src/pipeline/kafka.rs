@@ -110,7 +110,7 @@ pub async fn ensure_topics(config: &Config) -> Result<(), KafkaError> {
 /// The low and high watermarks librdkafka last saw for a partition, without
 /// asking the broker (`rd_kafka_get_watermark_offsets`: the high one comes
 /// with every fetch answer). `None` while unknown.
-pub fn cached_watermarks<C: rdkafka::ClientContext>(
+pub(crate) fn cached_watermarks<C: rdkafka::ClientContext>(
     client: &rdkafka::client::Client<C>,
     topic: &str,
     partition: i32,

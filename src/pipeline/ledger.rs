@@ -3,7 +3,10 @@
 
 /// Keeps the content-event ledger to `KITH_CONTENT_LEDGER_RETENTION_HOURS`:
 /// every few minutes, deletes what is older in bounded batches.
-pub async fn prune(app: std::sync::Arc<crate::app::App>, mut shutdown: crate::shutdown::Shutdown) {
+pub(crate) async fn prune(
+    app: std::sync::Arc<crate::app::App>,
+    mut shutdown: crate::shutdown::Shutdown,
+) {
     const EVERY: std::time::Duration = std::time::Duration::from_secs(600);
     const BATCH: i64 = 10_000;
     let retention = chrono::Duration::hours(

@@ -3,13 +3,13 @@
 //! `follower` projection and `user_stats` in PostgreSQL, the list caches and
 //! counter records in Redis.
 
-pub mod dead_letters;
-pub mod kafka;
-pub mod ledger;
-pub mod projector;
-pub mod relay;
-pub mod state;
-pub mod wake;
+pub(crate) mod dead_letters;
+pub(crate) mod kafka;
+pub(crate) mod ledger;
+pub(crate) mod projector;
+pub(crate) mod relay;
+pub(crate) mod state;
+pub(crate) mod wake;
 
 /// Why a pipeline step failed.
 #[derive(Debug, thiserror::Error)]

@@ -30,7 +30,7 @@ use crate::app::App;
 use crate::cache::RedisKeys;
 
 /// Queues the cross-process wake-up on a pipeline the writer sends anyway.
-pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
+pub(crate) fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
     pipe.cmd("PUBLISH")
         .arg(keys.relay_wake_channel())
         .arg("")
@@ -40,7 +40,7 @@ pub fn queue_publish(pipe: &mut redis::Pipeline, keys: &RedisKeys) {
 /// Wakes every relay after a commit that appended outbox rows: this
 /// process's at once, others' through Redis (best effort, logged: a lost
 /// wake-up only waits for the fallback poll).
-pub async fn wake(app: &App) {
+pub(crate) async fn wake(app: &App) {
     Signal::Relay.local(app).notify_one();
     publish(app, Signal::Relay).await;
 }
@@ -64,7 +64,7 @@ async fn publish(app: &App, signal: Signal) {
 
 /// Who is woken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     /// Outbox relays, after a commit that appended outbox rows.
     Relay,
     /// Parked projectors, after a relay's batch reached the broker.
@@ -97,7 +97,7 @@ impl Signal {
 /// Tells parked projectors that a relay's batch reached the broker: this
 /// process's at once, others' through Redis without holding the relay up
 /// (a publish waits on Redis; the relay goes on to its next batch).
-pub fn announce_produced(app: &std::sync::Arc<App>) {
+pub(crate) fn announce_produced(app: &std::sync::Arc<App>) {
     Signal::Projector.local(app).notify_one();
     let app = app.clone();
     tokio::spawn(async move { publish(&app, Signal::Projector).await });
@@ -105,7 +105,7 @@ pub fn announce_produced(app: &std::sync::Arc<App>) {
 
 /// What ended a [`Wakeups::wait`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Woken {
+pub(crate) enum Woken {
     /// A wake-up from this process.
     Here,
     /// A wake-up from another process, through Redis.
@@ -115,7 +115,7 @@ pub enum Woken {
 }
 
 /// What a relay waits on between rounds, or a parked projector.
-pub struct Wakeups {
+pub(crate) struct Wakeups {
     signal: Signal,
     subscription: Option<redis::aio::PubSubStream>,
     target: crate::cache::cluster::Target,
@@ -133,7 +133,7 @@ const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Wakeups {
     /// Subscribes to `signal`'s channel (retried later if Redis is away).
-    pub async fn new(app: &App, signal: Signal) -> Self {
+    pub(crate) async fn new(app: &App, signal: Signal) -> Self {
         let mut wakeups = Self {
             signal,
             subscription: None,
@@ -166,7 +166,7 @@ impl Wakeups {
     }
 
     /// Forgets wake-ups already received: the read that follows answers them.
-    pub fn drain(&mut self, app: &App) {
+    pub(crate) fn drain(&mut self, app: &App) {
         // A stored local permit is consumed here (or harmlessly later).
         let local = self.signal.local(app).notified();
         futures_util::pin_mut!(local);
@@ -182,19 +182,19 @@ impl Wakeups {
     }
 
     /// Subscribes again if the subscription was lost and a retry is due.
-    pub async fn resubscribe_if_due(&mut self) {
+    pub(crate) async fn resubscribe_if_due(&mut self) {
         if self.subscription.is_none() && tokio::time::Instant::now() >= self.next_attempt {
             self.subscribe().await;
         }
     }
 
     /// Whether wake-ups from other processes can arrive now.
-    pub fn subscribed(&self) -> bool {
+    pub(crate) fn subscribed(&self) -> bool {
         self.subscription.is_some()
     }
 
     /// Waits for a wake-up (local or from another process) or `poll`.
-    pub async fn wait(&mut self, app: &App, poll: Duration) -> Woken {
+    pub(crate) async fn wait(&mut self, app: &App, poll: Duration) -> Woken {
         self.resubscribe_if_due().await;
         let remote = async {
             match self.subscription.as_mut() {

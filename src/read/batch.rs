@@ -24,7 +24,7 @@ use crate::store::following::PairState;
 
 /// One thing a request reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Read {
+pub(crate) enum Read {
     /// A user's counters.
     Counters(UserId),
     /// How the first user relates to the second.
@@ -35,7 +35,7 @@ pub enum Read {
 
 /// The answer to one [`Read`].
 #[derive(Clone, Debug)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// The counters.
     Counters(CounterRecord),
     /// The relation.
@@ -47,7 +47,10 @@ pub enum Answer {
 /// Answers `reads`: one Redis round trip, then PostgreSQL for what the
 /// caches could not tell (counters and relations; a page the cache cannot
 /// serve is left to [`pages::complete`]).
-pub async fn load(app: &Arc<App>, reads: &[Read]) -> Result<HashMap<Read, Answer>, ApiError> {
+pub(crate) async fn load(
+    app: &Arc<App>,
+    reads: &[Read],
+) -> Result<HashMap<Read, Answer>, ApiError> {
     let mut users = Vec::new();
     let mut pairs = Vec::new();
     let mut page_reads = Vec::new();

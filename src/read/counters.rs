@@ -14,7 +14,7 @@ use crate::store::stats;
 
 /// The counters of `users` read from `user_stats` (zero for users without a
 /// row), written back to their counter records.
-pub async fn rebuild(
+pub(crate) async fn rebuild(
     app: &App,
     users: &[UserId],
 ) -> Result<HashMap<UserId, CounterRecord>, ApiError> {

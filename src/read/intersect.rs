@@ -27,7 +27,7 @@ use crate::store::lists as store_lists;
 
 impl Task {
     /// The task of `first` ∩ `second`, sized by their owners' `counters`.
-    pub fn sized(
+    pub(crate) fn sized(
         first: ListKey,
         second: ListKey,
         order: Order,
@@ -51,7 +51,7 @@ impl Task {
 
 /// How an item of an intersection is ordered (newest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Order {
+pub(crate) enum Order {
     /// By the more recent of its two follow times.
     Latest,
     /// By its follow time in the second list.
@@ -60,7 +60,7 @@ pub enum Order {
 
 /// One intersection to compute: the members `first` and `second` share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Task {
+pub(crate) struct Task {
     /// One list.
     pub first: ListKey,
     /// The other list.
@@ -78,7 +78,7 @@ const PROBE_CHUNK: usize = 1000;
 /// computed at the owners' current counter `versions`, else computed (and
 /// kept for `KITH_INTERSECTION_CACHE_TTL_SECS`). The versions are read
 /// before computing, so a change made meanwhile is never hidden behind them.
-pub async fn cached(
+pub(crate) async fn cached(
     app: &Arc<App>,
     task: Task,
     versions: (u64, u64),
@@ -98,7 +98,7 @@ pub async fn cached(
 /// Computes `tasks` together: every walk of a kind in one statement (or
 /// from the caches), every probe in one Redis round trip and one statement.
 /// A walk reads at most `walk_limit` edges.
-pub async fn compute(
+pub(crate) async fn compute(
     app: &Arc<App>,
     tasks: &[Task],
     walk_limit: usize,

@@ -2,13 +2,13 @@
 //! list pages, counters and relationships (caches first, then PostgreSQL),
 //! batched per request.
 
-pub mod batch;
-pub mod counters;
-pub mod intersect;
-pub mod pages;
-pub mod relations;
-pub mod state;
-pub mod users;
+pub(crate) mod batch;
+pub(crate) mod counters;
+pub(crate) mod intersect;
+pub(crate) mod pages;
+pub(crate) mod relations;
+pub(crate) mod state;
+pub(crate) mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -27,7 +27,7 @@ pub enum Source {
 }
 
 /// How many of a hot list's newest edges are held in process.
-pub const HOT_EDGES: usize = 100;
+pub(crate) const HOT_EDGES: usize = 100;
 
 /// Reads one page of `list`. `total` is the list's size when known: lists at
 /// or above the hot threshold serve their first pages from process memory.
@@ -46,7 +46,7 @@ pub async fn page(
 
 /// The page from the in-process hot-list cache, if it holds `list` (only
 /// hot lists are held) and the page lies within its newest edges.
-pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
+pub(crate) async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
     if !in_hot_window(request) {
         return None;
     }
@@ -57,7 +57,7 @@ pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Optio
 /// Completes a page whose list-cache read gave `cached`: from process
 /// memory when the list is hot, else the cached page, else PostgreSQL
 /// (starting a fill when the list was not cached).
-pub async fn complete(
+pub(crate) async fn complete(
     app: &Arc<App>,
     list: ListKey,
     request: PageRequest,
@@ -215,7 +215,11 @@ pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiEr
 /// were filled. One Redis round trip claims them all, one statement per
 /// kind of list reads them, one round trip commits them. (Fills that reads
 /// start are only of lists of active users: [`start_fills`].)
-pub async fn fill_many(app: &App, lists: &[ListKey], rebuild: bool) -> Result<usize, ApiError> {
+pub(crate) async fn fill_many(
+    app: &App,
+    lists: &[ListKey],
+    rebuild: bool,
+) -> Result<usize, ApiError> {
     if lists.is_empty() {
         return Ok(0);
     }

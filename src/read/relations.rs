@@ -14,7 +14,7 @@ use crate::store::following;
 
 /// Active edges among the directed `(from, to)` pairs, with their follow
 /// times, read from `following` in one statement.
-pub async fn from_truth(
+pub(crate) async fn from_truth(
     app: &App,
     directed: &[(UserId, UserId)],
 ) -> Result<HashMap<(UserId, UserId), DateTime<Utc>>, ApiError> {

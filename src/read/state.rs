@@ -83,7 +83,7 @@ pub struct Intersection {
 /// owners' counter versions when it was computed. Any follow, unfollow or
 /// follower change of either owner moves a version, so the next read asks
 /// under a new key and computes it again; the old entry ages out.
-pub type IntersectionKey = (ListKey, ListKey, u64, u64);
+pub(crate) type IntersectionKey = (ListKey, ListKey, u64, u64);
 
 /// A token bucket of list fills per second, for one process: refilled at
 /// `rate` a second, holding at most a second's worth.

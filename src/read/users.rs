@@ -30,7 +30,7 @@ use crate::model::{User, UserId};
 use crate::store::PgPool;
 
 /// The notification channel of the `users` trigger, before the schema name.
-pub const CHANNEL_PREFIX: &str = "kith_users_";
+pub(crate) const CHANNEL_PREFIX: &str = "kith_users_";
 
 /// How long the listening session may take to answer its periodic check.
 const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -14,7 +14,7 @@ use crate::model::UserId;
 
 /// Which edges a check or repair covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EdgeScope {
+pub(crate) enum EdgeScope {
     /// Every edge.
     All,
     /// The edges of one user, both directions.
@@ -25,7 +25,7 @@ pub enum EdgeScope {
 
 /// One keyset walk over edges, each on an index of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EdgePass {
+pub(crate) enum EdgePass {
     /// Every edge, in `(from, to)` order (the truth's key).
     All,
     /// Edges from one user, in `to` order.
@@ -38,7 +38,7 @@ pub enum EdgePass {
 
 impl EdgeScope {
     /// The walks that cover this scope.
-    pub fn passes(self) -> Vec<EdgePass> {
+    pub(crate) fn passes(self) -> Vec<EdgePass> {
         match self {
             Self::All => vec![EdgePass::All],
             Self::User(u) => vec![EdgePass::Outgoing(u), EdgePass::Incoming(u)],
@@ -49,7 +49,7 @@ impl EdgeScope {
 
 /// Where a walk stands: the last row's key (all zero: the start).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EdgeKey {
+pub(crate) struct EdgeKey {
     /// Change time of the last row (walks by change time only).
     pub updated_at: Option<DateTime<Utc>>,
     /// Its follower.
@@ -60,7 +60,7 @@ pub struct EdgeKey {
 
 /// One edge as the truth and the projection hold it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
-pub struct EdgePair {
+pub(crate) struct EdgePair {
     /// The follower.
     #[diesel(sql_type = BigInt)]
     pub from_user_id: i64,
@@ -92,7 +92,7 @@ pub struct EdgePair {
 
 impl EdgePair {
     /// The truth row, if there is one.
-    pub fn truth(&self) -> Option<EdgeRow> {
+    pub(crate) fn truth(&self) -> Option<EdgeRow> {
         Some(EdgeRow {
             from_user_id: self.from_user_id,
             to_user_id: self.to_user_id,
@@ -103,7 +103,7 @@ impl EdgePair {
     }
 
     /// The projection row, if there is one.
-    pub fn projected(&self) -> Option<EdgeRow> {
+    pub(crate) fn projected(&self) -> Option<EdgeRow> {
         Some(EdgeRow {
             from_user_id: self.from_user_id,
             to_user_id: self.to_user_id,
@@ -114,7 +114,7 @@ impl EdgePair {
     }
 
     /// The key the next page of a walk starts after.
-    pub fn key(&self) -> EdgeKey {
+    pub(crate) fn key(&self) -> EdgeKey {
         EdgeKey {
             updated_at: self.truth_updated_at,
             from: self.from_user_id,
@@ -130,7 +130,7 @@ const PAIR_COLUMNS: &str = "f.from_user_id, f.to_user_id,
     p.followed_at AS projected_followed_at";
 
 /// A page of truth rows (with their projection rows, if any) after `after`.
-pub async fn truth_page(
+pub(crate) async fn truth_page(
     conn: &mut PgConn,
     pass: EdgePass,
     after: EdgeKey,
@@ -184,7 +184,7 @@ pub async fn truth_page(
 /// covers the rows *to* that user (those rows feed its own list and count;
 /// `follower` has no index by follower). Walks by change time find none:
 /// orphans only come from hand edits or bugs, and a full walk finds them.
-pub async fn orphan_page(
+pub(crate) async fn orphan_page(
     conn: &mut PgConn,
     pass: EdgePass,
     after: EdgeKey,
@@ -225,7 +225,10 @@ pub async fn orphan_page(
 }
 
 /// The given pairs as both tables hold them (pairs in neither are absent).
-pub async fn pairs(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgePair>> {
+pub(crate) async fn pairs(
+    conn: &mut PgConn,
+    pairs: &[(UserId, UserId)],
+) -> QueryResult<Vec<EdgePair>> {
     let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().map(|(a, b)| (a.get(), b.get())).unzip();
     diesel::sql_query(
         "SELECT k.from_id AS from_user_id, k.to_id AS to_user_id,
@@ -245,7 +248,11 @@ pub async fn pairs(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult
 }
 
 /// Ids of users after `after`, in order.
-pub async fn user_page(conn: &mut PgConn, after: i64, limit: i64) -> QueryResult<Vec<UserId>> {
+pub(crate) async fn user_page(
+    conn: &mut PgConn,
+    after: i64,
+    limit: i64,
+) -> QueryResult<Vec<UserId>> {
     #[derive(QueryableByName)]
     struct Row {
         #[diesel(sql_type = BigInt)]

@@ -11,7 +11,7 @@ use super::PgConn;
 
 /// A message to record as dead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewDeadLetter {
+pub(crate) struct NewDeadLetter {
     /// Where it was read.
     pub source_topic: String,
     /// Its partition.
@@ -27,7 +27,7 @@ pub struct NewDeadLetter {
 }
 
 /// Records `letters`; a message already recorded (a replay) is left alone.
-pub async fn insert(conn: &mut PgConn, letters: &[NewDeadLetter]) -> QueryResult<usize> {
+pub(crate) async fn insert(conn: &mut PgConn, letters: &[NewDeadLetter]) -> QueryResult<usize> {
     if letters.is_empty() {
         return Ok(0);
     }
@@ -105,7 +105,7 @@ pub async fn list(
 }
 
 /// The oldest dead letters not yet mirrored to the topic.
-pub async fn unpublished(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<DeadLetter>> {
+pub(crate) async fn unpublished(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<DeadLetter>> {
     diesel::sql_query(format!(
         "SELECT {COLUMNS} FROM dead_letter WHERE published_at IS NULL ORDER BY id LIMIT $1"
     ))
@@ -115,7 +115,7 @@ pub async fn unpublished(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<DeadL
 }
 
 /// Marks rows as mirrored to the topic.
-pub async fn mark_published(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize> {
+pub(crate) async fn mark_published(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize> {
     diesel::sql_query("UPDATE dead_letter SET published_at = now() WHERE id = ANY($1)")
         .bind::<Array<BigInt>, _>(ids)
         .execute(conn)
@@ -123,7 +123,7 @@ pub async fn mark_published(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize
 }
 
 /// Marks one row as applied by a replay.
-pub async fn mark_replayed(conn: &mut PgConn, id: i64) -> QueryResult<usize> {
+pub(crate) async fn mark_replayed(conn: &mut PgConn, id: i64) -> QueryResult<usize> {
     diesel::sql_query("UPDATE dead_letter SET replayed_at = now() WHERE id = $1")
         .bind::<BigInt, _>(id)
         .execute(conn)

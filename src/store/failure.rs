@@ -7,7 +7,7 @@ use diesel::result::{DatabaseErrorKind as Kind, Error};
 
 /// The meaning of one PostgreSQL error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// A lost or closed connection, a server shutting down, or a
     /// transaction that must be retried (serialization, deadlock): asking
     /// again later may succeed.
@@ -31,7 +31,7 @@ const PASSING: [&str; 5] = [
 ];
 
 /// Classifies `e`.
-pub fn classify(e: &Error) -> Failure {
+pub(crate) fn classify(e: &Error) -> Failure {
     match e {
         Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
         | Error::DatabaseError(Kind::SerializationFailure, _)

@@ -173,7 +173,7 @@ pub(crate) async fn edge_rows(
 /// Repair: sets a projection row to `truth` even when the versions are equal
 /// (a row that holds another state under the truth's version). Returns the
 /// `active` it replaced, or `None` if the row is gone or already newer.
-pub async fn overwrite(conn: &mut PgConn, truth: &EdgeRow) -> QueryResult<Option<bool>> {
+pub(crate) async fn overwrite(conn: &mut PgConn, truth: &EdgeRow) -> QueryResult<Option<bool>> {
     #[derive(QueryableByName)]
     struct Row {
         #[diesel(sql_type = Bool)]
@@ -203,7 +203,7 @@ pub async fn overwrite(conn: &mut PgConn, truth: &EdgeRow) -> QueryResult<Option
 
 /// Repair: deletes a projection row that has no truth row. Returns whether
 /// it was active, or `None` if it was gone.
-pub async fn delete_orphan(
+pub(crate) async fn delete_orphan(
     conn: &mut PgConn,
     from: UserId,
     to: UserId,

@@ -13,7 +13,7 @@ use crate::model::UserId;
 
 /// The state of one edge right after a transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
-pub struct Transition {
+pub(crate) struct Transition {
     /// The edge's new version.
     #[diesel(sql_type = BigInt)]
     pub version: i64,
@@ -29,7 +29,7 @@ pub struct Transition {
 /// transition (absent when it was in the asked state already), the actor's
 /// counters after it, and the pair's state in both directions.
 #[derive(Debug, QueryableByName)]
-pub struct EdgeChangeRow {
+pub(crate) struct EdgeChangeRow {
     /// `ok`, or why nothing was done (see the migration).
     #[diesel(sql_type = Text)]
     pub outcome: String,
@@ -64,14 +64,14 @@ pub struct EdgeChangeRow {
 
 impl EdgeChangeRow {
     /// The actor's counters after the change, when it changed.
-    pub fn stats(&self) -> Option<crate::store::stats::UserStats> {
+    pub(crate) fn stats(&self) -> Option<crate::store::stats::UserStats> {
         self.changed.get()
     }
 }
 
 /// Follows (`follow`) or unfollows `target` as `actor` in one statement;
 /// the outbox event, if any, gets `event_id`.
-pub async fn change_edge(
+pub(crate) async fn change_edge(
     conn: &mut PgConn,
     actor: UserId,
     target: UserId,
@@ -94,7 +94,7 @@ pub async fn change_edge(
 /// (`kith_remove_follower`): the same transition as the follower's unfollow.
 /// The row's target is the follower; its pair columns are from the
 /// follower's side.
-pub async fn remove_follower(
+pub(crate) async fn remove_follower(
     conn: &mut PgConn,
     owner: UserId,
     follower: UserId,
@@ -115,7 +115,7 @@ pub async fn remove_follower(
 /// ascending id order — the order edges are locked in, with the actor's
 /// counters last, as every edge write locks — so that two writes never
 /// deadlock. One row per target, in that order.
-pub async fn change_edges(
+pub(crate) async fn change_edges(
     conn: &mut PgConn,
     actor: UserId,
     targets: &[(UserId, uuid::Uuid)],
@@ -147,13 +147,16 @@ pub struct PairState {
 }
 
 /// The truth rows of the given `(from, to)` pairs (missing pairs are absent).
-pub async fn rows(conn: &mut PgConn, pairs: &[(UserId, UserId)]) -> QueryResult<Vec<EdgeRow>> {
+pub(crate) async fn rows(
+    conn: &mut PgConn,
+    pairs: &[(UserId, UserId)],
+) -> QueryResult<Vec<EdgeRow>> {
     super::follower::edge_rows(conn, "following", pairs).await
 }
 
 /// An edge right after a bulk transition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
-pub struct Changed {
+pub(crate) struct Changed {
     /// The follower.
     #[diesel(sql_type = BigInt)]
     pub from_user_id: i64,
@@ -171,7 +174,7 @@ pub struct Changed {
 /// so every batch starts where the last one ended) — then locked in `(from,
 /// to)` order, the order every bulk change locks edges in, so two of them
 /// never deadlock.
-pub async fn lock_active_edges_of(
+pub(crate) async fn lock_active_edges_of(
     conn: &mut PgConn,
     user: UserId,
     limit: i64,
@@ -216,7 +219,7 @@ impl PairRow {
 
 /// Locks the edges of `pairs` that exist (only the active ones when
 /// `active_only`), in `(from, to)` order; returns them.
-pub async fn lock_pairs(
+pub(crate) async fn lock_pairs(
     conn: &mut PgConn,
     pairs: &[(UserId, UserId)],
     active_only: bool,
@@ -242,7 +245,7 @@ pub async fn lock_pairs(
 }
 
 /// Makes the given edges inactive where they are active; returns the ones it changed.
-pub async fn deactivate_many(
+pub(crate) async fn deactivate_many(
     conn: &mut PgConn,
     pairs: &[(UserId, UserId)],
 ) -> QueryResult<Vec<Changed>> {
@@ -263,7 +266,7 @@ pub async fn deactivate_many(
 
 /// Makes the given edges active again with their old follow times, where
 /// they are inactive; returns the ones it changed.
-pub async fn reactivate_many(
+pub(crate) async fn reactivate_many(
     conn: &mut PgConn,
     edges: &[(UserId, UserId, DateTime<Utc>)],
 ) -> QueryResult<Vec<Changed>> {

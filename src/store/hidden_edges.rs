@@ -12,7 +12,7 @@ use crate::model::UserId;
 
 /// One hidden edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
-pub struct HiddenEdge {
+pub(crate) struct HiddenEdge {
     /// The follower.
     #[diesel(sql_type = BigInt)]
     pub from_user_id: i64,
@@ -25,7 +25,11 @@ pub struct HiddenEdge {
 }
 
 /// Records `edges`, just deactivated, as hidden under `account`.
-pub async fn insert(conn: &mut PgConn, account: UserId, edges: &[Changed]) -> QueryResult<()> {
+pub(crate) async fn insert(
+    conn: &mut PgConn,
+    account: UserId,
+    edges: &[Changed],
+) -> QueryResult<()> {
     if edges.is_empty() {
         return Ok(());
     }
@@ -49,7 +53,7 @@ pub async fn insert(conn: &mut PgConn, account: UserId, edges: &[Changed]) -> Qu
 }
 
 /// Up to `limit` edges hidden under `account`, locked for this transaction.
-pub async fn lock_batch(
+pub(crate) async fn lock_batch(
     conn: &mut PgConn,
     account: UserId,
     limit: i64,
@@ -65,7 +69,11 @@ pub async fn lock_batch(
 }
 
 /// Forgets hidden edges of `account`.
-pub async fn delete(conn: &mut PgConn, account: UserId, pairs: &[(i64, i64)]) -> QueryResult<()> {
+pub(crate) async fn delete(
+    conn: &mut PgConn,
+    account: UserId,
+    pairs: &[(i64, i64)],
+) -> QueryResult<()> {
     let (from, to): (Vec<i64>, Vec<i64>) = pairs.iter().copied().unzip();
     diesel::sql_query(
         "DELETE FROM hidden_edge h USING unnest($2::bigint[], $3::bigint[]) AS p(from_id, to_id)
@@ -81,7 +89,7 @@ pub async fn delete(conn: &mut PgConn, account: UserId, pairs: &[(i64, i64)]) ->
 
 /// Hands hidden edges over from `account` to the other end's account (which
 /// is not active either), so that its restore brings them back.
-pub async fn hand_over(
+pub(crate) async fn hand_over(
     conn: &mut PgConn,
     account: UserId,
     edges: &[(HiddenEdge, UserId)],

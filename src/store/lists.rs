@@ -156,7 +156,7 @@ pub async fn newest(conn: &mut PgConn, list: ListKey, limit: usize) -> QueryResu
 
 /// One row of [`newest_many`]: a member of `owner`'s list.
 #[derive(QueryableByName)]
-pub struct OwnedRow {
+pub(crate) struct OwnedRow {
     /// The list's owner.
     #[diesel(sql_type = BigInt)]
     pub owner: i64,
@@ -168,7 +168,7 @@ pub struct OwnedRow {
 /// The newest `limit` active edges of each list of `owners` (all of one
 /// kind: `following` lists when `following`, else followers lists), in one
 /// statement, each list an index walk that stops at `limit`.
-pub async fn newest_many(
+pub(crate) async fn newest_many(
     conn: &mut PgConn,
     following: bool,
     owners: &[UserId],
@@ -195,7 +195,7 @@ pub async fn newest_many(
 /// The newest `limit` active edges of each of `lists` (of either kind), one
 /// statement per kind ([`newest_many`]); every list is in the answer, empty
 /// when it has no edges.
-pub async fn newest_of(
+pub(crate) async fn newest_of(
     conn: &mut PgConn,
     lists: &[ListKey],
     limit: usize,
@@ -232,7 +232,7 @@ pub async fn newest_of(
 /// One page of a list's active edges, newest first, strictly older than
 /// `after` and no older than `down_to` (both optional), with versions: what
 /// a list cache covering down to `down_to` must hold.
-pub async fn window_page(
+pub(crate) async fn window_page(
     conn: &mut PgConn,
     list: ListKey,
     down_to: Option<Position>,

@@ -2,24 +2,24 @@
 //! tables the projector maintains. One module per table; every query Kith
 //! runs against PostgreSQL lives below here.
 
-pub mod checks;
-pub mod content;
-pub mod dead_letters;
-pub mod failure;
-pub mod follower;
-pub mod following;
-pub mod hidden_edges;
-pub mod lists;
-pub mod migrate;
-pub mod outbox;
-pub mod partitions;
-pub mod pool;
-pub mod schema;
-pub mod seed;
-pub mod stats;
-pub mod users;
+pub(crate) mod checks;
+pub(crate) mod content;
+pub(crate) mod dead_letters;
+pub(crate) mod failure;
+pub(crate) mod follower;
+pub(crate) mod following;
+pub(crate) mod hidden_edges;
+pub(crate) mod lists;
+pub(crate) mod migrate;
+pub(crate) mod outbox;
+pub(crate) mod partitions;
+pub(crate) mod pool;
+pub(crate) mod schema;
+pub(crate) mod seed;
+pub(crate) mod stats;
+pub(crate) mod users;
 
-pub use pool::{PgConn, PgPool};
+pub(crate) use pool::{PgConn, PgPool};
 
 /// The row of a statement that writes outside a transaction, once its
 /// commit is done: pass it what `.load()` (not `.get_result()`) returned.
@@ -28,13 +28,15 @@ pub use pool::{PgConn, PgPool};
 /// answer a write that never happened, and a read on another session right
 /// after could still miss it. `load` reads to the end (`ReadyForQuery`),
 /// after the commit, and reports its failure. `None` when no row came.
-pub fn committed<T>(rows: Vec<T>) -> Option<T> {
+pub(crate) fn committed<T>(rows: Vec<T>) -> Option<T> {
     rows.into_iter().next()
 }
 
 /// PostgreSQL's clock (`now()`): the one clock every time Kith compares
 /// with times the database wrote is read from, never an application host's.
-pub async fn database_now(conn: &mut PgConn) -> diesel::QueryResult<chrono::DateTime<chrono::Utc>> {
+pub(crate) async fn database_now(
+    conn: &mut PgConn,
+) -> diesel::QueryResult<chrono::DateTime<chrono::Utc>> {
     use diesel_async::RunQueryDsl as _;
     #[derive(diesel::QueryableByName)]
     struct Now {

@@ -10,7 +10,7 @@ use crate::events::follow::FollowEvent;
 
 /// Appends `events`, in order, in one statement. (A follow or unfollow
 /// appends its event inside `kith_change_edge`; bulk transitions use this.)
-pub async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResult<()> {
+pub(crate) async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResult<()> {
     if events.is_empty() {
         return Ok(());
     }
@@ -34,7 +34,7 @@ pub async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResu
 
 /// One outbox row waiting to be published.
 #[derive(Clone, Debug, QueryableByName)]
-pub struct PendingEvent {
+pub(crate) struct PendingEvent {
     /// Outbox row id: commit order within one partition key.
     #[diesel(sql_type = BigInt)]
     pub id: i64,
@@ -49,7 +49,7 @@ pub struct PendingEvent {
 /// Deletes `published` (rows the broker acknowledged) and returns the oldest
 /// `limit` other rows, in insertion order — in one statement, so a relay
 /// round costs one round trip and one commit fewer than a read and a delete.
-pub async fn settle_and_read(
+pub(crate) async fn settle_and_read(
     conn: &mut PgConn,
     published: &[i64],
     limit: i64,
@@ -69,7 +69,7 @@ pub async fn settle_and_read(
 }
 
 /// Deletes published rows.
-pub async fn delete(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize> {
+pub(crate) async fn delete(conn: &mut PgConn, ids: &[i64]) -> QueryResult<usize> {
     diesel::sql_query("DELETE FROM outbox WHERE id = ANY($1)")
         .bind::<Array<BigInt>, _>(ids)
         .execute(conn)

@@ -30,7 +30,7 @@ impl std::fmt::Display for TopicPartition {
 
 /// A partition this member holds, as read when it was claimed or renewed.
 #[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
-pub struct Lease {
+pub(crate) struct Lease {
     /// The topic.
     #[diesel(sql_type = Text)]
     pub topic: String,
@@ -50,7 +50,7 @@ pub struct Lease {
 
 impl Lease {
     /// Which partition.
-    pub fn topic_partition(&self) -> TopicPartition {
+    pub(crate) fn topic_partition(&self) -> TopicPartition {
         TopicPartition {
             topic: self.topic.clone(),
             partition: self.partition,
@@ -63,7 +63,12 @@ fn millis(d: Duration) -> i64 {
 }
 
 /// Makes sure partitions `0..count` of `topic` have rows (new ones start at the beginning).
-pub async fn ensure(conn: &mut PgConn, group: &str, topic: &str, count: i32) -> QueryResult<()> {
+pub(crate) async fn ensure(
+    conn: &mut PgConn,
+    group: &str,
+    topic: &str,
+    count: i32,
+) -> QueryResult<()> {
     diesel::sql_query(
         "INSERT INTO projector_partition (consumer_group, topic, partition)
          SELECT $1, $2, p FROM generate_series(0, $3 - 1) AS p
@@ -78,7 +83,7 @@ pub async fn ensure(conn: &mut PgConn, group: &str, topic: &str, count: i32) -> 
 }
 
 /// Records that `member` is alive, and forgets members silent for a long time.
-pub async fn heartbeat(conn: &mut PgConn, group: &str, member: Uuid) -> QueryResult<()> {
+pub(crate) async fn heartbeat(conn: &mut PgConn, group: &str, member: Uuid) -> QueryResult<()> {
     diesel::sql_query(
         "WITH gone AS (
              DELETE FROM projector_member
@@ -96,7 +101,7 @@ pub async fn heartbeat(conn: &mut PgConn, group: &str, member: Uuid) -> QueryRes
 }
 
 /// Removes `member` from the group (a clean stop).
-pub async fn leave(conn: &mut PgConn, group: &str, member: Uuid) -> QueryResult<()> {
+pub(crate) async fn leave(conn: &mut PgConn, group: &str, member: Uuid) -> QueryResult<()> {
     diesel::sql_query("DELETE FROM projector_member WHERE consumer_group = $1 AND member = $2")
         .bind::<Text, _>(group)
         .bind::<SqlUuid, _>(member)
@@ -106,7 +111,7 @@ pub async fn leave(conn: &mut PgConn, group: &str, member: Uuid) -> QueryResult<
 }
 
 /// Extends every lease `member` still holds; returns them (the ones it lost are absent).
-pub async fn renew(
+pub(crate) async fn renew(
     conn: &mut PgConn,
     group: &str,
     member: Uuid,
@@ -127,7 +132,7 @@ pub async fn renew(
 
 /// Per topic: how many partitions exist, and how many members heartbeat within `ttl`.
 #[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
-pub struct TopicShare {
+pub(crate) struct TopicShare {
     /// The topic.
     #[diesel(sql_type = Text)]
     pub topic: String,
@@ -140,7 +145,11 @@ pub struct TopicShare {
 }
 
 /// The facts the share-out is computed from.
-pub async fn shares(conn: &mut PgConn, group: &str, ttl: Duration) -> QueryResult<Vec<TopicShare>> {
+pub(crate) async fn shares(
+    conn: &mut PgConn,
+    group: &str,
+    ttl: Duration,
+) -> QueryResult<Vec<TopicShare>> {
     diesel::sql_query(
         "SELECT topic, count(*) AS partitions,
                 (SELECT count(*) FROM projector_member
@@ -159,7 +168,7 @@ pub async fn shares(conn: &mut PgConn, group: &str, ttl: Duration) -> QueryResul
 /// Claims up to `limit` partitions of `topic` that nobody holds (or whose
 /// lease ran out), bumping their epoch; returns the new leases. Rows an
 /// in-flight batch has locked are skipped, to be claimed once it committed.
-pub async fn claim(
+pub(crate) async fn claim(
     conn: &mut PgConn,
     group: &str,
     topic: &str,
@@ -191,7 +200,7 @@ pub async fn claim(
 
 /// Gives up leases of `member`. `synced` (per partition, may be empty)
 /// records how far Redis is known to be written, so the next owner redoes less.
-pub async fn release(
+pub(crate) async fn release(
     conn: &mut PgConn,
     group: &str,
     member: Uuid,
@@ -219,7 +228,7 @@ pub async fn release(
 
 /// Starts a partition this member holds from the beginning again (its log
 /// was recreated).
-pub async fn reset_position(
+pub(crate) async fn reset_position(
     conn: &mut PgConn,
     group: &str,
     member: Uuid,
@@ -241,7 +250,7 @@ pub async fn reset_position(
 
 /// Moving one partition's position forward within a batch transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Advance {
+pub(crate) struct Advance {
     /// Which partition.
     pub partition: TopicPartition,
     /// The epoch of the lease the batch was read under.
@@ -258,7 +267,7 @@ pub struct Advance {
 /// lease under the same epoch and the position is the one expected. Takes the
 /// rows' locks for the rest of the transaction. Returns the partitions it
 /// could not advance (the batch must not commit their effects).
-pub async fn advance(
+pub(crate) async fn advance(
     conn: &mut PgConn,
     group: &str,
     member: Uuid,
@@ -345,7 +354,7 @@ pub async fn list(conn: &mut PgConn, group: &str) -> QueryResult<Vec<PartitionRo
 }
 
 /// The rows of `partitions` this member still holds, as they stand.
-pub async fn held(
+pub(crate) async fn held(
     conn: &mut PgConn,
     group: &str,
     member: Uuid,

@@ -11,17 +11,17 @@ use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::FutureExt as _;
 
 /// Pool of async PostgreSQL connections.
-pub type PgPool = Pool<AsyncPgConnection>;
+pub(crate) type PgPool = Pool<AsyncPgConnection>;
 
 /// A connection checked out of [`PgPool`].
-pub type PgConn = AsyncPgConnection;
+pub(crate) type PgConn = AsyncPgConnection;
 
 /// Builds the pool and checks that one connection can be opened. Every
 /// statement any pooled connection runs after its set-up is counted in
 /// `statements`; each connection gets `statement_timeout` (zero: none).
 /// Waiting for a connection longer than `acquire_timeout` fails (the caller
 /// answers `UNAVAILABLE`).
-pub async fn connect(
+pub(crate) async fn connect(
     url: &str,
     max_size: u32,
     acquire_timeout: Duration,
@@ -68,7 +68,7 @@ pub async fn connect(
 /// hours — for the relay's leadership session above all: its advisory lock
 /// is held by the server until the server notices, and the relay itself must
 /// notice to stop acting as leader. Settings already in `url` win.
-pub fn with_keepalives(url: &str) -> String {
+pub(crate) fn with_keepalives(url: &str) -> String {
     const SETTINGS: [(&str, &str); 5] = [
         ("keepalives", "1"),
         ("keepalives_idle", "5"),
@@ -84,7 +84,7 @@ pub fn with_keepalives(url: &str) -> String {
 
 /// `url` with the connection setting `name=value`, unless `url` sets it
 /// already; in either URL form (`postgres://…?a=b` or `host=… a=b`).
-pub fn with_setting(url: &str, name: &str, value: &str) -> String {
+pub(crate) fn with_setting(url: &str, name: &str, value: &str) -> String {
     if url.contains(&format!("{name}=")) {
         return url.to_owned();
     }
@@ -115,7 +115,7 @@ impl Instrumentation for StatementCounter {
 }
 
 /// A round trip to the server, for readiness checks.
-pub async fn ping(conn: &mut PgConn) -> diesel::QueryResult<()> {
+pub(crate) async fn ping(conn: &mut PgConn) -> diesel::QueryResult<()> {
     use diesel_async::RunQueryDsl as _;
     diesel::sql_query("SELECT 1").execute(conn).await.map(drop)
 }

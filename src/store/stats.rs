@@ -21,7 +21,7 @@ macro_rules! user_stats {
         /// The counters an edge write answers, absent when the edge did not
         /// change (`kith_edge_result`'s counter columns).
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, QueryableByName)]
-        pub struct ChangedStats {
+        pub(crate) struct ChangedStats {
             $(
                 #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
                 $name: Option<i64>,
@@ -32,7 +32,7 @@ macro_rules! user_stats {
 
         impl ChangedStats {
             /// The counters, when the edge changed.
-            pub fn get(&self) -> Option<UserStats> {
+            pub(crate) fn get(&self) -> Option<UserStats> {
                 Some(UserStats {
                     $($name: self.$name?,)*
                     version: self.version?,
@@ -54,7 +54,7 @@ pub async fn find(conn: &mut PgConn, user: UserId) -> QueryResult<Option<UserSta
 }
 
 /// The counters of each of `users` that has a row.
-pub async fn find_many(
+pub(crate) async fn find_many(
     conn: &mut PgConn,
     users: &[UserId],
 ) -> QueryResult<Vec<(UserId, UserStats)>> {
@@ -87,7 +87,7 @@ pub struct ContentChange {
 
 /// What became of one content event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContentOutcome {
+pub(crate) enum ContentOutcome {
     /// Counted.
     Applied,
     /// Counted before (same event id).
@@ -102,7 +102,7 @@ pub enum ContentOutcome {
 /// `followers` deltas per user, then each content event on its own, in order,
 /// checked against zero. Rows are locked in user-id order first, so
 /// concurrent batches never deadlock. Returns one outcome per content event.
-pub async fn apply_counters(
+pub(crate) async fn apply_counters(
     conn: &mut PgConn,
     followers: &[(UserId, i64)],
     contents: &[ContentChange],
@@ -145,7 +145,7 @@ pub async fn apply_counters(
 
 /// One user's counters set from the tables that maintain them, as a repair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
-pub struct CounterFix {
+pub(crate) struct CounterFix {
     /// The user.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub user_id: i64,
@@ -170,7 +170,10 @@ pub struct CounterFix {
 /// for the lock and adds its delta afterwards; one committed before is
 /// counted and its delta is already in the row. Run inside a transaction.
 /// Missing rows are created from the same counts. Returns the rows changed.
-pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<CounterFix>> {
+pub(crate) async fn repair_counts(
+    conn: &mut PgConn,
+    users: &[UserId],
+) -> QueryResult<Vec<CounterFix>> {
     use diesel::sql_types::{Array, BigInt};
     ensure_rows(conn, users).await?;
     let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
@@ -197,7 +200,7 @@ pub async fn repair_counts(conn: &mut PgConn, users: &[UserId]) -> QueryResult<V
 /// projection as they stand), then locks them all in user-id order, for the
 /// rest of the transaction. Before a change of edges that adds deltas, call
 /// it *before* the change, or a created row counts the change twice.
-pub async fn ensure_rows(conn: &mut PgConn, users: &[UserId]) -> QueryResult<()> {
+pub(crate) async fn ensure_rows(conn: &mut PgConn, users: &[UserId]) -> QueryResult<()> {
     use diesel::sql_types::{Array, BigInt};
     let mut ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
     ids.sort_unstable();
@@ -220,7 +223,7 @@ pub async fn ensure_rows(conn: &mut PgConn, users: &[UserId]) -> QueryResult<()>
 
 /// Adds `followings` deltas (rows must exist and be locked: [`ensure_rows`]);
 /// returns the new rows.
-pub async fn add_followings_many(
+pub(crate) async fn add_followings_many(
     conn: &mut PgConn,
     deltas: &[(UserId, i64)],
 ) -> QueryResult<Vec<(UserId, UserStats)>> {

@@ -40,7 +40,7 @@ pub async fn find(conn: &mut PgConn, id: UserId) -> QueryResult<Option<User>> {
 }
 
 /// The user with this handle, whatever their status.
-pub async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Option<User>> {
+pub(crate) async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Option<User>> {
     users::table
         .filter(users::handle.eq(handle))
         .select(UserRow::as_select())
@@ -51,7 +51,10 @@ pub async fn find_by_handle(conn: &mut PgConn, handle: &str) -> QueryResult<Opti
 }
 
 /// The users with these handles, whatever their status, in no particular order.
-pub async fn find_by_handles(conn: &mut PgConn, handles: &[String]) -> QueryResult<Vec<User>> {
+pub(crate) async fn find_by_handles(
+    conn: &mut PgConn,
+    handles: &[String],
+) -> QueryResult<Vec<User>> {
     users::table
         .filter(users::handle.eq_any(handles))
         .select(UserRow::as_select())
@@ -151,7 +154,9 @@ pub async fn set_status(
 }
 
 /// Status changes whose edges are not all carried along yet.
-pub async fn pending_transitions(conn: &mut PgConn) -> QueryResult<Vec<(UserId, UserStatus)>> {
+pub(crate) async fn pending_transitions(
+    conn: &mut PgConn,
+) -> QueryResult<Vec<(UserId, UserStatus)>> {
     #[derive(QueryableByName)]
     struct Row {
         #[diesel(sql_type = BigInt)]
@@ -171,7 +176,11 @@ pub async fn pending_transitions(conn: &mut PgConn) -> QueryResult<Vec<(UserId, 
 
 /// Marks the status change of `id` to `status` as carried along (a newer
 /// change of the same account stays pending).
-pub async fn transition_done(conn: &mut PgConn, id: UserId, status: UserStatus) -> QueryResult<()> {
+pub(crate) async fn transition_done(
+    conn: &mut PgConn,
+    id: UserId,
+    status: UserStatus,
+) -> QueryResult<()> {
     diesel::sql_query("DELETE FROM account_transition WHERE account_id = $1 AND status = $2")
         .bind::<BigInt, _>(id.get())
         .bind::<Text, _>(status.as_str())
@@ -181,7 +190,7 @@ pub async fn transition_done(conn: &mut PgConn, id: UserId, status: UserStatus) 
 }
 
 /// Accounts that are not active but still have active edges.
-pub async fn inactive_with_edges(conn: &mut PgConn) -> QueryResult<Vec<UserId>> {
+pub(crate) async fn inactive_with_edges(conn: &mut PgConn) -> QueryResult<Vec<UserId>> {
     #[derive(QueryableByName)]
     struct Row {
         #[diesel(sql_type = BigInt)]
@@ -200,7 +209,7 @@ pub async fn inactive_with_edges(conn: &mut PgConn) -> QueryResult<Vec<UserId>> 
 }
 
 /// The status of `id`, if the user exists.
-pub async fn status_of(conn: &mut PgConn, id: UserId) -> QueryResult<Option<UserStatus>> {
+pub(crate) async fn status_of(conn: &mut PgConn, id: UserId) -> QueryResult<Option<UserStatus>> {
     users::table
         .find(id.get())
         .select(users::status)

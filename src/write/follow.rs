@@ -81,7 +81,7 @@ pub async fn change_edge(
 /// with its event, counters and caches, asked by the followed user. Rate
 /// limited like any edge write (the owner's bucket). The outcome's target is
 /// the follower; its relation is the owner's to the follower.
-pub async fn remove_follower(
+pub(crate) async fn remove_follower(
     app: &App,
     owner: UserId,
     follower: UserId,
@@ -125,11 +125,11 @@ pub async fn remove_follower(
 }
 
 /// Most targets one batch call takes.
-pub const MAX_BATCH: usize = 100;
+pub(crate) const MAX_BATCH: usize = 100;
 
 /// Why one target of a batch was not applied (the others were).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     /// The actor itself.
     SelfTarget,
     /// Named earlier in the same list (the first mention applies).
@@ -141,7 +141,7 @@ pub enum TargetError {
 }
 
 /// One target's result in a batch.
-pub type TargetResult = Result<FollowOutcome, TargetError>;
+pub(crate) type TargetResult = Result<FollowOutcome, TargetError>;
 
 /// Applies `change` from `actor` to each of `targets` (at most
 /// [`MAX_BATCH`]): one rate-limit token per target, all taken up front
@@ -149,7 +149,7 @@ pub type TargetResult = Result<FollowOutcome, TargetError>;
 /// then one statement — one transaction — that applies every valid target.
 /// Results come in the order of `targets`. An actor that may not write fails
 /// the whole call; a target that cannot be applied fails only itself.
-pub async fn change_edges(
+pub(crate) async fn change_edges(
     app: &App,
     actor: UserId,
     targets: &[UserId],

@@ -280,7 +280,7 @@ pub async fn sweep(app: &App) -> Result<u64, PipelineError> {
 }
 
 /// Sweeps every `every` until `shutdown`.
-pub async fn sweep_every(app: Arc<App>, every: Duration, mut shutdown: Shutdown) {
+pub(crate) async fn sweep_every(app: Arc<App>, every: Duration, mut shutdown: Shutdown) {
     while shutdown.sleep(every).await {
         match sweep(&app).await {
             Ok(0) => {}

@@ -2,15 +2,12 @@
 //! (`kith_change_edge`) that changes the edge, the actor's counters and
 //! appends the outbox event together.
 
-pub mod follow;
-pub mod lifecycle;
-pub mod rate_limit;
+pub(crate) mod follow;
+pub(crate) mod lifecycle;
+pub(crate) mod rate_limit;
 
-pub use follow::{
-    EdgeChange, FollowOutcome, MAX_BATCH, TargetError, TargetResult, change_edge, change_edges,
-    remove_follower,
-};
-pub use rate_limit::{RateDecision, RateLimiter};
+pub use follow::{EdgeChange, change_edge};
+pub(crate) use follow::{FollowOutcome, TargetError, change_edges, remove_follower};
 
 use crate::app::App;
 use crate::cache;

@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use kith::auth::Viewer;
-use kith::events::follow::FollowEventType;
-use kith::graph::ids;
 use kith::model::{UserId, UserStatus};
-use kith::paging::ListKey;
-use kith::pipeline::projector::ProjectorHooks;
-use kith::write::lifecycle;
+use kith::testing::auth::Viewer;
+use kith::testing::events::follow::FollowEventType;
+use kith::testing::graph::ids;
+use kith::testing::paging::ListKey;
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::write::lifecycle;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, error_code, settled, spawn_app, spawn_app_with};

@@ -3,8 +3,8 @@
 //! cursors must break ties) with its own pagination helper, and its
 //! merged result must be the list, in order, each follower once.
 
-use kith::graph::ids;
 use kith::model::UserId;
+use kith::testing::graph::ids;
 
 use crate::helpers::{TestApp, js_client, replica, seed_followers, spawn_app};
 

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kith::consistency::verify::Kind;
-use kith::consistency::{rebuild, reconcile};
 use kith::model::UserId;
-use kith::paging::ListKey;
-use kith::pipeline::projector::ProjectorHooks;
+use kith::testing::consistency::verify::Kind;
+use kith::testing::consistency::{rebuild, reconcile};
+use kith::testing::paging::ListKey;
+use kith::testing::pipeline::projector::ProjectorHooks;
 
 use crate::helpers::{TestApp, assert_consistent, eventually, settled, spawn_app_with};
 
@@ -243,7 +243,7 @@ async fn an_incremental_reconcile_looks_only_at_what_changed() {
         second.projection_updated, 1,
         "the new edge, before the projector: {second}"
     );
-    let counts = kith::store::checks::user_counts(&mut *t.conn().await, &[u[2]])
+    let counts = kith::testing::store::checks::user_counts(&mut *t.conn().await, &[u[2]])
         .await
         .unwrap();
     assert_eq!(t.full_stats(u[2]).await.followers, counts[0].true_followers);
@@ -266,10 +266,10 @@ async fn the_sampled_check_repairs_counters_as_they_are_read() {
     let before = t.full_stats(u[2]).await;
     t.sql(&format!("UPDATE user_stats SET followers = followers + 5, version = kith_next_version(version) WHERE user_id = {}", u[2])).await;
     let query = "query($id: ID!) { node(id: $id) { ... on User { counters { followers } } } }";
-    let id = kith::graph::ids::user_id(u[2]).to_string();
+    let id = kith::testing::graph::ids::user_id(u[2]).to_string();
     let read = t
         .execute(
-            kith::auth::Viewer::Anonymous,
+            kith::testing::auth::Viewer::Anonymous,
             query,
             serde_json::json!({ "id": id }),
         )
@@ -293,7 +293,7 @@ async fn the_sampled_check_repairs_counters_as_they_are_read() {
     ))
     .await;
     t.execute(
-        kith::auth::Viewer::Anonymous,
+        kith::testing::auth::Viewer::Anonymous,
         query,
         serde_json::json!({ "id": id }),
     )
@@ -356,7 +356,7 @@ async fn a_scheduled_reconcile_repairs_drift_by_itself() {
         u[1]
     ))
     .await;
-    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
+    let (trigger, shutdown) = kith::testing::shutdown::Shutdown::new();
     let schedule = tokio::spawn(reconcile::schedule(
         t.app.clone(),
         Duration::from_millis(200),

@@ -20,7 +20,7 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
 use diesel_migrations::MigrationHarness;
 use kith::config::Config;
-use kith::store::migrate::MIGRATIONS;
+use kith::testing::store::migrate::MIGRATIONS;
 
 const SCHEMA_SQL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/db/schema.sql");
 const SCHEMA_RS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/schema.rs");
@@ -135,7 +135,9 @@ fn check_file(path: &str, actual: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn db_schema_sql_is_the_migrated_schema() {
     let (base, name, url) = empty_schema().await;
-    kith::store::migrate::run_pending(&url).await.unwrap();
+    kith::testing::store::migrate::run_pending(&url)
+        .await
+        .unwrap();
     let header = "-- The schema after every migration in migrations/ (pg_dump --schema-only).\n\
                   -- Generated; do not edit. The migrations are the source: see tests/api/db_schema.rs.\n";
     check_file(SCHEMA_SQL, &format!("{header}{}", dump(&base, &name)));
@@ -144,7 +146,9 @@ async fn db_schema_sql_is_the_migrated_schema() {
 #[tokio::test(flavor = "multi_thread")]
 async fn store_schema_rs_is_the_migrated_schema() {
     let (base, name, url) = empty_schema().await;
-    kith::store::migrate::run_pending(&url).await.unwrap();
+    kith::testing::store::migrate::run_pending(&url)
+        .await
+        .unwrap();
     check_file(SCHEMA_RS, &print_schema(&base, &name).await);
 }
 
@@ -319,7 +323,9 @@ fn diesel_type(udt: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_counter_list_is_the_databases() {
     let (base, name, url) = empty_schema().await;
-    kith::store::migrate::run_pending(&url).await.unwrap();
+    kith::testing::store::migrate::run_pending(&url)
+        .await
+        .unwrap();
     let (client, connection) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
         .await
         .unwrap();

@@ -1,8 +1,8 @@
 //! Every client-visible error code of the write path, each leaving the
 //! database exactly as it was.
 
-use kith::auth::{TokenError, Viewer};
 use kith::model::{UserId, UserStatus};
+use kith::testing::auth::{TokenError, Viewer};
 use serde_json::json;
 
 use crate::helpers::{error_code, spawn_app};
@@ -103,7 +103,7 @@ async fn suspended_actor_is_forbidden_and_missing_actor_unauthenticated() {
 async fn anonymous_and_rejected_viewers_cannot_act() {
     let t = spawn_app().await;
     let bob = t.user("bob").await;
-    let id = kith::graph::ids::user_id(bob).to_string();
+    let id = kith::testing::graph::ids::user_id(bob).to_string();
     let before = t.snapshot().await;
     for viewer in [
         Viewer::Anonymous,

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use diesel::sql_types::{Array, BigInt, Text};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection};
-use kith::auth::Viewer;
-use kith::graph::ids;
 use kith::model::UserId;
-use kith::paging::ListKey;
+use kith::testing::auth::Viewer;
+use kith::testing::graph::ids;
+use kith::testing::paging::ListKey;
 use serde_json::json;
 
 use crate::helpers::{TestApp, assert_ok, spawn_app};
@@ -24,7 +24,7 @@ async fn users(t: &TestApp, prefix: &str, n: i64) -> Vec<UserId> {
     let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
         .await
         .unwrap();
-    kith::store::users::seed(&mut conn, prefix, n)
+    kith::testing::store::users::seed(&mut conn, prefix, n)
         .await
         .unwrap();
     #[derive(diesel::QueryableByName)]
@@ -258,7 +258,9 @@ async fn common_following_of_a_large_and_a_small_list() {
 
     // The same once the list caches hold both lists (the big one in part).
     for list in [ListKey::Following(big), ListKey::Following(small)] {
-        kith::read::pages::fill(&t.app, list, true).await.unwrap();
+        kith::testing::read::pages::fill(&t.app, list, true)
+            .await
+            .unwrap();
     }
     t.app.read.intersections.invalidate_all();
     let (cached, _) = walk(

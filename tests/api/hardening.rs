@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use kith::auth::Viewer;
-use kith::paging::ListKey;
-use kith::paging::PageRequest;
-use kith::read::pages::{self, Source};
+use kith::testing::auth::Viewer;
+use kith::testing::paging::ListKey;
+use kith::testing::paging::PageRequest;
+use kith::testing::read::pages::{self, Source};
 use serde_json::json;
 
 use crate::helpers::{
@@ -18,7 +18,7 @@ use crate::helpers::{
 async fn celebrity(t: &TestApp, followers: i64) -> String {
     let star = t.user("star").await;
     seed_followers(t, star, "fan", followers, 1).await;
-    kith::graph::ids::user_id(star).to_string()
+    kith::testing::graph::ids::user_id(star).to_string()
 }
 
 /// Runs `query` anonymously; returns the response and the PostgreSQL
@@ -135,7 +135,7 @@ async fn a_fragment_bomb_is_refused_before_it_is_walked() {
         query.push_str(&format!("fragment F{level} on User {{ {body} }}\n"));
     }
     assert!(query.len() < 8 * 1024);
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let (r, statements) = statements_of(&t, &query, json!({ "id": id })).await;
     assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
     assert!(
@@ -220,7 +220,7 @@ async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
     })
     .await;
     let alice = t.user("alice").await;
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let query = "query($id: ID!) { user(id: $id) { handle } }";
     let lock = lock_users(&t).await;
     let started = std::time::Instant::now();
@@ -257,7 +257,7 @@ async fn a_statement_past_statement_timeout_answers_timeout() {
     })
     .await;
     let alice = t.user("alice").await;
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let lock = lock_users(&t).await;
     let r = t
         .execute(
@@ -323,7 +323,7 @@ async fn counts_past_int_range_are_exact() {
           WHERE user_id = {star}"
     ))
     .await;
-    let id = kith::graph::ids::user_id(star).to_string();
+    let id = kith::testing::graph::ids::user_id(star).to_string();
     let r = t
         .execute(
             Viewer::Anonymous,

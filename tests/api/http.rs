@@ -11,7 +11,7 @@ use tower::ServiceExt;
 use crate::helpers::{TestApp, error_code, spawn_app, spawn_app_with};
 
 async fn send(t: &TestApp, request: Request<Body>) -> (StatusCode, Vec<u8>) {
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(request)
         .await
         .unwrap();
@@ -63,7 +63,8 @@ async fn bad_tokens_cannot_follow() {
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let now = chrono::Utc::now().timestamp();
     let expired = t.app.auth.tokens.issue(alice, now - 600, 60);
-    let foreign = kith::auth::TokenKeys::new("some-other-secret-entirely").issue(alice, now, 60);
+    let foreign =
+        kith::testing::auth::TokenKeys::new("some-other-secret-entirely").issue(alice, now, 60);
     let claims = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"{alice}","exp":{}}}"#, now + 60));
     let alg_none = format!(
         "{}.{claims}.",
@@ -77,7 +78,7 @@ async fn bad_tokens_cannot_follow() {
 
     let follow = json!({
         "query": "mutation($id: ID!) { follow(input: {userId: $id}) { changed } }",
-        "variables": { "id": kith::graph::ids::user_id(bob).to_string() },
+        "variables": { "id": kith::testing::graph::ids::user_id(bob).to_string() },
     });
     let before = t.snapshot().await;
     for authorization in [
@@ -140,7 +141,7 @@ async fn graphiql_health_and_readiness() {
 async fn readiness_reports_redis_but_stays_ready_without_it() {
     let t = crate::helpers::spawn_app().await;
     let app = t.without_redis();
-    let response = kith::http::router(app)
+    let response = kith::testing::http::router(app)
         .oneshot(Request::get("/readyz").body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -156,7 +157,7 @@ async fn readiness_reports_redis_but_stays_ready_without_it() {
 
 /// `GET /metrics` from the metrics router (what `KITH_METRICS_ADDR` serves).
 async fn scrape(t: &TestApp) -> (StatusCode, Vec<u8>) {
-    let response = kith::http::metrics_router(t.app.clone())
+    let response = kith::testing::http::metrics_router(t.app.clone())
         .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -192,8 +193,8 @@ async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
 
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     t.follow(alice, bob).await;
-    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
-    let served = tokio::spawn(kith::http::serve_metrics(t.app.clone(), shutdown));
+    let (trigger, shutdown) = kith::testing::shutdown::Shutdown::new();
+    let served = tokio::spawn(kith::testing::http::serve_metrics(t.app.clone(), shutdown));
     let text = crate::helpers::eventually("the metrics listener", 10, || async {
         let body = crate::http_client::get(port, "/metrics").await.ok()?;
         String::from_utf8(body).ok()
@@ -227,9 +228,9 @@ async fn metrics_are_served_in_openmetrics_text() {
     );
     t.follow(alice, bob).await;
     // One sample of the backlog, as the metrics listener's task takes them.
-    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
+    let (trigger, shutdown) = kith::testing::shutdown::Shutdown::new();
     trigger.trigger();
-    kith::http::sample_backlog(t.app.clone(), shutdown).await;
+    kith::testing::http::sample_backlog(t.app.clone(), shutdown).await;
     let (status, response) = scrape(&t).await;
     assert_eq!(status, StatusCode::OK);
     let text = String::from_utf8(response).unwrap();
@@ -237,7 +238,7 @@ async fn metrics_are_served_in_openmetrics_text() {
 
     let relay = t.start_relay();
     let projector = t.start_projector(std::sync::Arc::new(
-        kith::pipeline::projector::ProjectorHooks::default(),
+        kith::testing::pipeline::projector::ProjectorHooks::default(),
     ));
     t.follow(alice, carol).await;
     t.follow(bob, carol).await;
@@ -247,15 +248,19 @@ async fn metrics_are_served_in_openmetrics_text() {
     for _ in 0..2 {
         let r = t
             .execute(
-                kith::auth::Viewer::Anonymous,
+                kith::testing::auth::Viewer::Anonymous,
                 profile,
-                json!({ "id": kith::graph::ids::user_id(carol).to_string() }),
+                json!({ "id": kith::testing::graph::ids::user_id(carol).to_string() }),
             )
             .await;
         crate::helpers::assert_ok(&r);
     }
-    t.execute(kith::auth::Viewer::Anonymous, "{ nope }", json!({}))
-        .await;
+    t.execute(
+        kith::testing::auth::Viewer::Anonymous,
+        "{ nope }",
+        json!({}),
+    )
+    .await;
     for _ in 0..3 {
         t.follow(alice, carol).await;
         t.unfollow(alice, carol).await;
@@ -304,7 +309,7 @@ async fn metrics_are_served_in_openmetrics_text() {
 async fn serve(t: &TestApp) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = kith::http::router(t.app.clone());
+    let router = kith::testing::http::router(t.app.clone());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     addr
 }
@@ -367,7 +372,7 @@ async fn exchange(
     t: &TestApp,
     request: Request<Body>,
 ) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(request)
         .await
         .unwrap();
@@ -424,7 +429,7 @@ async fn only_json_posts_run_and_get_runs_queries_only() {
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let follow = json!({
         "query": "mutation($id: ID!) { follow(input: {userId: $id}) { changed } }",
-        "variables": { "id": kith::graph::ids::user_id(bob).to_string() },
+        "variables": { "id": kith::testing::graph::ids::user_id(bob).to_string() },
     })
     .to_string();
     let before = t.snapshot().await;
@@ -635,7 +640,7 @@ async fn cors_allows_only_the_configured_origins() {
 async fn trace_context_is_carried_through() {
     let t = spawn_app().await;
     let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(
             Request::get("/healthz")
                 .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
@@ -666,7 +671,7 @@ async fn trace_context_is_carried_through() {
         "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
         "garbage",
     ] {
-        let response = kith::http::router(t.app.clone())
+        let response = kith::testing::http::router(t.app.clone())
             .oneshot(
                 Request::get("/healthz")
                     .header("traceparent", bad)
@@ -712,7 +717,7 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
     let run = |query: String| {
         let t = &t;
         async move {
-            t.execute(kith::auth::Viewer::Anonymous, &query, json!({}))
+            t.execute(kith::testing::auth::Viewer::Anonymous, &query, json!({}))
                 .await
         }
     };
@@ -752,7 +757,7 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
         "query { ...F } fragment F on Query { __schema { queryType { name } } }",
     ] {
         let r = off
-            .execute(kith::auth::Viewer::Anonymous, query, json!({}))
+            .execute(kith::testing::auth::Viewer::Anonymous, query, json!({}))
             .await;
         assert_eq!(
             error_code(&r),
@@ -761,7 +766,11 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
         );
     }
     let r = off
-        .execute(kith::auth::Viewer::Anonymous, "{ __typename }", json!({}))
+        .execute(
+            kith::testing::auth::Viewer::Anonymous,
+            "{ __typename }",
+            json!({}),
+        )
         .await;
     assert!(r["errors"].is_null(), "{r}");
 }

@@ -85,7 +85,7 @@ async fn who(t: &TestApp, token: &str) -> Result<String, String> {
             json!({ "query": "{ viewer { handle } }" }).to_string(),
         ))
         .unwrap();
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(request)
         .await
         .unwrap();

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use kith::model::{UserId, UserStatus};
-use kith::paging::ListKey;
-use kith::pipeline::projector::ProjectorHooks;
-use kith::write::lifecycle;
+use kith::testing::paging::ListKey;
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::write::lifecycle;
 use serde_json::{Value, json};
 
 use crate::helpers::{
@@ -19,10 +19,10 @@ fn hooks() -> Arc<ProjectorHooks> {
 }
 
 async fn followers_page(t: &TestApp, user: UserId, first: i64) -> Value {
-    let id = kith::graph::ids::user_id(user).to_string();
+    let id = kith::testing::graph::ids::user_id(user).to_string();
     let r = t
         .execute(
-            kith::auth::Viewer::Anonymous,
+            kith::testing::auth::Viewer::Anonymous,
             "query($id: ID!, $n: Int!) { user(id: $id) { followers(first: $n) {
                 totalCount edges { followedAt node { handle } } pageInfo { endCursor hasNextPage } } } }",
             json!({ "id": id, "n": first }),
@@ -154,7 +154,7 @@ async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
     // Before the edges are taken out, a list holding the account leaves it
     // out instead of showing a hole.
     let mut conn = t.conn().await;
-    kith::store::users::set_status(&mut conn, star, UserStatus::Deleted)
+    kith::testing::store::users::set_status(&mut conn, star, UserStatus::Deleted)
         .await
         .unwrap();
     drop(conn);
@@ -174,7 +174,7 @@ async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
     let moved = lifecycle::sweep(&t.app).await.unwrap();
     assert_eq!(moved, 1201);
     assert_eq!(
-        kith::store::outbox::backlog(&mut *t.conn().await)
+        kith::testing::store::outbox::backlog(&mut *t.conn().await)
             .await
             .unwrap(),
         1201,
@@ -231,9 +231,9 @@ async fn a_deleted_follower_can_be_removed_and_stays_removed_on_restore() {
     let remove = "mutation($id: ID!) { removeFollower(input: {userId: $id}) { changed } }";
     let r = t
         .execute(
-            kith::auth::Viewer::User(me),
+            kith::testing::auth::Viewer::User(me),
             remove,
-            json!({ "id": kith::graph::ids::user_id(gone).to_string() }),
+            json!({ "id": kith::testing::graph::ids::user_id(gone).to_string() }),
         )
         .await;
     assert!(r["errors"].is_null(), "{r}");

@@ -8,10 +8,10 @@
 //! items, `more` and `other` (which become `hasNextPage` /
 //! `hasPreviousPage`).
 
-use kith::cache::lists::{self, FillClaim, ListEntry};
 use kith::model::UserId;
-use kith::paging::{ListKey, PageRequest, Position};
-use kith::store::lists as store_lists;
+use kith::testing::cache::lists::{self, FillClaim, ListEntry};
+use kith::testing::paging::{ListKey, PageRequest, Position};
+use kith::testing::store::lists as store_lists;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, seed_followers, spawn_app};
@@ -101,7 +101,7 @@ async fn seed_following(
     use diesel::sql_types::{BigInt, Text};
     use diesel_async::RunQueryDsl as _;
     let mut conn = t.conn().await;
-    kith::store::users::seed(&mut conn, prefix, n)
+    kith::testing::store::users::seed(&mut conn, prefix, n)
         .await
         .unwrap();
     diesel::sql_query(
@@ -177,12 +177,12 @@ async fn redis_and_postgres_serve_identical_pages() {
                 .await
                 .unwrap();
             assert_eq!(
-                kith::paging::page_of(&items, request),
+                kith::testing::paging::page_of(&items, request),
                 truth,
                 "in memory: seed {seed:#x}, round {round} (n={n}, {per_ms}/ms): {request:?}"
             );
-            let head = kith::paging::page_of(&items, PageRequest::After(None, k));
-            if let Some(from_head) = kith::paging::page_of_head(&head, request) {
+            let head = kith::testing::paging::page_of(&items, PageRequest::After(None, k));
+            if let Some(from_head) = kith::testing::paging::page_of_head(&head, request) {
                 from_heads += 1;
                 assert_eq!(
                     from_head, truth,
@@ -225,13 +225,17 @@ async fn uncache(t: &TestApp, list: ListKey) {
 
 /// `pageInfo` of a whole-list request through GraphQL.
 async fn fetch_page_info(t: &TestApp, target: UserId, args: &str) -> Value {
-    let id = kith::graph::ids::user_id(target).to_string();
+    let id = kith::testing::graph::ids::user_id(target).to_string();
     let query = format!(
         "query($id: ID!) {{ user(id: $id) {{ followers({args}) {{
             pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} edges {{ cursor }} }} }} }}"
     );
     let r = t
-        .execute(kith::auth::Viewer::Anonymous, &query, json!({ "id": id }))
+        .execute(
+            kith::testing::auth::Viewer::Anonymous,
+            &query,
+            json!({ "id": id }),
+        )
         .await;
     assert_ok(&r);
     r["data"]["user"]["followers"].clone()

@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use kith::graph::persisted::sha256_hex;
+use kith::testing::graph::persisted::sha256_hex;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -13,7 +13,7 @@ use crate::helpers::{TestApp, error_code, spawn_app, spawn_app_with};
 const ME: &str = "query Me { viewer { handle } }";
 
 async fn send(t: &TestApp, request: Request<Body>) -> (StatusCode, Value) {
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(request)
         .await
         .unwrap();
@@ -65,7 +65,7 @@ async fn automatic_persisted_queries_register_then_run_by_hash() {
         "{body}"
     );
     assert_eq!(body["errors"][0]["message"], "PersistedQueryNotFound");
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(get(&token, &hash))
         .await
         .unwrap();
@@ -138,7 +138,7 @@ async fn automatic_persisted_queries_register_then_run_by_hash() {
         ),
     )
     .await;
-    let response = kith::http::router(t.app.clone())
+    let response = kith::testing::http::router(t.app.clone())
         .oneshot(get(&token, &mutation_hash))
         .await
         .unwrap();

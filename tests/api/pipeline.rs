@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kith::events::follow::{FollowEvent, FollowEventType};
 use kith::model::UserId;
-use kith::paging::ListKey;
-use kith::pipeline::PipelineError;
-use kith::pipeline::projector::ProjectorHooks;
+use kith::testing::events::follow::{FollowEvent, FollowEventType};
+use kith::testing::paging::ListKey;
+use kith::testing::pipeline::PipelineError;
+use kith::testing::pipeline::projector::ProjectorHooks;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Headers;
@@ -320,7 +320,7 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     );
     projector.stop().await.unwrap();
 
-    let recorded = kith::store::dead_letters::list(&mut *t.conn().await, 0, 100, false)
+    let recorded = kith::testing::store::dead_letters::list(&mut *t.conn().await, 0, 100, false)
         .await
         .unwrap();
     assert_eq!(recorded.len(), 4, "{recorded:#?}");
@@ -331,7 +331,7 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
 
     // The relay mirrors them to the dead-letter topic.
     let relay = t.start_relay();
-    let consumer: StreamConsumer = kith::pipeline::kafka::client_config(&t.app.config)
+    let consumer: StreamConsumer = kith::testing::pipeline::kafka::client_config(&t.app.config)
         .set(
             "group.id",
             format!("{}-dlq-reader", t.app.config.consumer_group),
@@ -401,8 +401,8 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
         (t.app.metrics.events_relayed.get() == 1).then_some(())
     })
     .await;
-    let (standby_trigger, standby_shutdown) = kith::shutdown::Shutdown::new();
-    let standby = tokio::spawn(kith::pipeline::relay::run(
+    let (standby_trigger, standby_shutdown) = kith::testing::shutdown::Shutdown::new();
+    let standby = tokio::spawn(kith::testing::pipeline::relay::run(
         standby_app.clone(),
         standby_shutdown,
     ));
@@ -437,8 +437,8 @@ fn content_items(
     author: UserId,
     kinds: &[&str],
     first_offset: i64,
-) -> Vec<kith::pipeline::projector::batch::Item> {
-    use kith::pipeline::projector::batch::{Action, Event, Item};
+) -> Vec<kith::testing::pipeline::projector::batch::Item> {
+    use kith::testing::pipeline::projector::batch::{Action, Event, Item};
     kinds
         .iter()
         .enumerate()
@@ -455,7 +455,7 @@ fn content_items(
                 None,
             );
             Item {
-                partition: kith::store::partitions::TopicPartition {
+                partition: kith::testing::store::partitions::TopicPartition {
                     topic: t.app.config.content_topic.clone(),
                     partition: 0,
                 },
@@ -470,7 +470,7 @@ fn content_items(
 #[tokio::test]
 async fn content_outcomes_do_not_depend_on_batching() {
     use diesel_async::AsyncConnection as _;
-    use kith::pipeline::projector::apply::apply_items;
+    use kith::testing::pipeline::projector::apply::apply_items;
     let t = spawn_app().await;
     let (together, apart) = (t.user("together").await, t.user("apart").await);
     let kinds = [
@@ -521,7 +521,7 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
     })
     .await;
     // Nothing to take back yet: the replay leaves it dead.
-    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+    let report = kith::testing::pipeline::dead_letters::replay(&t.app, None)
         .await
         .unwrap();
     assert_eq!((report.replayed.len(), report.still_dead.len()), (0, 1));
@@ -534,7 +534,7 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
         (t.full_stats(alice).await.favs_received == 1).then_some(())
     })
     .await;
-    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+    let report = kith::testing::pipeline::dead_letters::replay(&t.app, None)
         .await
         .unwrap();
     assert_eq!((report.replayed.len(), report.still_dead.len()), (1, 0));
@@ -544,7 +544,7 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
         0,
         "the replay re-syncs Redis"
     );
-    let report = kith::pipeline::dead_letters::replay(&t.app, None)
+    let report = kith::testing::pipeline::dead_letters::replay(&t.app, None)
         .await
         .unwrap();
     assert_eq!(
@@ -556,9 +556,10 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
 
     // Retention: entries older than the cut are forgotten, newer ones kept.
     t.sql("UPDATE content_event_ledger SET applied_at = now() - interval '40 days' WHERE author_id IN (SELECT author_id FROM content_event_ledger LIMIT 1)").await;
-    let pruned = kith::store::content::prune(&mut *t.conn().await, chrono::Duration::days(30), 10)
-        .await
-        .unwrap();
+    let pruned =
+        kith::testing::store::content::prune(&mut *t.conn().await, chrono::Duration::days(30), 10)
+            .await
+            .unwrap();
     assert_eq!(pruned, 2, "both of alice's counted events were old");
 }
 
@@ -609,9 +610,10 @@ async fn app_without_relay_poll() -> TestApp {
 async fn messages_on_follow_topic(t: &TestApp) -> i64 {
     let config = t.app.config.clone();
     tokio::task::spawn_blocking(move || {
-        let client: rdkafka::consumer::BaseConsumer = kith::pipeline::kafka::client_config(&config)
-            .create()
-            .expect("client");
+        let client: rdkafka::consumer::BaseConsumer =
+            kith::testing::pipeline::kafka::client_config(&config)
+                .create()
+                .expect("client");
         (0..config.topic_partitions)
             .map(|p| {
                 client
@@ -775,13 +777,13 @@ async fn kafka_properties_reach_the_clients() {
     let t = crate::helpers::spawn_app().await;
     let mut config = t.app.config.clone();
     config.kafka_properties = vec![("socket.timeout.ms".into(), "not-a-number".into())];
-    assert!(kith::pipeline::kafka::producer(&config).is_err());
+    assert!(kith::testing::pipeline::kafka::producer(&config).is_err());
     config.kafka_properties = vec![
         ("client.id".into(), "kith-test".into()),
         ("acks".into(), "0".into()),
     ];
-    let _producer = kith::pipeline::kafka::producer(&config).unwrap();
-    let producer = kith::pipeline::kafka::producer_config(&config);
+    let _producer = kith::testing::pipeline::kafka::producer(&config).unwrap();
+    let producer = kith::testing::pipeline::kafka::producer_config(&config);
     assert_eq!(producer.get("client.id"), Some("kith-test"));
     assert_eq!(
         producer.get("acks"),

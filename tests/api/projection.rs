@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use diesel_async::AsyncConnection as _;
-use kith::store::follower::{self, Applied};
+use kith::testing::store::follower::{self, Applied};
 
 use crate::helpers::spawn_app_with;
 

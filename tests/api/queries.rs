@@ -1,7 +1,7 @@
 //! Finding users: by global id, by handle, through `node`, as the viewer.
 
-use kith::auth::Viewer;
 use kith::model::UserStatus;
+use kith::testing::auth::Viewer;
 use serde_json::json;
 
 use crate::helpers::{assert_ok, error_code, spawn_app};
@@ -10,7 +10,7 @@ use crate::helpers::{assert_ok, error_code, spawn_app};
 async fn users_by_id_handle_node_and_viewer() {
     let t = spawn_app().await;
     let alice = t.user("alice").await;
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let r = t
         .execute(
             Viewer::User(alice),
@@ -43,7 +43,7 @@ async fn unknown_and_deleted_users_are_null_and_bad_ids_are_errors() {
             .execute(
                 Viewer::Anonymous,
                 "query($id: ID!) { user(id: $id) { id } node(id: $id) { id } }",
-                json!({ "id": kith::graph::ids::user_id(user).to_string() }),
+                json!({ "id": kith::testing::graph::ids::user_id(user).to_string() }),
             )
             .await;
         assert_ok(&r);
@@ -76,7 +76,7 @@ async fn a_rejected_token_is_an_error_not_anonymous() {
     let t = spawn_app().await;
     let r = t
         .execute(
-            Viewer::Rejected(kith::auth::TokenError::Expired),
+            Viewer::Rejected(kith::testing::auth::TokenError::Expired),
             "{ viewer { id } }",
             json!({}),
         )

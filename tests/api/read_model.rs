@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use kith::auth::Viewer;
 use kith::model::UserId;
-use kith::paging::ListKey;
-use kith::paging::{PageRequest, Position};
-use kith::read::pages::{self, Source};
+use kith::testing::auth::Viewer;
+use kith::testing::paging::ListKey;
+use kith::testing::paging::{PageRequest, Position};
+use kith::testing::read::pages::{self, Source};
 use serde_json::{Value, json};
 
 use crate::helpers::{
@@ -77,9 +77,10 @@ async fn a_thousand_followers_in_few_milliseconds_page_exactly_from_cache_and_po
     let mut from_pg = Vec::new();
     let mut cursor = None;
     loop {
-        let page = kith::store::lists::page(&mut conn, list, PageRequest::After(cursor, 37))
-            .await
-            .unwrap();
+        let page =
+            kith::testing::store::lists::page(&mut conn, list, PageRequest::After(cursor, 37))
+                .await
+                .unwrap();
         from_pg.extend(page.items.iter().copied());
         cursor = page.items.last().copied();
         if !page.more {
@@ -104,9 +105,10 @@ async fn a_thousand_followers_in_few_milliseconds_page_exactly_from_cache_and_po
     let mut items = Vec::new();
     let mut cursor = None;
     loop {
-        let page = kith::store::lists::page(&mut conn, list, PageRequest::Before(cursor, 29))
-            .await
-            .unwrap();
+        let page =
+            kith::testing::store::lists::page(&mut conn, list, PageRequest::Before(cursor, 29))
+                .await
+                .unwrap();
         items.splice(0..0, page.items.iter().copied());
         cursor = page.items.first().copied();
         if !page.more {
@@ -190,8 +192,8 @@ async fn an_expired_cache_is_never_read_as_the_whole_list() {
 
 #[tokio::test]
 async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
-    use kith::cache::lists::EdgeState;
-    use kith::store::follower::{self, EdgeEvent};
+    use kith::testing::cache::lists::EdgeState;
+    use kith::testing::store::follower::{self, EdgeEvent};
 
     let t = spawn_app_with(|c| c.list_cache_size = 100).await;
     let target = t.user("target").await;
@@ -234,7 +236,7 @@ async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
             version: 1,
         };
         let mut redis = t.app.redis.get().await.unwrap();
-        kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[edge])
+        kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[edge])
             .await
             .unwrap();
     }
@@ -269,7 +271,7 @@ const PROFILE: &str = "query($id: ID!, $n: Int!) {
 }";
 
 async fn profile(t: &TestApp, viewer: UserId, target: UserId, n: i64) -> Value {
-    let id = kith::graph::ids::user_id(target).to_string();
+    let id = kith::testing::graph::ids::user_id(target).to_string();
     t.execute(Viewer::User(viewer), PROFILE, json!({ "id": id, "n": n }))
         .await
 }
@@ -317,7 +319,7 @@ async fn a_warm_profile_query_costs_no_statement_and_two_redis_round_trips() {
     let first = &r["data"]["user"]["followers"]["edges"][0]["node"];
     let expected_handle = {
         let mut conn = t.conn().await;
-        kith::store::users::find(&mut conn, expected[0].user)
+        kith::testing::store::users::find(&mut conn, expected[0].user)
             .await
             .unwrap()
             .unwrap()
@@ -342,9 +344,10 @@ async fn counters_and_relationships_are_right_for_every_kind_of_relation() {
     }
     let ids: Vec<String> = [mutual, fan, idol, stranger, me]
         .iter()
-        .map(|u| kith::graph::ids::user_id(*u).to_string())
+        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
         .collect();
-    let ghost = kith::graph::ids::user_id(UserId::new(me.get() + 999).unwrap()).to_string();
+    let ghost =
+        kith::testing::graph::ids::user_id(UserId::new(me.get() + 999).unwrap()).to_string();
     let mut all = ids.clone();
     all.push(ghost);
     let r = t
@@ -409,7 +412,7 @@ async fn a_missing_or_malformed_counter_record_is_rebuilt() {
         .await
         .unwrap();
     drop(redis);
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let r = t
         .execute(
             Viewer::Anonymous,
@@ -449,7 +452,7 @@ async fn a_record_of_an_older_format_is_replaced() {
     drop(redis);
     assert_eq!(t.counter_record(alice).await, None, "read as missing");
     assert_ok(&t.follow(alice, bob).await);
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let r = t
         .execute(
             Viewer::Anonymous,
@@ -480,8 +483,8 @@ async fn paging_errors_have_codes() {
             "query($id: ID!) {{ user(id: $id) {{ followers({args}) {{ edges {{ cursor }} }} }} }}"
         )
     };
-    let id = json!({ "id": kith::graph::ids::user_id(alice).to_string() });
-    let bob_id = json!({ "id": kith::graph::ids::user_id(bob).to_string() });
+    let id = json!({ "id": kith::testing::graph::ids::user_id(alice).to_string() });
+    let bob_id = json!({ "id": kith::testing::graph::ids::user_id(bob).to_string() });
     let r = t
         .execute(Viewer::Anonymous, &q("first: 2"), bob_id.clone())
         .await;
@@ -526,7 +529,7 @@ async fn paging_errors_have_codes() {
     assert_ok(&r);
 
     let ids: Vec<String> = (0..101)
-        .map(|_| kith::graph::ids::user_id(alice).to_string())
+        .map(|_| kith::testing::graph::ids::user_id(alice).to_string())
         .collect();
     let r = t
         .execute(
@@ -542,7 +545,7 @@ async fn paging_errors_have_codes() {
 async fn deep_and_complex_queries_are_refused_before_running() {
     let t = spawn_app().await;
     let alice = t.user("alice").await;
-    let id = json!({ "id": kith::graph::ids::user_id(alice).to_string() });
+    let id = json!({ "id": kith::testing::graph::ids::user_id(alice).to_string() });
     let mut deep = String::from("handle");
     for _ in 0..12 {
         deep = format!("followers(first: 1) {{ edges {{ node {{ {deep} }} }} }}");
@@ -584,14 +587,14 @@ async fn a_hundred_thousand_followers_page_one_and_deep() {
     let t = spawn_app_with(|c| c.max_offset = 100_000).await;
     let target = t.user("star").await;
     let expected = seed_followers(&t, target, "fan", 100_000, 50).await;
-    let id = kith::graph::ids::user_id(target).to_string();
+    let id = kith::testing::graph::ids::user_id(target).to_string();
     let query = "query($id: ID!, $after: String, $offset: Int) {
         user(id: $id) { followers(first: 50, after: $after, offset: $offset) {
             totalCount pageInfo { hasNextPage hasPreviousPage endCursor } edges { node { handle } followedAt } } } }";
     let handles: std::collections::HashMap<UserId, String> = {
         let mut conn = t.conn().await;
         let ids: Vec<UserId> = expected.iter().map(|p| p.user).collect();
-        kith::store::users::find_many(&mut conn, &ids)
+        kith::testing::store::users::find_many(&mut conn, &ids)
             .await
             .unwrap()
             .into_iter()
@@ -647,7 +650,7 @@ async fn a_hundred_thousand_followers_page_one_and_deep() {
 
 /// Walks a connection through GraphQL; returns the user ids in list order.
 async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec<UserId> {
-    let id = kith::graph::ids::user_id(target).to_string();
+    let id = kith::testing::graph::ids::user_id(target).to_string();
     let (args, info) = if forward {
         ("first: $n, after: $cursor", "hasNextPage endCursor")
     } else {
@@ -675,7 +678,7 @@ async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec
             .iter()
             .map(|e| {
                 let id = async_graphql::ID(e["node"]["id"].as_str().unwrap().to_owned());
-                kith::graph::ids::decode_user(&id).unwrap()
+                kith::testing::graph::ids::decode_user(&id).unwrap()
             })
             .collect();
         let info = &connection["pageInfo"];
@@ -745,7 +748,7 @@ async fn the_following_list_reads_the_truth() {
         .execute(
             Viewer::User(me),
             "query($id: ID!) { user(id: $id) { following(first: 10) { totalCount edges { node { handle } } } } }",
-            json!({ "id": kith::graph::ids::user_id(me).to_string() }),
+            json!({ "id": kith::testing::graph::ids::user_id(me).to_string() }),
         )
         .await;
     assert_ok(&r);
@@ -766,20 +769,20 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
     let (viewer, target) = (t.user("viewer").await, t.user("target").await);
     let expected = seed_followers(&t, target, "f", 30, 2).await;
     let app = t.without_redis();
-    let schema = kith::graph::schema(app.clone());
+    let schema = kith::testing::graph::schema(app.clone());
     let run = |query: &'static str| {
         let (app, schema) = (app.clone(), schema.clone());
-        let variables = json!({ "id": kith::graph::ids::user_id(target).to_string() });
+        let variables = json!({ "id": kith::testing::graph::ids::user_id(target).to_string() });
         async move {
             let request = async_graphql::Request::new(query)
                 .variables(async_graphql::Variables::from_json(variables));
             serde_json::to_value(
-                kith::graph::run::run(
+                kith::testing::graph::run::run(
                     &schema,
                     &app,
                     request,
                     Viewer::User(viewer),
-                    kith::graph::run::QueryText::Unresolved,
+                    kith::testing::graph::run::QueryText::Unresolved,
                 )
                 .await
                 .response,
@@ -796,7 +799,7 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
         .to_owned();
     assert_eq!(
         first,
-        kith::graph::ids::user_id(expected[0].user).to_string()
+        kith::testing::graph::ids::user_id(expected[0].user).to_string()
     );
 
     let before = t.snapshot().await;
@@ -811,7 +814,7 @@ async fn reads_survive_a_redis_outage_and_writes_fail_closed() {
 
 #[tokio::test]
 async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
-    use kith::cache::lists::{EdgeState, FillClaim, ListEntry, begin_fill, commit_fill};
+    use kith::testing::cache::lists::{EdgeState, FillClaim, ListEntry, begin_fill, commit_fill};
     let t = spawn_app().await;
     let target = t.user("target").await;
     let list = ListKey::Followers(target);
@@ -834,7 +837,7 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
         .collect();
     // …then the newest follower unfollows (version 2) before the fill commits.
     let gone = seeded[0];
-    kith::cache::write_through(
+    kith::testing::cache::write_through(
         &mut *redis,
         &t.app.keys,
         &[],
@@ -904,7 +907,9 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
 
 #[tokio::test]
 async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
-    use kith::cache::lists::{EdgeState, FillClaim, begin_fill, commit_fill, commit_fills};
+    use kith::testing::cache::lists::{
+        EdgeState, FillClaim, begin_fill, commit_fill, commit_fills,
+    };
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let list = ListKey::Following(alice);
@@ -939,7 +944,7 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
         .await
         .unwrap();
     assert!(
@@ -960,10 +965,10 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
         .await
         .unwrap();
-    let fill = kith::cache::lists::Fill {
+    let fill = kith::testing::cache::lists::Fill {
         list,
         entries: &[],
         complete: true,
@@ -1005,7 +1010,7 @@ async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth
     let everyone: Vec<UserId> = followed.iter().chain(&strangers).copied().collect();
     let ids: Vec<String> = everyone
         .iter()
-        .map(|u| kith::graph::ids::user_id(*u).to_string())
+        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
         .collect();
     let ask = || t.execute(Viewer::User(viewer), RELATIONSHIPS, json!({ "ids": ids }));
 
@@ -1015,12 +1020,16 @@ async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth
     t.fills_finished().await;
     let coverage = {
         let mut redis = t.app.redis.get().await.unwrap();
-        kith::cache::lists::coverages(&mut *redis, &t.app.keys, &[ListKey::Following(viewer)])
-            .await
-            .unwrap()
+        kith::testing::cache::lists::coverages(
+            &mut *redis,
+            &t.app.keys,
+            &[ListKey::Following(viewer)],
+        )
+        .await
+        .unwrap()
     };
     assert!(
-        matches!(coverage[0], kith::cache::lists::Coverage::Down(_)),
+        matches!(coverage[0], kith::testing::cache::lists::Coverage::Down(_)),
         "the viewer's list is cached in part: {coverage:?}"
     );
     let warm = ask().await;

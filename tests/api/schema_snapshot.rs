@@ -4,7 +4,7 @@
 #[test]
 fn schema_file_matches_the_code() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql");
-    let generated = kith::graph::sdl();
+    let generated = kith::testing::graph::sdl();
     if std::env::var_os("KITH_UPDATE_SCHEMA").is_some() {
         std::fs::write(path, &generated).unwrap();
     }
@@ -18,7 +18,7 @@ fn schema_file_matches_the_code() {
 
 #[test]
 fn schema_exposes_no_private_fields() {
-    let sdl = kith::graph::sdl();
+    let sdl = kith::testing::graph::sdl();
     let fields: Vec<String> = sdl
         .lines()
         .map(str::trim)

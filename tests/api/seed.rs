@@ -5,7 +5,7 @@ use diesel::QueryableByName;
 use diesel::sql_types::BigInt;
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl as _};
 use kith::model::UserId;
-use kith::store::seed::{Plan, generate};
+use kith::testing::store::seed::{Plan, generate};
 
 use crate::helpers::{assert_consistent, spawn_app};
 

@@ -246,7 +246,7 @@ async fn connections_need_a_token_and_stay_within_their_limits() {
     );
     let over_http = t
         .execute(
-            kith::auth::Viewer::User(alice),
+            kith::testing::auth::Viewer::User(alice),
             COUNTERS,
             json!({ "id": gid(bob) }),
         )
@@ -385,7 +385,7 @@ async fn a_suspended_account_loses_its_connections_within_seconds() {
     client.next_of("c").await;
     let mut other = LiveClient::connect(port, auth(&t, bob)).await.unwrap();
     let started = std::time::Instant::now();
-    kith::write::lifecycle::set_status(&t.app, alice, kith::model::UserStatus::Suspended)
+    kith::testing::write::lifecycle::set_status(&t.app, alice, kith::model::UserStatus::Suspended)
         .await
         .unwrap();
     let reason = closed(&mut client).await;
@@ -477,8 +477,8 @@ async fn a_subscriptions_loaders_remember_no_one() {
     for i in 0..50 {
         users.push(t.user(&format!("u{i}")).await);
     }
-    let live = kith::graph::loaders::Loaders::uncached(&t.app);
-    let request = kith::graph::loaders::Loaders::new(&t.app);
+    let live = kith::testing::graph::loaders::Loaders::uncached(&t.app);
+    let request = kith::testing::graph::loaders::Loaders::new(&t.app);
     for _ in 0..3 {
         assert_eq!(live.users(&users).await.unwrap().len(), 50);
         assert_eq!(request.users(&users).await.unwrap().len(), 50);

@@ -4,8 +4,8 @@
 //! purpose (`UNAVAILABLE`) while reads carry on from PostgreSQL. Each test
 //! against a Redis server of its own, so its key count is its own.
 
-use kith::auth::Viewer;
-use kith::graph::ids;
+use kith::testing::auth::Viewer;
+use kith::testing::graph::ids;
 use serde_json::{Value, json};
 
 use crate::helpers::Redis;
@@ -102,7 +102,7 @@ async fn reads_of_unknown_users_leave_no_keys_in_redis() {
     }
     // A user who exists but is not active: its lists are not filled either.
     let sus = t.user("sus").await;
-    kith::write::lifecycle::set_status(&t.app, sus, kith::model::UserStatus::Suspended)
+    kith::testing::write::lifecycle::set_status(&t.app, sus, kith::model::UserStatus::Suspended)
         .await
         .unwrap();
     let (query, vars) = hostile_query(&alice_id, &[ids::user_id(sus).to_string()]);
@@ -152,7 +152,7 @@ async fn a_full_redis_refuses_follows_as_unavailable_and_reads_go_on() {
         .await
         .expect("a full Redis still starts");
     let full = TestApp {
-        schema: kith::graph::schema(full.clone()),
+        schema: kith::testing::graph::schema(full.clone()),
         app: full,
     };
     let before = t.snapshot().await;
@@ -201,7 +201,7 @@ async fn fills_reads_start_are_bounded_per_process() {
     let mut cached = 0;
     for user in &users {
         cached += usize::from(
-            t.cached_list(kith::paging::ListKey::Followers(*user))
+            t.cached_list(kith::testing::paging::ListKey::Followers(*user))
                 .await
                 .is_some(),
         );

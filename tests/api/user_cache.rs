@@ -3,8 +3,8 @@
 //! process that cannot hear notices stops serving from the cache.
 
 use diesel_async::{AsyncConnection as _, AsyncPgConnection};
-use kith::auth::Viewer;
 use kith::model::UserId;
+use kith::testing::auth::Viewer;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, assert_ok, eventually, spawn_app};
@@ -12,7 +12,7 @@ use crate::helpers::{TestApp, assert_ok, eventually, spawn_app};
 const USER: &str = "query($id: ID!) { user(id: $id) { handle displayName } }";
 
 async fn read(t: &TestApp, id: UserId) -> Value {
-    let id = kith::graph::ids::user_id(id).to_string();
+    let id = kith::testing::graph::ids::user_id(id).to_string();
     let r = t
         .execute(Viewer::Anonymous, USER, json!({ "id": id }))
         .await;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use kith::events::follow::FollowEventType;
+use kith::testing::events::follow::FollowEventType;
 
 use crate::helpers::{assert_ok, spawn_app, spawn_app_with};
 
@@ -219,7 +219,7 @@ async fn a_lost_stats_row_comes_back_from_the_truth_with_a_newer_version() {
 
 #[tokio::test]
 async fn a_follow_or_unfollow_is_one_postgres_statement() {
-    use kith::write::{EdgeChange, change_edge};
+    use kith::testing::write::{EdgeChange, change_edge};
     let t = spawn_app().await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let statements = || t.app.round_trips.snapshot().0;

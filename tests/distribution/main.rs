@@ -23,10 +23,10 @@ use std::sync::{Arc, Mutex};
 use diesel::QueryableByName;
 use diesel::connection::{Instrumentation, InstrumentationEvent};
 use diesel::sql_types::Text;
-use kith::auth::Viewer;
-use kith::graph::ids;
 use kith::model::UserId;
-use kith::pipeline::projector::ProjectorHooks;
+use kith::testing::auth::Viewer;
+use kith::testing::graph::ids;
+use kith::testing::pipeline::projector::ProjectorHooks;
 use serde_json::json;
 
 use helpers::{assert_ok, settled, spawn_app};

@@ -82,7 +82,7 @@ async fn edge_op(
 ) -> Answer {
     let op = if follow { "follow" } else { "unfollow" };
     let query = MUTATION.replace("%OP%", op);
-    let id = kith::graph::ids::user_id(user(target)).to_string();
+    let id = kith::testing::graph::ids::user_id(user(target)).to_string();
     match http::graphql(port, &tokens[&actor], &query, json!({ "id": id })).await {
         Ok(r) if r["data"][op]["changed"].is_boolean() => Answer::Done,
         Ok(r) => match internal(&r, counts) {
@@ -255,7 +255,7 @@ async fn reader(
         } else {
             1 + rng.below(60) as i64
         };
-        let id = kith::graph::ids::user_id(user(target)).to_string();
+        let id = kith::testing::graph::ids::user_id(user(target)).to_string();
         if let Ok(r) = http::graphql(port, &token, query, json!({ "id": id })).await {
             internal(&r, &counts);
             reads.fetch_add(1, Ordering::Relaxed);
@@ -414,7 +414,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         ids.n, USERS,
         "a fresh database numbers the users 1..{USERS}"
     );
-    let keys = kith::auth::TokenKeys::new(kith::config::DEV_JWT_SECRET);
+    let keys = kith::testing::auth::TokenKeys::new(kith::config::DEV_JWT_SECRET);
     let now = chrono::Utc::now().timestamp();
     let tokens: Arc<HashMap<i64, String>> = Arc::new(
         (1..=USERS)

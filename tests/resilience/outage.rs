@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kith::model::UserId;
-use kith::pipeline::projector::ProjectorHooks;
+use kith::testing::pipeline::projector::ProjectorHooks;
 
 use crate::helpers::{TestApp, eventually, spawn_app_with};
 
@@ -96,7 +96,7 @@ impl Drop for Broker {
 }
 
 async fn applied_everything(t: &TestApp, target: UserId, followers: i64) -> Option<()> {
-    let backlog = kith::store::outbox::backlog(&mut *t.conn().await)
+    let backlog = kith::testing::store::outbox::backlog(&mut *t.conn().await)
         .await
         .unwrap();
     let stats = t.full_stats(target).await;
@@ -148,7 +148,7 @@ async fn events_survive_a_broker_outage() {
         t.unfollow(fans[0], target).await["data"]["unfollow"]["changed"],
         true
     );
-    let pending = kith::store::outbox::backlog(&mut *t.conn().await)
+    let pending = kith::testing::store::outbox::backlog(&mut *t.conn().await)
         .await
         .unwrap();
     assert!(

@@ -4,7 +4,7 @@
 
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection as _, AsyncPgConnection};
-use kith::auth::Viewer;
+use kith::testing::auth::Viewer;
 use serde_json::json;
 
 use crate::helpers::{error_code, spawn_app_with};
@@ -19,7 +19,7 @@ async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
     .await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     t.follow(alice, bob).await;
-    let id = kith::graph::ids::user_id(alice).to_string();
+    let id = kith::testing::graph::ids::user_id(alice).to_string();
     let query = "query($id: ID!) { user(id: $id) { handle counters { followings }
         following(first: 5) { totalCount } viewerRelation { following } } }";
     // Open every connection of the pool.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kith::model::UserId;
-use kith::store::partitions;
+use kith::testing::store::partitions;
 
 use crate::helpers::{KithProcess, TestApp, eventually, settled, spawn_app_with};
 
@@ -202,7 +202,7 @@ async fn a_killed_relay_hands_the_outbox_to_a_standby() {
     let target = t.user("target").await;
     let (first_fan, second_fan) = (t.user("first").await, t.user("second").await);
     let projector = t.start_projector(std::sync::Arc::new(
-        kith::pipeline::projector::ProjectorHooks::default(),
+        kith::testing::pipeline::projector::ProjectorHooks::default(),
     ));
     let mut active = KithProcess::start(&t, "relay", &[]);
     follow_and_time(&t, first_fan, target, 60).await;

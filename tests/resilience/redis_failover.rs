@@ -5,8 +5,8 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kith::auth::Viewer;
 use kith::model::UserId;
+use kith::testing::auth::Viewer;
 use serde_json::json;
 
 use crate::helpers::{error_code, eventually, settled, spawn_app_with};
@@ -201,7 +201,7 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
         fans.push(t.user(&format!("fo-fan{i}")).await);
     }
     // Warm the caches, then kill the primary holding the idol's keys.
-    let gid = |u: UserId| json!(kith::graph::ids::user_id(u).to_string());
+    let gid = |u: UserId| json!(kith::testing::graph::ids::user_id(u).to_string());
     let profile = |viewer: UserId| {
         let t = &t;
         async move {

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 use kith::app::App;
-use kith::auth::Viewer;
-use kith::cache::RedisPool;
 use kith::model::UserId;
+use kith::testing::auth::Viewer;
+use kith::testing::cache::RedisPool;
 use serde_json::{Value, json};
 
 use crate::helpers::Redis;
@@ -30,12 +30,12 @@ fn on_redis(t: &TestApp, url: &str) -> TestApp {
     let timeout = Duration::from_millis(REDIS_TIMEOUT_MS);
     let redis = RedisPool::new(url, 4, timeout, timeout).unwrap();
     let app = App::new(config, t.app.pg.clone(), redis, Default::default());
-    let schema = kith::graph::schema(app.clone());
+    let schema = kith::testing::graph::schema(app.clone());
     TestApp { app, schema }
 }
 
 async fn profile(k: &TestApp, user: UserId) -> (Value, Duration) {
-    let id = kith::graph::ids::user_id(user).to_string();
+    let id = kith::testing::graph::ids::user_id(user).to_string();
     let started = Instant::now();
     let r = k
         .execute(Viewer::Anonymous, PROFILE, json!({ "id": id }))

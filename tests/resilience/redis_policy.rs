@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use kith::app::{App, StartError};
-use kith::events::follow::{FollowEvent, FollowEventType};
-use kith::pipeline::projector::ProjectorHooks;
-use kith::store::partitions;
+use kith::testing::events::follow::{FollowEvent, FollowEventType};
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::store::partitions;
 
 use crate::helpers::{Redis, eventually, spawn_app};
 

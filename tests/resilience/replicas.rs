@@ -5,9 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use kith::graph::ids;
 use kith::model::UserId;
-use kith::store::partitions;
+use kith::testing::graph::ids;
+use kith::testing::store::partitions;
 use serde_json::{Value, json};
 
 use crate::helpers::{KithProcess, TestApp, eventually, settled, spawn_app_with};

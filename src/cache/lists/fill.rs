@@ -42,7 +42,7 @@ pub enum FillClaim {
 
 /// Claims the fill of each of `lists` under `token` in one round trip;
 /// `rebuild` claims cached lists too.
-pub async fn begin_fills(
+pub(crate) async fn begin_fills(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     lists: &[ListKey],

@@ -99,7 +99,7 @@ pub async fn coverages(
 
 /// Everything one cached list holds, for checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListSnapshot {
+pub(crate) struct ListSnapshot {
     /// The coverage marker.
     pub coverage: Coverage,
     /// Members newest first, with their scores (raw member strings kept, so
@@ -110,7 +110,7 @@ pub struct ListSnapshot {
 }
 
 /// Reads a whole list cache (ZSet, versions, coverage) atomically.
-pub async fn snapshot(
+pub(crate) async fn snapshot(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     list: ListKey,

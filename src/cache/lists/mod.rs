@@ -23,8 +23,10 @@ mod inspect;
 
 use crate::model::UserId;
 use crate::paging::{Page, PageRequest, Position};
-pub use fill::{Fill, FillClaim, ListEntry, begin_fill, begin_fills, commit_fill, commit_fills};
-pub use inspect::{Coverage, ListSnapshot, cached_members, coverages, snapshot};
+pub(crate) use fill::begin_fills;
+pub use fill::{Fill, FillClaim, ListEntry, begin_fill, commit_fill, commit_fills};
+pub use inspect::{Coverage, cached_members, coverages};
+pub(crate) use inspect::{ListSnapshot, snapshot};
 
 static APPLY_EDGE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_apply_edge.lua")));
@@ -34,12 +36,12 @@ static MEMBERS: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_members.lua")));
 
 /// The scripts a batched read ([`queue_page`], [`MembersCalls`]) invokes by hash.
-pub fn read_scripts() -> [&'static redis::Script; 2] {
+pub(crate) fn read_scripts() -> [&'static redis::Script; 2] {
     [&PAGE, &MEMBERS]
 }
 
 /// How long a filler may take before its claim lapses.
-pub const FILL_LEASE: Duration = Duration::from_secs(10);
+pub(crate) const FILL_LEASE: Duration = Duration::from_secs(10);
 
 /// How long a list's member versions outlive the list itself, and the
 /// previous generation of them outlives a refill: a removed member's
@@ -47,15 +49,15 @@ pub const FILL_LEASE: Duration = Duration::from_secs(10);
 /// meet it even if the list expired and was filled again meanwhile (a
 /// write path's update is sent right after its commit, and dropped with its
 /// request past `KITH_REQUEST_TIMEOUT_MS`). At most two generations exist.
-pub const TOMBSTONE_GRACE: Duration = Duration::from_secs(600);
+pub(crate) const TOMBSTONE_GRACE: Duration = Duration::from_secs(600);
 
 /// The ZSet member of a user: 19 digits, so lexicographic order is numeric order.
-pub fn member(user: UserId) -> String {
+pub(crate) fn member(user: UserId) -> String {
     format!("{:019}", user.get())
 }
 
 /// The user of a ZSet member, if it is one.
-pub fn parse_member(member: &str) -> Option<UserId> {
+pub(crate) fn parse_member(member: &str) -> Option<UserId> {
     if member.len() != 19 {
         return None;
     }
@@ -103,12 +105,12 @@ impl EdgeState {
 }
 
 /// The script the queued edge states invoke by hash (see [`super::run_writes`]).
-pub fn apply_script() -> &'static redis::Script {
+pub(crate) fn apply_script() -> &'static redis::Script {
     &APPLY_EDGE
 }
 
 /// Queues "apply each edge state to its list, if cached and newer" on `pipe`.
-pub fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
+pub(crate) fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
     for edge in edges {
         pipe.invoke_script(
             APPLY_EDGE
@@ -149,7 +151,7 @@ pub async fn read_page(
 }
 
 /// Queues the page script for `request` on `pipe` (one reply: [`parse_page`]).
-pub fn queue_page(
+pub(crate) fn queue_page(
     pipe: &mut redis::Pipeline,
     keys: &RedisKeys,
     list: ListKey,
@@ -176,7 +178,7 @@ pub fn queue_page(
 }
 
 /// The page in one reply of the page script.
-pub fn parse_page(reply: &redis::Value, limit: usize) -> Result<Page, PageMiss> {
+pub(crate) fn parse_page(reply: &redis::Value, limit: usize) -> Result<Page, PageMiss> {
     let reply: Vec<redis::Value> =
         redis::from_redis_value_ref(reply).map_err(|_| PageMiss::NotCached)?;
     let int = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).unwrap_or(0);
@@ -207,7 +209,7 @@ pub fn parse_page(reply: &redis::Value, limit: usize) -> Result<Page, PageMiss> 
 
 /// What a cached list says about some users' membership.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Membership {
+pub(crate) enum Membership {
     /// The list is not cached: it says nothing.
     NotCached,
     /// Per user asked, in order.
@@ -216,7 +218,7 @@ pub enum Membership {
 
 /// What a cached list says about one user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Member {
+pub(crate) enum Member {
     /// In the list, followed at this time (ms).
     In(i64),
     /// Not in the list (the whole list is cached).
@@ -229,7 +231,7 @@ pub enum Member {
 /// for every ask of a pipeline, or one per ask (on a Redis Cluster, where
 /// the keys of one call must share a slot — one list's keys do — or to bound
 /// the work of each call).
-pub struct MembersCalls {
+pub(crate) struct MembersCalls {
     /// Per call, the indices of the asks it carries.
     calls: Vec<Vec<usize>>,
     /// Per ask, how many users it asks about.
@@ -240,7 +242,7 @@ impl MembersCalls {
     /// Queues the calls for `asks` — (list, users) pairs, each with at least
     /// one user — on `pipe`, all in one call when `together`; their replies
     /// are read by [`Self::parse`].
-    pub fn queue(
+    pub(crate) fn queue(
         pipe: &mut redis::Pipeline,
         keys: &RedisKeys,
         asks: &[(ListKey, &[UserId])],
@@ -272,7 +274,10 @@ impl MembersCalls {
     /// The membership per ask, in the order asked, from the calls' replies
     /// (`next` gives each call's reply in turn; `None`: Redis did not
     /// answer, and the lists say nothing).
-    pub fn parse<'a>(&self, mut next: impl FnMut() -> Option<&'a redis::Value>) -> Vec<Membership> {
+    pub(crate) fn parse<'a>(
+        &self,
+        mut next: impl FnMut() -> Option<&'a redis::Value>,
+    ) -> Vec<Membership> {
         let mut out = vec![Membership::NotCached; self.sizes.len()];
         for call in &self.calls {
             let reply =

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 mod views;
 
-pub use views::{check_counters, check_edges, check_users};
+pub(crate) use views::{check_counters, check_edges, check_users};
 
 use super::progress::Progress;
 use crate::app::App;
@@ -101,7 +101,7 @@ impl Kind {
 
 /// What a disagreement is about, so it can be looked at again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Subject {
+pub(crate) enum Subject {
     /// A user's counters or lists.
     User(UserId),
     /// One edge.
@@ -110,7 +110,7 @@ pub enum Subject {
 
 /// One disagreement.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Disagreement {
+pub(crate) struct Disagreement {
     /// Its kind.
     pub kind: Kind,
     /// What to look at again.
@@ -233,7 +233,7 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
 }
 
 /// Looks again at the subjects of `suspects`; returns what still disagrees.
-pub async fn recheck(
+pub(crate) async fn recheck(
     app: &App,
     suspects: &[Disagreement],
 ) -> Result<Vec<Disagreement>, PipelineError> {

@@ -19,7 +19,7 @@ fn user(raw: i64) -> UserId {
 }
 
 /// The truth against the projection, edge by edge.
-pub fn check_edges(pairs: &[EdgePair]) -> Vec<Disagreement> {
+pub(crate) fn check_edges(pairs: &[EdgePair]) -> Vec<Disagreement> {
     let mut out = Vec::new();
     for pair in pairs {
         let subject = Subject::Edge(user(pair.from_user_id), user(pair.to_user_id));
@@ -59,7 +59,7 @@ pub fn check_edges(pairs: &[EdgePair]) -> Vec<Disagreement> {
 
 /// Counters, counter records and cached lists of `users`; also returns how
 /// many cached lists were compared.
-pub async fn check_users(
+pub(crate) async fn check_users(
     app: &App,
     users: &[UserId],
 ) -> Result<(Vec<Disagreement>, u64), PipelineError> {
@@ -92,7 +92,7 @@ pub async fn check_users(
 
 /// `user_stats` of `users` against counts of the truth, and their counter
 /// records against `user_stats`.
-pub async fn check_counters(
+pub(crate) async fn check_counters(
     app: &App,
     users: &[UserId],
 ) -> Result<Vec<Disagreement>, PipelineError> {

@@ -34,18 +34,18 @@ use crate::error::ErrorCode;
 
 mod sizes;
 
-pub use sizes::MAX_EXPANDED_FIELDS;
+pub(crate) use sizes::MAX_EXPANDED_FIELDS;
 use sizes::{Sizes, approx_bytes};
 
 /// Parsed documents of recent requests that passed validation, by query
 /// text (clients send the same few texts over and over; parsing is a
 /// visible share of a request's CPU). One per process, in
 /// [`crate::app::App::documents`].
-pub type Documents = moka::sync::Cache<String, Arc<ExecutableDocument>>;
+pub(crate) type Documents = moka::sync::Cache<String, Arc<ExecutableDocument>>;
 
 /// An empty document cache, bounded by an estimate of the memory its parsed
 /// documents take (not by their text, which is far smaller).
-pub fn documents() -> Documents {
+pub(crate) fn documents() -> Documents {
     moka::sync::Cache::builder()
         .max_capacity(DOCUMENT_CACHE_BYTES)
         .weigher(|query: &String, doc: &Arc<ExecutableDocument>| {
@@ -56,11 +56,11 @@ pub fn documents() -> Documents {
 
 /// Deepest an introspection query may nest (graphql-js 17 unwraps type
 /// references nine `ofType`s deep: 14 levels).
-pub const INTROSPECTION_MAX_DEPTH: usize = 24;
+pub(crate) const INTROSPECTION_MAX_DEPTH: usize = 24;
 
 /// Most list fields of the introspection types nested inside one another
 /// (`types { fields { args } }` is three).
-pub const INTROSPECTION_LIST_NESTING: usize = 3;
+pub(crate) const INTROSPECTION_LIST_NESTING: usize = 3;
 
 /// The list fields of the introspection types.
 const INTROSPECTION_LISTS: [&str; 8] = [
@@ -76,7 +76,7 @@ const INTROSPECTION_LISTS: [&str; 8] = [
 
 /// The limits, from the configuration, and the process's parsed documents.
 #[derive(Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     documents: Documents,
     /// Most aliased fields in one document.
     pub max_aliases: usize,
@@ -94,7 +94,7 @@ pub struct Limits {
 
 impl Limits {
     /// The configured limits, keeping parsed documents in `documents`.
-    pub fn new(config: &Config, documents: Documents) -> Self {
+    pub(crate) fn new(config: &Config, documents: Documents) -> Self {
         Self {
             documents,
             max_aliases: config.max_aliases,
@@ -290,7 +290,7 @@ impl Limits {
     /// again. Done outside async-graphql's extension hooks: any extension
     /// sends every field of every request down the executor's slow path (a
     /// `ResolveInfo` and an extension chain per field).
-    pub fn admit(&self, request: &mut Request) -> ServerResult<Admitted> {
+    pub(crate) fn admit(&self, request: &mut Request) -> ServerResult<Admitted> {
         self.check_length(&request.query)?;
         let (doc, cached) = match self.documents.get(&request.query) {
             Some(doc) => {
@@ -314,7 +314,10 @@ impl Limits {
     /// The type of the operation `request` selects: its document from the
     /// cache, or parsed now and left in the request, so that
     /// [`Self::admit`] does not parse it again.
-    pub fn operation_type(&self, request: &mut Request) -> ServerResult<Option<OperationType>> {
+    pub(crate) fn operation_type(
+        &self,
+        request: &mut Request,
+    ) -> ServerResult<Option<OperationType>> {
         self.check_length(&request.query)?;
         let name = request.operation_name.clone();
         let admitted = match self.documents.get(&request.query) {
@@ -326,7 +329,7 @@ impl Limits {
 
     /// Keeps the parsed document of a request the executor ran (it passed
     /// validation), so the same text is not parsed again.
-    pub fn remember(&self, admitted: &mut Admitted) {
+    pub(crate) fn remember(&self, admitted: &mut Admitted) {
         if let Some((query, doc)) = admitted.parsed.take() {
             self.documents.insert(query, doc);
         }
@@ -335,7 +338,7 @@ impl Limits {
 
 /// What an admitted document's selected operation is.
 #[derive(Clone, Debug, Default)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     /// Its name (also the one operation of a document that names it).
     pub operation: Option<String>,
     /// Its type, `None` when the document has no such operation (the
@@ -348,7 +351,7 @@ pub struct Admitted {
 
 impl Admitted {
     /// The operation of `doc` a request naming `name` (or none) selects.
-    pub fn of(doc: &ExecutableDocument, name: Option<&str>) -> Self {
+    pub(crate) fn of(doc: &ExecutableDocument, name: Option<&str>) -> Self {
         let selected = match (&doc.operations, name) {
             (DocumentOperations::Single(op), None) => Some((None, op)),
             (DocumentOperations::Multiple(ops), Some(name)) => {

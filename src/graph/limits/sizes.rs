@@ -13,7 +13,7 @@ use super::INTROSPECTION_LISTS;
 /// depth and complexity checks that follow walk every spread of every
 /// fragment again, so a few kilobytes of nested spreads could otherwise keep
 /// a core busy for minutes before any limit applies.
-pub const MAX_EXPANDED_FIELDS: usize = 10_000;
+pub(crate) const MAX_EXPANDED_FIELDS: usize = 10_000;
 
 /// The size of a selection once spread: every field (at any depth), the
 /// fields at its own level, how deep it nests (fields inside fields, as

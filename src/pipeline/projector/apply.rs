@@ -31,7 +31,7 @@ pub struct Committed {
 
 /// Why a transaction did not commit.
 #[derive(Debug)]
-pub enum CommitError {
+pub(crate) enum CommitError {
     /// These partitions are no longer this member's (or moved under it):
     /// nothing was written; their messages must be dropped.
     Fenced(Vec<TopicPartition>),
@@ -53,7 +53,7 @@ impl From<diesel::result::Error> for CommitError {
 
 /// Who is committing, and under which group.
 #[derive(Clone, Copy, Debug)]
-pub struct Owner<'a> {
+pub(crate) struct Owner<'a> {
     /// The consumer group.
     pub group: &'a str,
     /// This projector.
@@ -61,7 +61,7 @@ pub struct Owner<'a> {
 }
 
 /// Applies `items` and the `advances` of their partitions in one transaction.
-pub async fn commit(
+pub(crate) async fn commit(
     pg: &PgPool,
     owner: Owner<'_>,
     items: &[&Item],

@@ -64,7 +64,7 @@ const CLOCK_STEP_SLACK_MS: i64 = 24 * 3600 * 1000;
 /// A follow time is checked against the event's own transition time (both
 /// from PostgreSQL's clock: a follow happens at or before its transition,
 /// give or take a step of that clock), never against this host's clock.
-pub fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
+pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
     let payload = message.payload().ok_or("empty payload")?;
     if message.topic() == config.follow_topic {
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;

@@ -29,7 +29,7 @@ use crate::shutdown::Shutdown;
 use crate::store::partitions::{self, Lease, TopicPartition};
 
 /// The partitions a member holds, with the lease each was claimed under.
-pub type Assignment = BTreeMap<TopicPartition, Lease>;
+pub(crate) type Assignment = BTreeMap<TopicPartition, Lease>;
 
 /// Partitions per topic, as the broker reports them.
 type PartitionCounts = Vec<(String, i32)>;
@@ -40,7 +40,7 @@ const PARTITION_CHECK: Duration = Duration::from_secs(30);
 /// Keeps this member's leases until `shutdown`, publishing what it holds.
 /// It does not release them when it stops: the projector does, once its
 /// last batch is done.
-pub async fn keep(
+pub(crate) async fn keep(
     app: Arc<App>,
     member: Uuid,
     topics: Vec<String>,

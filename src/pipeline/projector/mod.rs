@@ -29,13 +29,13 @@
 //! is retried, then applied one message at a time so that only the offending
 //! message is dead-lettered. Outages are retried until they pass.
 
-pub mod apply;
-pub mod batch;
+pub(crate) mod apply;
+pub(crate) mod batch;
 mod fetch;
 mod holdings;
-pub mod leases;
+pub(crate) mod leases;
 mod process;
-pub mod resync;
+pub(crate) mod resync;
 
 use fetch::{ANNOUNCED_WINDOW, First, Parked, first_message, park_after, rest_of_batch};
 

@@ -17,7 +17,7 @@ use crate::pipeline::PipelineError;
 use crate::store::{follower, following, stats};
 
 /// Writes the current truth of every user and edge in `events` to Redis.
-pub async fn resync<'a>(
+pub(crate) async fn resync<'a>(
     app: &App,
     events: impl IntoIterator<Item = &'a Event>,
 ) -> Result<(), PipelineError> {
@@ -29,7 +29,7 @@ pub async fn resync<'a>(
 /// whose counters it set, and the follow transitions applied now — not the
 /// ones re-synced after a handover, applied earlier and told then, which
 /// would reach subscribers late and out of order.
-pub fn live_batch(items: &[Item]) -> LiveBatch {
+pub(crate) fn live_batch(items: &[Item]) -> LiveBatch {
     let (users, _) = touched(items.iter().filter_map(Item::event));
     let follows = items
         .iter()
@@ -73,7 +73,7 @@ fn touched<'a>(
 
 /// Writes the current state of `users` (counter records) and `pairs` (both
 /// lists of each edge) from PostgreSQL to Redis, only where newer.
-pub async fn resync_state(
+pub(crate) async fn resync_state(
     app: &App,
     users: BTreeSet<UserId>,
     pairs: BTreeSet<(UserId, UserId)>,

@@ -9,11 +9,11 @@ use diesel::QueryableByName;
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use kith::app::App;
-use kith::auth::Viewer;
 use kith::config::Config;
-use kith::graph::run::QueryText;
-use kith::graph::{self, KithSchema};
 use kith::model::{UserId, UserStatus};
+use kith::testing::auth::Viewer;
+use kith::testing::graph::run::QueryText;
+use kith::testing::graph::{self, KithSchema};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -163,7 +163,7 @@ impl TestApp {
     /// Creates a user in the given state.
     pub async fn user_with_status(&self, handle: &str, status: UserStatus) -> UserId {
         let mut conn = self.conn().await;
-        kith::store::users::create(&mut conn, handle, &format!("{handle} display"), status)
+        kith::testing::store::users::create(&mut conn, handle, &format!("{handle} display"), status)
             .await
             .unwrap()
     }
@@ -171,7 +171,7 @@ impl TestApp {
     /// The same application with its Redis pool pointed at a closed port
     /// (built by hand: `App::start` refuses to start without Redis).
     pub fn without_redis(&self) -> Arc<App> {
-        let closed = kith::cache::RedisPool::new(
+        let closed = kith::testing::cache::RedisPool::new(
             "redis://127.0.0.1:1/",
             4,
             std::time::Duration::from_millis(200),
@@ -223,7 +223,7 @@ impl TestApp {
         self.execute(
             Viewer::User(actor),
             &query,
-            json!({ "id": kith::graph::ids::user_id(target).to_string() }),
+            json!({ "id": kith::testing::graph::ids::user_id(target).to_string() }),
         )
         .await
     }

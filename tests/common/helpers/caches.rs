@@ -8,10 +8,10 @@ impl TestApp {
     /// Marks a list as cached (and empty), as a reader's fill would.
     pub async fn cache_list(
         &self,
-        list: kith::paging::ListKey,
-        entries: &[kith::cache::lists::ListEntry],
+        list: kith::testing::paging::ListKey,
+        entries: &[kith::testing::cache::lists::ListEntry],
     ) {
-        use kith::cache::lists::{FillClaim, begin_fill, commit_fill};
+        use kith::testing::cache::lists::{FillClaim, begin_fill, commit_fill};
         let mut redis = self.app.redis.get().await.unwrap();
         let claim = begin_fill(&mut *redis, &self.app.keys, list, "test", false)
             .await
@@ -34,9 +34,9 @@ impl TestApp {
     }
 
     /// The members of a cached list (newest first), `None` if not cached.
-    pub async fn cached_list(&self, list: kith::paging::ListKey) -> Option<Vec<UserId>> {
+    pub async fn cached_list(&self, list: kith::testing::paging::ListKey) -> Option<Vec<UserId>> {
         let mut redis = self.app.redis.get().await.unwrap();
-        kith::cache::lists::cached_members(&mut *redis, &self.app.keys, list)
+        kith::testing::cache::lists::cached_members(&mut *redis, &self.app.keys, list)
             .await
             .unwrap()
             .map(|members| members.into_iter().map(|(user, _)| user).collect())
@@ -46,9 +46,9 @@ impl TestApp {
     pub async fn counter_record(
         &self,
         user: UserId,
-    ) -> Option<kith::cache::counters::CounterRecord> {
+    ) -> Option<kith::testing::cache::counters::CounterRecord> {
         let mut redis = self.app.redis.get().await.unwrap();
-        kith::cache::counters::load_many(&mut *redis, &self.app.keys, &[user])
+        kith::testing::cache::counters::load_many(&mut *redis, &self.app.keys, &[user])
             .await
             .unwrap()
             .pop()
@@ -82,7 +82,9 @@ impl TestApp {
     pub async fn user_change_seen(&self, user: UserId) {
         let fresh = {
             let mut conn = self.conn().await;
-            kith::store::users::find(&mut conn, user).await.unwrap()
+            kith::testing::store::users::find(&mut conn, user)
+                .await
+                .unwrap()
         };
         eventually("the user cache drops the old row", 5, || async {
             let cached = self.app.read.users.get(user);

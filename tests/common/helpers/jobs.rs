@@ -12,15 +12,15 @@ use super::*;
 fn start_jobs(
     app: Arc<App>,
     jobs: kith::jobs::Jobs,
-    hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
+    hooks: Arc<kith::testing::pipeline::projector::ProjectorHooks>,
 ) -> Job {
-    let (trigger, shutdown) = kith::shutdown::Shutdown::new();
+    let (trigger, shutdown) = kith::testing::shutdown::Shutdown::new();
     let handle = tokio::spawn(kith::jobs::run_until(app, jobs, hooks, shutdown));
     Job { trigger, handle }
 }
 
 pub struct Job {
-    trigger: kith::shutdown::ShutdownTrigger,
+    trigger: kith::testing::shutdown::ShutdownTrigger,
     handle: tokio::task::JoinHandle<Result<(), kith::jobs::JobError>>,
 }
 
@@ -52,7 +52,10 @@ impl TestApp {
     }
 
     /// Starts a projector in the app's consumer group.
-    pub fn start_projector(&self, hooks: Arc<kith::pipeline::projector::ProjectorHooks>) -> Job {
+    pub fn start_projector(
+        &self,
+        hooks: Arc<kith::testing::pipeline::projector::ProjectorHooks>,
+    ) -> Job {
         self.start_projector_for(self.app.clone(), hooks)
     }
 
@@ -61,15 +64,15 @@ impl TestApp {
     pub fn start_projector_for(
         &self,
         app: Arc<App>,
-        hooks: Arc<kith::pipeline::projector::ProjectorHooks>,
+        hooks: Arc<kith::testing::pipeline::projector::ProjectorHooks>,
     ) -> Job {
         start_jobs(app, kith::jobs::Jobs::PROJECT, hooks)
     }
 
     /// Publishes a raw message, as another service would.
     pub async fn produce(&self, topic: &str, key: &str, payload: &[u8]) {
-        let producer = kith::pipeline::kafka::producer(&self.app.config).unwrap();
-        kith::pipeline::kafka::ensure_topics(&self.app.config)
+        let producer = kith::testing::pipeline::kafka::producer(&self.app.config).unwrap();
+        kith::testing::pipeline::kafka::ensure_topics(&self.app.config)
             .await
             .unwrap();
         let record = rdkafka::producer::FutureRecord::to(topic)

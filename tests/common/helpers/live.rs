@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures::{SinkExt as _, StreamExt as _};
 use kith::app::App;
-use kith::graph::ids;
 use kith::model::UserId;
-use kith::pipeline::projector::ProjectorHooks;
-use kith::shutdown::Shutdown;
+use kith::testing::graph::ids;
+use kith::testing::pipeline::projector::ProjectorHooks;
+use kith::testing::shutdown::Shutdown;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -163,7 +163,7 @@ pub fn gid(user: UserId) -> String {
 /// listener, and (when `pipeline`) a relay and a projector.
 pub struct Replica {
     pub port: u16,
-    stop: kith::shutdown::ShutdownTrigger,
+    stop: kith::testing::shutdown::ShutdownTrigger,
     _jobs: Vec<crate::helpers::Job>,
 }
 
@@ -177,8 +177,8 @@ pub async fn replica(t: &TestApp, app: Arc<App>, pipeline: bool) -> Replica {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let (stop, shutdown) = Shutdown::new();
-    tokio::spawn(kith::live::listen(app.clone(), shutdown.clone()));
-    let router = kith::http::router(app.clone());
+    tokio::spawn(kith::testing::live::listen(app.clone(), shutdown.clone()));
+    let router = kith::testing::http::router(app.clone());
     let mut served = shutdown.clone();
     tokio::spawn(async move {
         axum::serve(listener, router)

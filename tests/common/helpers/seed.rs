@@ -15,14 +15,14 @@ pub async fn seed_followers(
     prefix: &str,
     n: i64,
     per_ms: i64,
-) -> Vec<kith::paging::Position> {
+) -> Vec<kith::testing::paging::Position> {
     use diesel_async::AsyncConnection as _;
     use diesel_async::RunQueryDsl as _;
     // Its own session: a bulk load is not bound by the API's statement_timeout.
     let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
         .await
         .unwrap();
-    kith::store::users::seed(&mut conn, prefix, n)
+    kith::testing::store::users::seed(&mut conn, prefix, n)
         .await
         .unwrap();
     let base_ms: i64 = 1_700_000_000_000;
@@ -58,16 +58,16 @@ pub async fn seed_followers(
     .execute(&mut conn)
     .await
     .unwrap();
-    let rows = kith::store::lists::newest(
+    let rows = kith::testing::store::lists::newest(
         &mut conn,
-        kith::paging::ListKey::Followers(target),
+        kith::testing::paging::ListKey::Followers(target),
         n as usize + 1,
     )
     .await
     .unwrap();
     assert_eq!(rows.len() as i64, n);
     rows.iter()
-        .map(|r| kith::paging::Position {
+        .map(|r| kith::testing::paging::Position {
             followed_at_ms: r.followed_at.timestamp_millis(),
             user: UserId::new(r.member).unwrap(),
         })

@@ -4,8 +4,8 @@
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Jsonb};
 use diesel_async::RunQueryDsl;
-use kith::events::follow::FollowEvent;
 use kith::model::UserId;
+use kith::testing::events::follow::FollowEvent;
 use serde_json::Value;
 
 use super::*;
@@ -50,8 +50,8 @@ struct StatsRow {
 #[derive(Debug, PartialEq, Eq)]
 pub struct DerivedState {
     pub follower: Vec<(i64, i64, bool, i64)>,
-    pub stats: Vec<kith::store::stats::UserStats>,
-    pub records: Vec<Option<kith::cache::counters::CounterRecord>>,
+    pub stats: Vec<kith::testing::store::stats::UserStats>,
+    pub records: Vec<Option<kith::testing::cache::counters::CounterRecord>>,
     pub lists: Vec<Option<Vec<UserId>>>,
 }
 
@@ -79,7 +79,7 @@ pub async fn projection_matches_truth(t: &TestApp) -> bool {
 }
 
 pub async fn backlog(t: &TestApp) -> i64 {
-    kith::store::outbox::backlog(&mut *t.conn().await)
+    kith::testing::store::outbox::backlog(&mut *t.conn().await)
         .await
         .unwrap()
 }
@@ -104,7 +104,7 @@ pub async fn settled(t: &TestApp, users: &[UserId], secs: u64) {
 
 /// Asserts a report has no disagreement.
 #[track_caller]
-pub fn assert_consistent(report: &kith::consistency::verify::Report) {
+pub fn assert_consistent(report: &kith::testing::consistency::verify::Report) {
     assert_eq!(report.total(), 0, "verify found disagreements:\n{report}");
 }
 
@@ -137,7 +137,7 @@ impl TestApp {
     /// `(followings, version)` from `user_stats`.
     pub async fn stats(&self, user: UserId) -> (i64, i64) {
         let mut conn = self.conn().await;
-        let stats = kith::store::stats::find(&mut conn, user)
+        let stats = kith::testing::store::stats::find(&mut conn, user)
             .await
             .unwrap()
             .unwrap();
@@ -175,9 +175,9 @@ impl TestApp {
     }
 
     /// `user_stats` of `user`, whole.
-    pub async fn full_stats(&self, user: UserId) -> kith::store::stats::UserStats {
+    pub async fn full_stats(&self, user: UserId) -> kith::testing::store::stats::UserStats {
         let mut conn = self.conn().await;
-        kith::store::stats::find(&mut conn, user)
+        kith::testing::store::stats::find(&mut conn, user)
             .await
             .unwrap()
             .unwrap()
@@ -186,7 +186,7 @@ impl TestApp {
     /// `(active, version)` of the projection row `to ← from`.
     pub async fn projected(&self, from: UserId, to: UserId) -> Option<(bool, i64)> {
         let mut conn = self.conn().await;
-        kith::store::follower::rows(&mut conn, &[(from, to)])
+        kith::testing::store::follower::rows(&mut conn, &[(from, to)])
             .await
             .unwrap()
             .into_iter()
@@ -220,11 +220,11 @@ impl TestApp {
             stats.push(self.full_stats(*user).await);
             records.push(self.counter_record(*user).await);
             lists.push(
-                self.cached_list(kith::paging::ListKey::Following(*user))
+                self.cached_list(kith::testing::paging::ListKey::Following(*user))
                     .await,
             );
             lists.push(
-                self.cached_list(kith::paging::ListKey::Followers(*user))
+                self.cached_list(kith::testing::paging::ListKey::Followers(*user))
                     .await,
             );
         }
@@ -248,13 +248,13 @@ impl TestApp {
     }
 
     /// `kith verify` over everything; `settle` zero reports at once.
-    pub async fn verify(&self, settle_ms: u64) -> kith::consistency::verify::Report {
-        let options = kith::consistency::verify::Options {
+    pub async fn verify(&self, settle_ms: u64) -> kith::testing::consistency::verify::Report {
+        let options = kith::testing::consistency::verify::Options {
             settle: std::time::Duration::from_millis(settle_ms),
             batch: 7,
             ..Default::default()
         };
-        kith::consistency::verify::verify(&self.app, &options)
+        kith::testing::consistency::verify::verify(&self.app, &options)
             .await
             .unwrap()
     }

@@ -1,0 +1,150 @@
+//! What the integration tests and benches drive directly, and nothing
+//! else: the store's queries, the caches' scripts, the pipeline's parts,
+//! the consistency tools. Not an API — it follows the code. The library's
+//! own surface is [`crate::app`], [`crate::config`], [`crate::jobs`],
+//! [`crate::cli`] and [`crate::model`]; every other module is private, so
+//! the compiler finds what nothing uses.
+//!
+//! The modules mirror the crate's, so a test names
+//! `kith::testing::store::lists::page` for `crate::store::lists::page`.
+#![allow(missing_docs)]
+
+pub mod auth {
+    pub use crate::auth::{TokenError, TokenKeys, Viewer};
+}
+
+pub mod cache {
+    pub use crate::cache::{RedisPool, write_through};
+    pub mod counters {
+        pub use crate::cache::counters::{CounterRecord, load_many};
+    }
+    pub mod lists {
+        pub use crate::cache::lists::{
+            Coverage, EdgeState, Fill, FillClaim, ListEntry, begin_fill, cached_members,
+            commit_fill, commit_fills, coverages, read_page,
+        };
+    }
+}
+
+pub mod consistency {
+    pub mod rebuild {
+        pub use crate::consistency::rebuild::{Options, rebuild};
+    }
+    pub mod reconcile {
+        pub use crate::consistency::reconcile::{Scope, reconcile, schedule};
+    }
+    pub mod verify {
+        pub use crate::consistency::verify::{Kind, Options, Report, verify};
+    }
+}
+
+pub mod events {
+    pub mod follow {
+        pub use crate::events::follow::{FollowEvent, FollowEventType};
+    }
+}
+
+pub mod graph {
+    pub use crate::graph::{KithSchema, schema, sdl};
+    pub mod ids {
+        pub use crate::graph::ids::{decode_user, user_id};
+    }
+    pub mod loaders {
+        pub use crate::graph::loaders::Loaders;
+    }
+    pub mod persisted {
+        pub use crate::graph::persisted::sha256_hex;
+    }
+    pub mod run {
+        pub use crate::graph::run::{QueryText, run};
+    }
+}
+
+pub mod http {
+    pub use crate::http::{metrics_router, router, sample_backlog, serve_metrics};
+}
+
+pub mod live {
+    pub use crate::live::listen;
+}
+
+pub mod paging {
+    pub use crate::paging::{ListKey, PageRequest, Position, page_of, page_of_head};
+}
+
+pub mod pipeline {
+    pub use crate::pipeline::PipelineError;
+    pub mod dead_letters {
+        pub use crate::pipeline::dead_letters::replay;
+    }
+    pub mod kafka {
+        pub use crate::pipeline::kafka::{
+            client_config, consumer_config, ensure_topics, producer, producer_config,
+        };
+    }
+    pub mod projector {
+        pub use crate::pipeline::projector::{ProjectorHooks, run};
+        pub mod apply {
+            pub use crate::pipeline::projector::apply::apply_items;
+        }
+        pub mod batch {
+            pub use crate::pipeline::projector::batch::{Action, Event, Item};
+        }
+    }
+    pub mod relay {
+        pub use crate::pipeline::relay::run;
+    }
+}
+
+pub mod read {
+    pub mod pages {
+        pub use crate::read::pages::{Source, fill, page, recheck};
+    }
+}
+
+pub mod shutdown {
+    pub use crate::shutdown::{Shutdown, ShutdownTrigger};
+}
+
+pub mod store {
+    pub mod checks {
+        pub use crate::store::checks::user_counts;
+    }
+    pub mod content {
+        pub use crate::store::content::prune;
+    }
+    pub mod dead_letters {
+        pub use crate::store::dead_letters::list;
+    }
+    pub mod follower {
+        pub use crate::store::follower::{Applied, EdgeEvent, apply, apply_many, rows};
+    }
+    pub mod lists {
+        pub use crate::store::lists::{newest, page};
+    }
+    pub mod migrate {
+        pub use crate::store::migrate::{MIGRATIONS, run_pending};
+    }
+    pub mod outbox {
+        pub use crate::store::outbox::backlog;
+    }
+    pub mod partitions {
+        pub use crate::store::partitions::{TopicPartition, list};
+    }
+    pub mod seed {
+        pub use crate::store::seed::{Plan, Summary, generate};
+    }
+    pub mod stats {
+        pub use crate::store::stats::{UserStats, find};
+    }
+    pub mod users {
+        pub use crate::store::users::{create, find, find_many, seed, set_status};
+    }
+}
+
+pub mod write {
+    pub use crate::write::{EdgeChange, change_edge};
+    pub mod lifecycle {
+        pub use crate::write::lifecycle::{set_status, sweep};
+    }
+}
