@@ -27,7 +27,7 @@ use futures_util::StreamExt as _;
 
 use crate::error::ApiError;
 use crate::model::{User, UserId};
-use crate::store::PgPool;
+use crate::store::{PgConn, PgPool};
 
 /// The notification channel of the `users` trigger, before the schema name.
 pub(crate) const CHANNEL_PREFIX: &str = "kith_users_";
@@ -258,49 +258,57 @@ impl UserCache {
     /// The users with these handles: from the process cache, the rest from
     /// PostgreSQL in one statement, kept in the cache unless a change was
     /// noticed meanwhile. Handles nobody has are left out.
-    pub async fn by_handles(
+    pub(crate) async fn by_handles(
         self: &Arc<Self>,
         pg: &PgPool,
         handles: &[String],
     ) -> Result<Vec<User>, ApiError> {
-        let mut found = Vec::with_capacity(handles.len());
-        let mut missing = Vec::new();
-        for handle in handles {
-            match self.get_by_handle(handle) {
-                Some(user) => found.push(user),
-                None => missing.push(handle.clone()),
-            }
-        }
-        if !missing.is_empty() {
-            let seen = self.generation();
-            let mut conn = pg.get().await?;
-            let read = crate::store::users::find_by_handles(&mut conn, &missing).await?;
-            self.insert(seen, &read);
-            found.extend(read);
-        }
-        Ok(found)
+        self.lookup(
+            pg,
+            handles,
+            |h| self.get_by_handle(h),
+            async |conn, missing| crate::store::users::find_by_handles(conn, missing).await,
+        )
+        .await
     }
 
-    /// The users with these ids, whatever their status: from the process
-    /// cache, the rest from PostgreSQL in one statement, kept in the cache
-    /// unless a change was noticed meanwhile. Ids nobody has are left out.
-    pub async fn by_ids(
+    /// The users with these ids, whatever their status, as [`Self::by_handles`].
+    pub(crate) async fn by_ids(
         self: &Arc<Self>,
         pg: &PgPool,
         ids: &[UserId],
     ) -> Result<Vec<User>, ApiError> {
-        let mut found = Vec::with_capacity(ids.len());
+        self.lookup(
+            pg,
+            ids,
+            |id| self.get(*id),
+            async |conn, missing| crate::store::users::find_many(conn, missing).await,
+        )
+        .await
+    }
+
+    /// The users `keys` name: those `cached` has, and the rest as `read`
+    /// finds them in one statement (kept unless a change was noticed since
+    /// before it ran).
+    async fn lookup<K: Clone>(
+        self: &Arc<Self>,
+        pg: &PgPool,
+        keys: &[K],
+        cached: impl Fn(&K) -> Option<User>,
+        read: impl AsyncFnOnce(&mut PgConn, &[K]) -> diesel::QueryResult<Vec<User>>,
+    ) -> Result<Vec<User>, ApiError> {
+        let mut found = Vec::with_capacity(keys.len());
         let mut missing = Vec::new();
-        for id in ids {
-            match self.get(*id) {
+        for key in keys {
+            match cached(key) {
                 Some(user) => found.push(user),
-                None => missing.push(*id),
+                None => missing.push(key.clone()),
             }
         }
         if !missing.is_empty() {
             let seen = self.generation();
             let mut conn = pg.get().await?;
-            let read = crate::store::users::find_many(&mut conn, &missing).await?;
+            let read = read(&mut conn, &missing).await?;
             self.insert(seen, &read);
             found.extend(read);
         }

@@ -9,18 +9,12 @@
 // who is newer than the first page); exits 0, or 1 saying what differed.
 import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { relayStylePagination } from '@apollo/client/utilities';
+import { args, checkList, fail } from './paging.mjs';
 
-const [url, userId, expectedList, lateToken] = process.argv.slice(2);
-if (!lateToken) {
-  console.error('usage: node apollo.mjs <http url> <user id> <expected ids> <late follower token>');
-  process.exit(2);
-}
+const [url, userId, expectedList, lateToken] = args(
+  'apollo.mjs <http-url> <user-id> <expected-ids> <late-follower-token>',
+);
 const expected = expectedList.split(',');
-const fail = (why) => {
-  console.error(`FAIL ${why}`);
-  process.exit(1);
-};
-setTimeout(() => fail('not done within 60 s'), 60_000);
 
 const FOLLOWERS = gql`
   query Followers($id: ID!, $first: Int, $after: String, $last: Int, $before: String) {
@@ -72,13 +66,7 @@ const watch = (query) => {
   return { sub, next };
 };
 
-const same = (what, got) => {
-  const ids = got.edges.map((e) => e.node.id);
-  if (new Set(ids).size !== ids.length) fail(`${what}: a follower shows twice`);
-  if (ids.join(',') !== expected.join(',')) {
-    fail(`${what}: got ${ids.length} followers, expected ${expected.length}:\n${ids}\n${expected}`);
-  }
-};
+const same = (what, got) => checkList(what, got.edges.map((e) => e.node.id), expected);
 
 // Forward, while the list changes.
 {

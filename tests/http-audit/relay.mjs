@@ -15,18 +15,12 @@ import {
   fetchQuery,
   getSelector,
 } from 'relay-runtime';
+import { args, checkList, fail } from './paging.mjs';
 
-const [artifacts, url, userId, expectedList] = process.argv.slice(2);
-if (!expectedList) {
-  console.error('usage: node relay.mjs <artifact dir> <http url> <user id> <expected ids>');
-  process.exit(2);
-}
+const [artifacts, url, userId, expectedList] = args(
+  'relay.mjs <artifact-dir> <http-url> <user-id> <expected-ids>',
+);
 const expected = expectedList.split(',');
-const fail = (why) => {
-  console.error(`FAIL ${why}`);
-  process.exit(1);
-};
-setTimeout(() => fail('not done within 60 s'), 60_000);
 
 const load = async (name) => (await import(`${artifacts}/${name}.graphql.js`)).default;
 const listQuery = await load('followersListQuery');
@@ -70,10 +64,7 @@ for (;;) {
 }
 const followers = read();
 const ids = followers.edges.map((e) => e.node.id);
-if (new Set(ids).size !== ids.length) fail('a follower shows twice');
-if (ids.join(',') !== expected.join(',')) {
-  fail(`got ${ids.length} followers, expected ${expected.length}:\n${ids}\n${expected}`);
-}
+checkList('relay', ids, expected);
 if (followers.totalCount !== expected.length) fail(`totalCount ${followers.totalCount}`);
 console.log(`${pages} pages, ${ids.length} followers`);
 process.exit(0);

@@ -7,18 +7,10 @@
 import { Client, fetchExchange, gql } from '@urql/core';
 import { cacheExchange } from '@urql/exchange-graphcache';
 import { relayPagination } from '@urql/exchange-graphcache/extras';
+import { args, checkList, fail } from './paging.mjs';
 
-const [url, userId, expectedList] = process.argv.slice(2);
-if (!expectedList) {
-  console.error('usage: node urql.mjs <http url> <user id> <expected ids>');
-  process.exit(2);
-}
+const [url, userId, expectedList] = args('urql.mjs <http-url> <user-id> <expected-ids>');
 const expected = expectedList.split(',');
-const fail = (why) => {
-  console.error(`FAIL ${why}`);
-  process.exit(1);
-};
-setTimeout(() => fail('not done within 60 s'), 60_000);
 
 const FOLLOWERS = gql`
   query Followers($id: ID!, $first: Int, $after: String) {
@@ -58,10 +50,7 @@ for (;;) {
   after = followers.pageInfo.endCursor;
 }
 const ids = followers.edges.map((e) => e.node.id);
-if (new Set(ids).size !== ids.length) fail('a follower shows twice');
-if (ids.join(',') !== expected.join(',')) {
-  fail(`got ${ids.length} followers, expected ${expected.length}:\n${ids}\n${expected}`);
-}
+checkList('urql', ids, expected);
 if (followers.totalCount !== expected.length) fail(`totalCount ${followers.totalCount}`);
 console.log(`${pages} pages, ${ids.length} followers`);
 process.exit(0);
