@@ -85,8 +85,8 @@ impl App {
     /// Connects to PostgreSQL and Redis (applying migrations first when configured).
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
         // Each part checks its own settings' contents, before anything connects.
-        Authenticator::new(&config).map_err(StartError::Config)?;
-        Operations::new(&config).map_err(StartError::Config)?;
+        let auth = Authenticator::new(&config).map_err(StartError::Config)?;
+        let operations = Operations::new(&config).map_err(StartError::Config)?;
         if config.auto_migrate {
             let applied = store::migrate::run_pending(&config.database_url).await?;
             if !applied.is_empty() {
@@ -124,26 +124,46 @@ impl App {
             return Err(StartError::RedisClusterAsSingle);
         }
         drop(conn);
-        Ok(Self::new(config, pg, redis, round_trips))
+        Ok(Self::assemble(
+            config,
+            pg,
+            redis,
+            round_trips,
+            auth,
+            operations,
+        ))
     }
 
     /// Assembles the state from pools that are already open. `round_trips`
     /// must be the counter the PostgreSQL pool was built with.
     pub fn new(config: Config, pg: PgPool, redis: RedisPool, round_trips: RoundTrips) -> Arc<Self> {
+        let auth = Authenticator::new(&config).expect("the key file is checked by App::start");
         let operations = Operations::new(&config).expect("the manifest is checked by App::start");
+        Self::assemble(config, pg, redis, round_trips, auth, operations)
+    }
+
+    /// The handles, and each part's state as the part builds it from `config`.
+    fn assemble(
+        config: Config,
+        pg: PgPool,
+        redis: RedisPool,
+        round_trips: RoundTrips,
+        auth: Authenticator,
+        operations: Operations,
+    ) -> Arc<Self> {
         let metrics = Metrics::default();
         metrics.name_operations(operations.persisted.operation_names());
         Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             metrics,
             round_trips,
-            auth: Authenticator::new(&config).expect("the key file is checked by App::start"),
+            auth,
             read: ReadModel::new(&config),
-            rate_limiter: RateLimiter::new(config.rate_limit_capacity, config.rate_limit_per_sec),
+            rate_limiter: RateLimiter::from_config(&config),
             operations,
             live: Arc::default(),
             wakes: Wakes::default(),
-            consistency: SampledCheck::new(Duration::from_secs(config.counter_check_interval_secs)),
+            consistency: SampledCheck::from_config(&config),
             pg,
             redis,
             config,

@@ -132,7 +132,7 @@ pub fn perf_start(pid: u32, data: &std::path::Path) -> Option<PerfRecord> {
     })
 }
 
-/// Where the CPU time of a profiled process went, as in the split.
+/// Where the CPU time of a profiled process went, by part of the stack.
 const CATEGORIES: [(&str, &[&str]); 12] = [
     (
         "allocator (malloc/free)",

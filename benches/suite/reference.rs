@@ -1,4 +1,4 @@
-//! The reference of the performance issue, run in the same bench: an
+//! The reference, run in the same bench: an
 //! auto-generated GraphQL layer — PostGraphile 4.14 (Node.js) — over the same
 //! tables, asked the same profile query. `scripts/bench` installs it with npm
 //! into `target/reference` (git-ignored); without it the bench runs without

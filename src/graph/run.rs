@@ -34,8 +34,9 @@ pub enum QueryText {
 /// Executes one request for `viewer` with fresh per-request DataLoaders,
 /// within `KITH_REQUEST_TIMEOUT_MS`: past it the request is dropped — its
 /// statements cancelled, its connections returned — and answered `TIMEOUT`.
-/// Every transport runs requests through here, and every request is counted
-/// in the metrics by operation, viewer and code.
+/// Every query and mutation runs through here, over HTTP or a WebSocket,
+/// and is counted in the metrics by operation, viewer and code;
+/// subscriptions run in [`super::stream`] under the same limits.
 pub async fn run(
     schema: &KithSchema,
     app: &Arc<App>,

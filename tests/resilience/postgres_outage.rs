@@ -1,13 +1,17 @@
-//! PostgreSQL drops every pooled connection (as a restart or a failover
-//! does): the requests that meet a dead connection answer `UNAVAILABLE`,
-//! never `INTERNAL`, and the pool heals without a restart.
+//! PostgreSQL ends Kith's sessions: every pooled connection (as a restart or
+//! a failover does) — the requests that meet a dead connection answer
+//! `UNAVAILABLE`, never `INTERNAL`, and the pool heals without a restart; a
+//! follow's session while it commits — never answered done; the user
+//! cache's listening session — the cache stops serving until it is back.
 
 use diesel::sql_types::Text;
 use diesel_async::{AsyncConnection as _, AsyncPgConnection};
 use kith::testing::auth::Viewer;
 use serde_json::json;
 
-use crate::helpers::{error_code, spawn_app_with};
+use crate::helpers::{
+    error_code, eventually, read_user, spawn_app, spawn_app_with, user_row_cached,
+};
 
 #[tokio::test]
 async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
@@ -93,4 +97,109 @@ async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
         codes[codes.len() - 3..].iter().all(Option::is_none),
         "the pool did not heal: {codes:?}"
     );
+}
+
+#[tokio::test]
+async fn a_follow_whose_commit_dies_is_never_answered_done() {
+    use diesel_async::RunQueryDsl as _;
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    // The commit of a follow waits two seconds: the function's row is sent,
+    // the commit has not happened yet.
+    t.sql(
+        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$",
+    )
+    .await;
+    t.sql(
+        "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
+    )
+    .await;
+    // The server ends that session while it commits.
+    let kill = async {
+        #[derive(diesel::QueryableByName)]
+        struct Killed {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            killed: bool,
+        }
+        crate::helpers::eventually("the follow is committing", 10, || async {
+            let killed: Vec<Killed> = diesel::sql_query(
+                "SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+                  WHERE wait_event = 'PgSleep' AND query LIKE '%kith_change_edge%'
+                    AND pid <> pg_backend_pid()",
+            )
+            .load(&mut *t.conn().await)
+            .await
+            .unwrap();
+            killed.iter().any(|k| k.killed).then_some(())
+        })
+        .await;
+    };
+    let (answer, ()) = tokio::join!(t.follow(alice, bob), kill);
+    assert!(
+        answer["data"]["follow"]["changed"].is_null(),
+        "a follow that never committed was answered: {answer}"
+    );
+    assert_eq!(
+        crate::helpers::error_code(&answer),
+        Some("UNAVAILABLE"),
+        "{answer}"
+    );
+    // Read on a session of its own: the pooled connection the server ended
+    // may still be handed out once before the pool sees it closed.
+    #[derive(diesel::QueryableByName)]
+    struct Active {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let mut fresh = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+        &t.app.config.database_url,
+    )
+    .await
+    .unwrap();
+    let active: Active = diesel::sql_query(
+        "SELECT count(*) AS n FROM following WHERE from_user_id = $1 AND to_user_id = $2 AND active",
+    )
+    .bind::<diesel::sql_types::BigInt, _>(alice.get())
+    .bind::<diesel::sql_types::BigInt, _>(bob.get())
+    .get_result(&mut fresh)
+    .await
+    .unwrap();
+    assert_eq!(active.n, 0, "the edge is not there");
+}
+
+#[tokio::test]
+async fn a_lost_listening_session_empties_the_cache_until_it_is_back() {
+    let t = spawn_app().await;
+    let bob = t.user("bob").await;
+    user_row_cached(&t, bob).await;
+
+    // Cut the listening session: the cache must stop serving before it is
+    // back (a notice sent meanwhile would be lost), so a change made then
+    // shows on the very next read.
+    let name = t.app.read.users.session_name().to_owned();
+    t.sql_elsewhere(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
+    ))
+    .await;
+    eventually("the cache stops serving", 5, || async {
+        (!t.app.read.users.is_serving()).then_some(())
+    })
+    .await;
+    t.sql_elsewhere(&format!(
+        "UPDATE users SET handle = 'bob2' WHERE id = {bob}"
+    ))
+    .await;
+    assert_eq!(read_user(&t, bob).await["handle"], "bob2");
+    // It listens again by itself and serves from the cache again.
+    user_row_cached(&t, bob).await;
+    t.sql_elsewhere(&format!(
+        "UPDATE users SET handle = 'bob3' WHERE id = {bob}"
+    ))
+    .await;
+    eventually("a change after the reconnection shows", 5, || async {
+        (read_user(&t, bob).await["handle"] == "bob3").then_some(())
+    })
+    .await;
 }

@@ -1,6 +1,8 @@
 //! What Redis and the in-process caches hold for a test, and waiting for them.
 
 use kith::model::UserId;
+use kith::testing::auth::Viewer;
+use serde_json::{Value, json};
 
 use super::*;
 
@@ -111,4 +113,28 @@ impl TestApp {
                 .unwrap();
         }
     }
+}
+
+/// The user query a user-cache test reads with.
+const USER: &str = "query($id: ID!) { user(id: $id) { handle displayName } }";
+
+/// `user(id:) { handle displayName }`, read anonymously.
+pub async fn read_user(t: &TestApp, id: UserId) -> Value {
+    let id = kith::testing::graph::ids::user_id(id).to_string();
+    let r = t
+        .execute(Viewer::Anonymous, USER, json!({ "id": id }))
+        .await;
+    assert_ok(&r);
+    r["data"]["user"].clone()
+}
+
+/// Reads `id` until a read costs no statement: the row is cached.
+pub async fn user_row_cached(t: &TestApp, id: UserId) {
+    t.users_cached().await;
+    eventually("the row is cached", 5, || async {
+        let before = t.app.round_trips.snapshot().0;
+        read_user(t, id).await;
+        (t.app.round_trips.snapshot().0 == before).then_some(())
+    })
+    .await;
 }

@@ -3,7 +3,7 @@
 
 use diesel::QueryableByName;
 use diesel::sql_types::{BigInt, Bool, Jsonb};
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use kith::model::UserId;
 use kith::testing::events::follow::FollowEvent;
 use serde_json::Value;
@@ -257,5 +257,18 @@ impl TestApp {
         kith::testing::consistency::verify::verify(&self.app, &options)
             .await
             .unwrap()
+    }
+}
+
+impl TestApp {
+    /// Runs `statement` in another session on the test's schema: as another
+    /// process (or an operator's psql) would.
+    pub async fn sql_elsewhere(&self, statement: &str) {
+        let mut conn = AsyncPgConnection::establish(&self.app.config.database_url)
+            .await
+            .unwrap();
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(statement), &mut conn)
+            .await
+            .unwrap();
     }
 }
