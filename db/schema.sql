@@ -184,10 +184,10 @@ END
 $$;
 
 --
--- Name: kith_change_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+-- Name: kith_change_edge(bigint, bigint, boolean, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid) RETURNS SETOF kith.kith_edge_result
+CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -223,6 +223,9 @@ BEGIN
     r.occurred_at := v_step.occurred_at;
     IF r.edge_version IS NOT NULL THEN
         v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN 1 ELSE -1 END);
+        IF p_follow AND kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+            RAISE EXCEPTION 'kith: follow limit' USING ERRCODE = 'KF001';
+        END IF;
         r.followings := v_stats.followings;
         r.followers := v_stats.followers;
         r.posts := v_stats.posts;
@@ -238,10 +241,10 @@ END
 $$;
 
 --
--- Name: kith_change_edges(bigint, bigint[], uuid[], boolean); Type: FUNCTION; Schema: kith; Owner: -
+-- Name: kith_change_edges(bigint, bigint[], uuid[], boolean, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean) RETURNS SETOF kith.kith_edge_result
+CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -294,6 +297,9 @@ BEGIN
     END LOOP;
     IF v_changed > 0 THEN
         v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN v_changed ELSE -v_changed END);
+        IF p_follow AND kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+            RAISE EXCEPTION 'kith: follow limit' USING ERRCODE = 'KF001';
+        END IF;
     END IF;
     FOREACH r IN ARRAY v_rows LOOP
         IF r.edge_version IS NOT NULL THEN
@@ -472,6 +478,17 @@ BEGIN
        AND ((f.from_user_id = p_a AND f.to_user_id = p_b)
          OR (f.from_user_id = p_b AND f.to_user_id = p_a));
 END
+$$;
+
+--
+-- Name: kith_past_follow_cap(kith.user_stats, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    AS $$
+    SELECT p_max > 0 AND (p_stats).followings > p_max
+        AND (p_stats).followings > p_ratio * (p_stats).followers
 $$;
 
 --

@@ -17,6 +17,8 @@ pub(crate) enum ErrorCode {
     Forbidden,
     /// Slow down: a token bucket is empty, or a connection has too much waiting.
     RateLimited,
+    /// A follow past the follow cap (`KITH_MAX_FOLLOWINGS`, `KITH_FOLLOWINGS_RATIO`).
+    FollowLimit,
     /// A cursor this connection did not issue.
     BadCursor,
     /// The named object does not exist.
@@ -44,10 +46,11 @@ pub(crate) enum ErrorCode {
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 14] = [
+    pub(crate) const ALL: [Self; 15] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
+        Self::FollowLimit,
         Self::BadCursor,
         Self::NotFound,
         Self::InvalidInput,
@@ -67,6 +70,7 @@ impl ErrorCode {
             Self::Unauthenticated => "UNAUTHENTICATED",
             Self::Forbidden => "FORBIDDEN",
             Self::RateLimited => "RATE_LIMITED",
+            Self::FollowLimit => "FOLLOW_LIMIT",
             Self::BadCursor => "BAD_CURSOR",
             Self::NotFound => "NOT_FOUND",
             Self::InvalidInput => "INVALID_INPUT",
@@ -97,6 +101,12 @@ pub enum ApiError {
         /// Milliseconds until one token is available again.
         retry_after_ms: u64,
     },
+    /// A follow past the follow cap: the account follows many, and too few
+    /// follow it back in proportion.
+    #[error(
+        "follow limit reached: past the cap, an account may follow only as many as its followers allow"
+    )]
+    FollowLimit,
     /// A paging cursor that this list did not issue.
     #[error("invalid cursor")]
     BadCursor,
@@ -128,6 +138,7 @@ impl ApiError {
             Self::Unauthenticated(_) => ErrorCode::Unauthenticated,
             Self::Forbidden(_) => ErrorCode::Forbidden,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::FollowLimit => ErrorCode::FollowLimit,
             Self::BadCursor => ErrorCode::BadCursor,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::InvalidInput(_) => ErrorCode::InvalidInput,
@@ -157,6 +168,7 @@ impl ApiError {
             Self::RateLimited { retry_after_ms } => Self::RateLimited {
                 retry_after_ms: *retry_after_ms,
             },
+            Self::FollowLimit => Self::FollowLimit,
             Self::BadCursor => Self::BadCursor,
             Self::NotFound(m) => Self::NotFound(m),
             Self::InvalidInput(m) => Self::InvalidInput(m.clone()),

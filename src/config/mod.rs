@@ -190,6 +190,10 @@ pub struct Config {
     pub rate_limit_capacity: u32,
     /// Token bucket refill rate, tokens per second.
     pub rate_limit_per_sec: f64,
+    /// Followings past which a follow needs enough followers (0: no cap).
+    pub max_followings: u32,
+    /// Past `max_followings`, followings may be at most this many times the followers.
+    pub followings_ratio: f64,
     /// Apply pending migrations when the service starts.
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
@@ -315,6 +319,8 @@ impl Config {
             jwt_user_lookup: parse(&lookup, "KITH_JWT_USER_LOOKUP")?,
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY")?,
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC")?,
+            max_followings: parse(&lookup, "KITH_MAX_FOLLOWINGS")?,
+            followings_ratio: parse(&lookup, "KITH_FOLLOWINGS_RATIO")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE")?,
             apq_cache_bytes: parse(&lookup, "KITH_APQ_CACHE_BYTES")?,
             persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {

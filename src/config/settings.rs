@@ -436,6 +436,16 @@ pub const SECTIONS: &[Section] = &[
                 "1",
                 "bucket refill rate, tokens per second (may be fractional)",
             ),
+            value(
+                "KITH_MAX_FOLLOWINGS",
+                "7500",
+                "followings past which a follow needs enough followers (`KITH_FOLLOWINGS_RATIO`); 0: no cap",
+            ),
+            value(
+                "KITH_FOLLOWINGS_RATIO",
+                "1.1",
+                "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`)",
+            ),
         ],
     },
     Section {

@@ -69,21 +69,44 @@ impl EdgeChangeRow {
     }
 }
 
+/// The follow cap (`KITH_MAX_FOLLOWINGS`, `KITH_FOLLOWINGS_RATIO`): past
+/// `max` followings, a follow needs followings ≤ `ratio` × followers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FollowCap {
+    /// Followings past which the ratio applies; 0: no cap.
+    pub(crate) max: u32,
+    /// Most followings per follower past `max`.
+    pub(crate) ratio: f64,
+}
+
+/// The message of the error a follow past the cap raises (the whole
+/// statement rolls back: nothing is written).
+const FOLLOW_LIMIT: &str = "kith: follow limit";
+
+/// True when `e` is a follow refused by the cap.
+pub(crate) fn is_follow_limit(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message() == FOLLOW_LIMIT)
+}
+
 /// Follows (`follow`) or unfollows `target` as `actor` in one statement;
-/// the outbox event, if any, gets `event_id`.
+/// the outbox event, if any, gets `event_id`. A follow past `cap` fails
+/// ([`is_follow_limit`]) and writes nothing.
 pub(crate) async fn change_edge(
     conn: &mut PgConn,
     actor: UserId,
     target: UserId,
     follow: bool,
     event_id: uuid::Uuid,
+    cap: FollowCap,
 ) -> QueryResult<EdgeChangeRow> {
     let rows: Vec<EdgeChangeRow> =
-        diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4)")
+        diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4, $5, $6)")
             .bind::<BigInt, _>(actor.get())
             .bind::<BigInt, _>(target.get())
             .bind::<Bool, _>(follow)
             .bind::<diesel::sql_types::Uuid, _>(event_id)
+            .bind::<BigInt, _>(i64::from(cap.max))
+            .bind::<diesel::sql_types::Double, _>(cap.ratio)
             .load(conn)
             .await?;
     // Answered only once committed (see `committed`).
@@ -114,21 +137,25 @@ pub(crate) async fn remove_follower(
 /// (`kith_change_edges`) and so one transaction. Targets must come in
 /// ascending id order — the order edges are locked in, with the actor's
 /// counters last, as every edge write locks — so that two writes never
-/// deadlock. One row per target, in that order.
+/// deadlock. One row per target, in that order. Follows that together
+/// pass `cap` fail whole ([`is_follow_limit`]) and write nothing.
 pub(crate) async fn change_edges(
     conn: &mut PgConn,
     actor: UserId,
     targets: &[(UserId, uuid::Uuid)],
     follow: bool,
+    cap: FollowCap,
 ) -> QueryResult<Vec<EdgeChangeRow>> {
     let (ids, events): (Vec<i64>, Vec<uuid::Uuid>) =
         targets.iter().map(|(id, event)| (id.get(), *event)).unzip();
     let rows: Vec<EdgeChangeRow> =
-        diesel::sql_query("SELECT * FROM kith_change_edges($1, $2, $3, $4)")
+        diesel::sql_query("SELECT * FROM kith_change_edges($1, $2, $3, $4, $5, $6)")
             .bind::<BigInt, _>(actor.get())
             .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
             .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
             .bind::<Bool, _>(follow)
+            .bind::<BigInt, _>(i64::from(cap.max))
+            .bind::<diesel::sql_types::Double, _>(cap.ratio)
             .load(conn)
             .await?;
     if rows.len() != targets.len() {

@@ -63,8 +63,10 @@ pub async fn change_edge(
             target,
             change == EdgeChange::Follow,
             event_id,
+            follow_cap(app),
         )
-        .await?
+        .await
+        .map_err(refused_by_cap)?
     };
     let edge = Edge {
         from: actor,
@@ -186,7 +188,10 @@ pub(crate) async fn change_edges(
         Vec::new()
     } else {
         let mut conn = app.pg.get().await?;
-        following::change_edges(&mut conn, actor, &calls, change == EdgeChange::Follow).await?
+        let follow = change == EdgeChange::Follow;
+        following::change_edges(&mut conn, actor, &calls, follow, follow_cap(app))
+            .await
+            .map_err(refused_by_cap)?
     };
     let mut applied = Vec::new();
     for ((row, (target, event_id)), (_, index)) in rows.into_iter().zip(calls).zip(&valid) {
@@ -212,6 +217,24 @@ pub(crate) async fn change_edges(
         .into_iter()
         .map(|r| r.expect("every target has a result"))
         .collect())
+}
+
+/// The follow cap the configuration sets.
+fn follow_cap(app: &App) -> following::FollowCap {
+    following::FollowCap {
+        max: app.config.max_followings,
+        ratio: app.config.followings_ratio,
+    }
+}
+
+/// `FOLLOW_LIMIT` for a write the cap refused (nothing was written), the
+/// usual classification for any other failure.
+fn refused_by_cap(e: diesel::result::Error) -> ApiError {
+    if following::is_follow_limit(&e) {
+        ApiError::FollowLimit
+    } else {
+        e.into()
+    }
 }
 
 /// One edge transition asked of PostgreSQL.

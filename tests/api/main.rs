@@ -14,6 +14,7 @@ mod clients;
 mod consistency;
 mod db_schema;
 mod errors;
+mod follow_cap;
 mod graph_queries;
 mod hardening;
 mod http;
