@@ -216,6 +216,7 @@ impl From<diesel::result::Error> for ApiError {
         match classify(&e) {
             Failure::Unavailable => Self::Unavailable(e.into()),
             Failure::Timeout => Self::Timeout,
+            Failure::FollowLimit => Self::FollowLimit,
             Failure::Rejected | Failure::Other => Self::Internal(e.into()),
         }
     }

@@ -65,7 +65,7 @@ pub async fn follow_statement(
         format!(
             "\\set a random(1, {STATEMENT_USERS})\n\
              \\set b 1 + (:a + random(0, {})) % {STATEMENT_USERS}\n\
-             SELECT outcome FROM kith_change_edge(:a, :b, true, gen_random_uuid());\n",
+             SELECT outcome FROM kith_change_edge(:a, :b, true, gen_random_uuid(), 7500, 1.1);\n",
             STATEMENT_USERS - 2
         ),
     )

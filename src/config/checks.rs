@@ -19,6 +19,13 @@ impl Config {
                 "must be a positive number",
             ));
         }
+        if !(self.followings_ratio.is_finite() && self.followings_ratio >= 0.0) {
+            return Err(invalid(
+                "KITH_FOLLOWINGS_RATIO",
+                &self.followings_ratio.to_string(),
+                "must be a number of at least 0",
+            ));
+        }
         if self.jwt_secret.len() < 16 {
             return Err(invalid(
                 "KITH_JWT_SECRET",

@@ -444,7 +444,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_FOLLOWINGS_RATIO",
                 "1.1",
-                "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`)",
+                "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`); a number of at least 0",
             ),
         ],
     },

@@ -32,6 +32,8 @@ pub(crate) struct UnfollowInput {
 #[derive(InputObject)]
 pub(crate) struct EdgesInput {
     /// Global ids of the users, at most 100. Each costs one rate-limit token.
+    /// Follows that together would pass the follow cap refuse the whole call
+    /// with `FOLLOW_LIMIT`.
     pub user_ids: Vec<ID>,
     /// Echoed back in the payload (Relay).
     pub client_mutation_id: Option<String>,

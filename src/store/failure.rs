@@ -17,6 +17,9 @@ pub(crate) enum Failure {
     /// A constraint rejects the input: asking again with the same input
     /// never succeeds.
     Rejected,
+    /// A follow past the follow cap (`kith_change_edge` raises it; the
+    /// statement wrote nothing).
+    FollowLimit,
     /// Anything else: a bug.
     Other,
 }
@@ -30,9 +33,13 @@ const PASSING: [&str; 5] = [
     "deadlock detected",
 ];
 
+/// The message of the error a follow past the follow cap raises.
+const FOLLOW_LIMIT: &str = "kith: follow limit";
+
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {
     match e {
+        Error::DatabaseError(_, info) if info.message() == FOLLOW_LIMIT => Failure::FollowLimit,
         Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
         | Error::DatabaseError(Kind::SerializationFailure, _)
         | Error::BrokenTransactionManager => Failure::Unavailable,

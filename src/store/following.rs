@@ -79,18 +79,9 @@ pub(crate) struct FollowCap {
     pub(crate) ratio: f64,
 }
 
-/// The message of the error a follow past the cap raises (the whole
-/// statement rolls back: nothing is written).
-const FOLLOW_LIMIT: &str = "kith: follow limit";
-
-/// True when `e` is a follow refused by the cap.
-pub(crate) fn is_follow_limit(e: &diesel::result::Error) -> bool {
-    matches!(e, diesel::result::Error::DatabaseError(_, info) if info.message() == FOLLOW_LIMIT)
-}
-
 /// Follows (`follow`) or unfollows `target` as `actor` in one statement;
 /// the outbox event, if any, gets `event_id`. A follow past `cap` fails
-/// ([`is_follow_limit`]) and writes nothing.
+/// (`store::failure::Failure::FollowLimit`) and writes nothing.
 pub(crate) async fn change_edge(
     conn: &mut PgConn,
     actor: UserId,
@@ -138,7 +129,7 @@ pub(crate) async fn remove_follower(
 /// ascending id order — the order edges are locked in, with the actor's
 /// counters last, as every edge write locks — so that two writes never
 /// deadlock. One row per target, in that order. Follows that together
-/// pass `cap` fail whole ([`is_follow_limit`]) and write nothing.
+/// pass `cap` fail whole (`Failure::FollowLimit`) and write nothing.
 pub(crate) async fn change_edges(
     conn: &mut PgConn,
     actor: UserId,

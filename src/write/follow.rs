@@ -65,8 +65,7 @@ pub async fn change_edge(
             event_id,
             follow_cap(app),
         )
-        .await
-        .map_err(refused_by_cap)?
+        .await?
     };
     let edge = Edge {
         from: actor,
@@ -189,9 +188,7 @@ pub(crate) async fn change_edges(
     } else {
         let mut conn = app.pg.get().await?;
         let follow = change == EdgeChange::Follow;
-        following::change_edges(&mut conn, actor, &calls, follow, follow_cap(app))
-            .await
-            .map_err(refused_by_cap)?
+        following::change_edges(&mut conn, actor, &calls, follow, follow_cap(app)).await?
     };
     let mut applied = Vec::new();
     for ((row, (target, event_id)), (_, index)) in rows.into_iter().zip(calls).zip(&valid) {
@@ -224,16 +221,6 @@ fn follow_cap(app: &App) -> following::FollowCap {
     following::FollowCap {
         max: app.config.max_followings,
         ratio: app.config.followings_ratio,
-    }
-}
-
-/// `FOLLOW_LIMIT` for a write the cap refused (nothing was written), the
-/// usual classification for any other failure.
-fn refused_by_cap(e: diesel::result::Error) -> ApiError {
-    if following::is_follow_limit(&e) {
-        ApiError::FollowLimit
-    } else {
-        e.into()
     }
 }
 

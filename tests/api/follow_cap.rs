@@ -26,7 +26,7 @@ async fn capped(n: usize) -> (TestApp, UserId, Vec<UserId>) {
 
 #[tokio::test]
 async fn a_follow_past_the_cap_is_refused_and_writes_nothing() {
-    let (t, me, u) = capped(6).await;
+    let (t, me, u) = capped(14).await;
     for user in &u[..3] {
         assert_ok(&t.follow(me, *user).await);
     }
@@ -37,21 +37,38 @@ async fn a_follow_past_the_cap_is_refused_and_writes_nothing() {
     assert_eq!(t.stats(me).await.0, 3, "followings unchanged");
     assert_eq!(t.outbox().await.len(), events, "no event");
 
-    // A follow that changes nothing is no follow past the cap; an unfollow
-    // makes room.
-    let again = t.follow(me, u[0]).await;
-    assert_ok(&again);
-    assert_eq!(again["data"]["follow"]["changed"], false);
-    assert_ok(&t.unfollow(me, u[0]).await);
-    assert_ok(&t.follow(me, u[3]).await);
-
-    // Enough followers lift it: 4 followings ≤ 1.1 × 10 followers.
+    // Enough followers lift it, up to the ratio exactly: 1.1 × 10 = 11
+    // followings are allowed, a twelfth is not.
     t.sql(&format!(
         "UPDATE user_stats SET followers = 10 WHERE user_id = {me}"
     ))
     .await;
-    assert_ok(&t.follow(me, u[4]).await);
-    assert_eq!(t.stats(me).await.0, 4);
+    for user in &u[3..11] {
+        assert_ok(&t.follow(me, *user).await);
+    }
+    assert_eq!(t.stats(me).await.0, 11);
+    let refused = t.follow(me, u[11]).await;
+    assert_eq!(error_code(&refused), Some("FOLLOW_LIMIT"), "{refused}");
+}
+
+#[tokio::test]
+async fn past_the_cap_unfollows_and_repeats_are_never_refused() {
+    let (t, me, u) = capped(3).await;
+    for user in &u {
+        assert_ok(&t.follow(me, *user).await);
+    }
+    // Past the cap already (the cap came later, or the followers left).
+    t.sql(&format!(
+        "UPDATE user_stats SET followings = 9 WHERE user_id = {me}"
+    ))
+    .await;
+    let again = t.follow(me, u[0]).await;
+    assert_ok(&again);
+    assert_eq!(again["data"]["follow"]["changed"], false);
+    let gone = t.unfollow(me, u[1]).await;
+    assert_ok(&gone);
+    assert_eq!(gone["data"]["unfollow"]["changed"], true);
+    assert_eq!(t.stats(me).await.0, 8);
 }
 
 #[tokio::test]
@@ -79,11 +96,45 @@ async fn follow_many_past_the_cap_is_refused_whole() {
 }
 
 #[tokio::test]
+async fn follow_many_under_the_cap_applies() {
+    let (t, me, u) = capped(3).await;
+    assert_ok(&t.follow(me, u[0]).await);
+    let ids: Vec<String> = u
+        .iter()
+        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
+        .collect();
+    // u0 is followed already: two new follows take followings to the cap.
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) { changedCount } }",
+            json!({ "ids": ids }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["followMany"]["changedCount"], 2);
+    assert_eq!(t.stats(me).await.0, 3);
+}
+
+/// Follows one below the cap, each made to hold its locks while it
+/// commits: they queue on the actor's counters, and only the first fits.
+#[tokio::test]
 async fn racing_follows_never_pass_the_cap_together() {
     let (t, me, u) = capped(8).await;
     for user in &u[..2] {
         assert_ok(&t.follow(me, *user).await);
     }
+    // Every new edge's commit waits 300 ms, its locks held.
+    t.sql(
+        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$",
+    )
+    .await;
+    t.sql(
+        "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
+    )
+    .await;
     let answers = futures::future::join_all(u[2..].iter().map(|user| t.follow(me, *user))).await;
     let ok = answers.iter().filter(|a| error_code(a).is_none()).count();
     let limited = answers
