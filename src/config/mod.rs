@@ -10,9 +10,11 @@
 
 mod checks;
 mod kafka;
+mod reference;
 pub mod settings;
 
 pub use kafka::kafka_properties;
+pub use reference::reference;
 
 use std::env;
 use std::net::SocketAddr;
@@ -341,31 +343,6 @@ impl Config {
         config.validate()?;
         Ok(config)
     }
-}
-
-/// The configuration reference, `docs/configuration.md`, as the settings
-/// table says it.
-pub fn reference() -> String {
-    let mut out = format!("# Configuration\n\n{}\n", settings::PREAMBLE);
-    for section in settings::SECTIONS {
-        out.push_str(&format!(
-            "\n## {}\n\n| variable | default | meaning |\n|---|---|---|\n",
-            section.title
-        ));
-        for setting in section.settings {
-            let default = match setting.default {
-                None => "unset".to_owned(),
-                Some("") => "empty".to_owned(),
-                Some(value) => format!("`{value}`"),
-            };
-            out.push_str(&format!(
-                "| `{}` | {default} | {} |\n",
-                setting.name, setting.doc
-            ));
-        }
-    }
-    out.push_str(&format!("\n{}\n", settings::NOTES));
-    out
 }
 
 /// The setting `name`, or its default from [`settings::SECTIONS`], parsed.

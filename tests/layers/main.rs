@@ -438,3 +438,27 @@ fn absolute(module: &str, path: &[String]) -> Option<Vec<String>> {
     here.extend(rest.iter().cloned());
     Some(here)
 }
+
+/// One file, one concern: a file of `src/` past this many lines holds more
+/// than one (split it by what its parts do).
+const LONGEST_FILE: usize = 500;
+
+#[test]
+fn no_file_holds_more_than_one_concern() {
+    let mut files = Vec::new();
+    collect(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src").as_path(),
+        &mut files,
+    );
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).ok()?.lines().count();
+            (lines > LONGEST_FILE).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "files over {LONGEST_FILE} lines: {long:#?}"
+    );
+}
