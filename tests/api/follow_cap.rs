@@ -24,6 +24,20 @@ async fn capped(n: usize) -> (TestApp, UserId, Vec<UserId>) {
     (t, me, users)
 }
 
+/// `followMany` of `users` as `me`.
+async fn follow_many(t: &TestApp, me: UserId, users: &[UserId]) -> serde_json::Value {
+    let ids: Vec<String> = users
+        .iter()
+        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
+        .collect();
+    t.execute(
+        Viewer::User(me),
+        "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) { changedCount } }",
+        json!({ "ids": ids }),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_follow_past_the_cap_is_refused_and_writes_nothing() {
     let (t, me, u) = capped(14).await;
@@ -76,17 +90,7 @@ async fn follow_many_past_the_cap_is_refused_whole() {
     let (t, me, u) = capped(5).await;
     assert_ok(&t.follow(me, u[0]).await);
     let events = t.outbox().await.len();
-    let ids: Vec<String> = u[1..]
-        .iter()
-        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
-        .collect();
-    let r = t
-        .execute(
-            Viewer::User(me),
-            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) { changedCount } }",
-            json!({ "ids": ids }),
-        )
-        .await;
+    let r = follow_many(&t, me, &u[1..]).await;
     assert_eq!(error_code(&r), Some("FOLLOW_LIMIT"), "{r}");
     assert_eq!(t.stats(me).await.0, 1);
     assert_eq!(t.outbox().await.len(), events);
@@ -99,18 +103,8 @@ async fn follow_many_past_the_cap_is_refused_whole() {
 async fn follow_many_under_the_cap_applies() {
     let (t, me, u) = capped(3).await;
     assert_ok(&t.follow(me, u[0]).await);
-    let ids: Vec<String> = u
-        .iter()
-        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
-        .collect();
     // u0 is followed already: two new follows take followings to the cap.
-    let r = t
-        .execute(
-            Viewer::User(me),
-            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) { changedCount } }",
-            json!({ "ids": ids }),
-        )
-        .await;
+    let r = follow_many(&t, me, &u).await;
     assert_ok(&r);
     assert_eq!(r["data"]["followMany"]["changedCount"], 2);
     assert_eq!(t.stats(me).await.0, 3);
@@ -125,16 +119,7 @@ async fn racing_follows_never_pass_the_cap_together() {
         assert_ok(&t.follow(me, *user).await);
     }
     // Every new edge's commit waits 300 ms, its locks held.
-    t.sql(
-        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
-         $$ BEGIN PERFORM pg_sleep(0.3); RETURN NULL; END $$",
-    )
-    .await;
-    t.sql(
-        "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
-         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
-    )
-    .await;
+    t.delay_edge_commits(0.3).await;
     let answers = futures::future::join_all(u[2..].iter().map(|user| t.follow(me, *user))).await;
     let ok = answers.iter().filter(|a| error_code(a).is_none()).count();
     let limited = answers

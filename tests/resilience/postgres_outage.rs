@@ -106,16 +106,7 @@ async fn a_follow_whose_commit_dies_is_never_answered_done() {
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     // The commit of a follow waits two seconds: the function's row is sent,
     // the commit has not happened yet.
-    t.sql(
-        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
-         $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$",
-    )
-    .await;
-    t.sql(
-        "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
-         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
-    )
-    .await;
+    t.delay_edge_commits(2.0).await;
     // The server ends that session while it commits.
     let kill = async {
         #[derive(diesel::QueryableByName)]

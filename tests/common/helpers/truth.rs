@@ -272,3 +272,21 @@ impl TestApp {
             .unwrap();
     }
 }
+
+impl TestApp {
+    /// Makes the commit of every new or changed edge wait `seconds` with its
+    /// locks held (a deferred trigger on `following`): a write is then
+    /// caught between its statement and its commit.
+    pub async fn delay_edge_commits(&self, seconds: f64) {
+        self.sql(&format!(
+            "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN PERFORM pg_sleep({seconds}); RETURN NULL; END $$"
+        ))
+        .await;
+        self.sql(
+            "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON following
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()",
+        )
+        .await;
+    }
+}
