@@ -184,6 +184,143 @@ END
 $$;
 
 --
+-- Name: kith_block(bigint, bigint, boolean, uuid, uuid[], bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) RETURNS SETOF kith.kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    e kith_edge_result;
+    v_target users%ROWTYPE;
+    v_type TEXT := CASE WHEN p_block THEN 'BlockCreated' ELSE 'BlockRemoved' END;
+    v_dir RECORD;
+    v_ended RECORD;
+    v_ends kith_edge_result[] := '{}';
+BEGIN
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND OR (p_block AND v_target.status = 'deleted') THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    r.target_handle := v_target.handle;
+    r.target_display_name := v_target.display_name;
+    r.target_status := v_target.status;
+    PERFORM kith_lock_pair(p_actor, p_target);
+    IF p_block THEN
+        IF p_max_blocks > 0 AND NOT EXISTS (
+            SELECT 1 FROM block b
+             WHERE b.from_user_id = p_actor AND b.to_user_id = p_target AND b.active) THEN
+            -- One actor's new blocks are counted one at a time.
+            PERFORM 1 FROM users u WHERE u.id = p_actor FOR NO KEY UPDATE;
+            IF (SELECT count(*) FROM block b WHERE b.from_user_id = p_actor AND b.active) >= p_max_blocks THEN
+                r.outcome := 'block_limit';
+                RETURN NEXT r;
+                RETURN;
+            END IF;
+        END IF;
+        INSERT INTO block AS b (from_user_id, to_user_id, active, blocked_at, version, updated_at)
+        VALUES (p_actor, p_target, TRUE, date_trunc('milliseconds', now()), 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               blocked_at = EXCLUDED.blocked_at,
+               version = b.version + 1,
+               updated_at = now()
+         WHERE NOT b.active
+        RETURNING b.version, b.blocked_at INTO r.edge_version, r.edge_followed_at;
+        -- The follows both ways end, as unfollows do (hidden ones are
+        -- forgotten), the lower follower's first: the order counters lock in.
+        FOR v_dir IN
+            SELECT * FROM (VALUES (p_actor, p_target, 'ended_out', p_unfollow_events[1]),
+                                  (p_target, p_actor, 'ended_in', p_unfollow_events[2]))
+                       AS d(f, t, o, ev)
+             ORDER BY f
+        LOOP
+            SELECT * INTO v_ended FROM kith_transition_edge(v_dir.f, v_dir.t, FALSE, v_dir.ev);
+            CONTINUE WHEN v_ended.edge_version IS NULL;
+            e := NULL;
+            e.outcome := v_dir.o;
+            e.edge_version := v_ended.edge_version;
+            e.edge_followed_at := v_ended.edge_followed_at;
+            e.occurred_at := v_ended.occurred_at;
+            e.followings := v_ended.followings;
+            e.followers := v_ended.followers;
+            e.posts := v_ended.posts;
+            e.likes_received := v_ended.likes_received;
+            e.favs_received := v_ended.favs_received;
+            e.version := v_ended.version;
+            v_ends := v_ends || e;
+        END LOOP;
+    ELSE
+        UPDATE block AS b
+           SET active = FALSE, version = b.version + 1, updated_at = now()
+         WHERE b.from_user_id = p_actor AND b.to_user_id = p_target AND b.active
+        RETURNING b.version, b.blocked_at INTO r.edge_version, r.edge_followed_at;
+    END IF;
+    r.outcome := 'ok';
+    IF r.edge_version IS NOT NULL THEN
+        r.occurred_at := date_trunc('milliseconds', now());
+        -- The wire format of BlockEvent (src/events/block.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_actor::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_actor,
+            'to', p_target,
+            'version', r.edge_version,
+            'blockedAtMs', (extract(epoch FROM r.edge_followed_at) * 1000)::BIGINT,
+            'occurredAtMs', (extract(epoch FROM r.occurred_at) * 1000)::BIGINT));
+    END IF;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_actor, p_target);
+    RETURN NEXT r;
+    FOREACH e IN ARRAY v_ends LOOP
+        RETURN NEXT e;
+    END LOOP;
+END
+$$;
+
+--
+-- Name: kith_blocked(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_blocked(p_a bigint, p_b bigint) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT EXISTS (SELECT 1 FROM block b
+                    WHERE b.active
+                      AND ((b.from_user_id = p_a AND b.to_user_id = p_b)
+                        OR (b.from_user_id = p_b AND b.to_user_id = p_a)))
+$$;
+
+--
+-- Name: kith_blocks_changed(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_blocks_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    ids TEXT;
+BEGIN
+    SELECT string_agg(DISTINCT id::TEXT, ',')
+      INTO ids
+      FROM (SELECT from_user_id AS id FROM changed UNION ALL SELECT to_user_id FROM changed) c;
+    IF ids IS NOT NULL THEN
+        PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, ids);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+--
 -- Name: kith_change_edge(bigint, bigint, boolean, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -215,6 +352,14 @@ BEGIN
         r.outcome := 'target_unfollowable';
         RETURN NEXT r;
         RETURN;
+    END IF;
+    IF p_follow THEN
+        PERFORM kith_lock_pair(p_actor, p_target);
+        IF kith_blocked(p_actor, p_target) THEN
+            r.outcome := 'blocked';
+            RETURN NEXT r;
+            RETURN;
+        END IF;
     END IF;
     r.outcome := 'ok';
     v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
@@ -281,6 +426,14 @@ BEGIN
             r.outcome := 'target_unfollowable';
             v_rows := v_rows || r;
             CONTINUE;
+        END IF;
+        IF p_follow THEN
+            PERFORM kith_lock_pair(p_actor, p_targets[i]);
+            IF kith_blocked(p_actor, p_targets[i]) THEN
+                r.outcome := 'blocked';
+                v_rows := v_rows || r;
+                CONTINUE;
+            END IF;
         END IF;
         v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
         v_pair := kith_pair_state(p_actor, p_targets[i]);
@@ -463,6 +616,16 @@ END
 $$;
 
 --
+-- Name: kith_lock_pair(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_lock_pair(p_a bigint, p_b bigint) RETURNS void
+    LANGUAGE sql
+    AS $$
+    SELECT pg_advisory_xact_lock(hashint8(least(p_a, p_b)), hashint8(greatest(p_a, p_b)))
+$$;
+
+--
 -- Name: kith_pair_state(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -592,6 +755,22 @@ CREATE TABLE kith.account_transition (
     account_id bigint NOT NULL,
     status text NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: block; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.block (
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    blocked_at timestamp with time zone NOT NULL,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT block_blocked_at_check CHECK ((blocked_at = date_trunc('milliseconds'::text, blocked_at))),
+    CONSTRAINT block_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT block_version_check CHECK ((version > 0))
 );
 
 --
@@ -786,6 +965,13 @@ ALTER TABLE ONLY kith.account_transition
     ADD CONSTRAINT account_transition_pkey PRIMARY KEY (account_id);
 
 --
+-- Name: block block_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.block
+    ADD CONSTRAINT block_pkey PRIMARY KEY (from_user_id, to_user_id);
+
+--
 -- Name: content_event_ledger content_event_ledger_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -891,6 +1077,18 @@ ALTER TABLE ONLY kith.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
 
 --
+-- Name: block_incoming_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX block_incoming_idx ON kith.block USING btree (to_user_id, from_user_id) WHERE active;
+
+--
+-- Name: block_recent_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX block_recent_idx ON kith.block USING btree (from_user_id, blocked_at DESC, to_user_id DESC) WHERE active;
+
+--
 -- Name: content_event_ledger_applied_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -939,6 +1137,18 @@ CREATE INDEX hidden_edge_pair_idx ON kith.hidden_edge USING btree (from_user_id,
 CREATE INDEX users_inactive_idx ON kith.users USING btree (id) WHERE (status <> 'active'::text);
 
 --
+-- Name: block block_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER block_inserted_notify AFTER INSERT ON kith.block REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: block block_updated_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER block_updated_notify AFTER UPDATE ON kith.block REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
 -- Name: user_stats user_stats_deleted; Type: TRIGGER; Schema: kith; Owner: -
 --
 
@@ -955,6 +1165,20 @@ CREATE TRIGGER users_deleted_notify AFTER DELETE ON kith.users REFERENCING OLD T
 --
 
 CREATE TRIGGER users_updated_notify AFTER UPDATE ON kith.users REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_users_changed();
+
+--
+-- Name: block block_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.block
+    ADD CONSTRAINT block_from_user_id_fkey FOREIGN KEY (from_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: block block_to_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.block
+    ADD CONSTRAINT block_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
 
 --
 -- Name: following following_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

@@ -19,6 +19,10 @@ pub(crate) enum ErrorCode {
     RateLimited,
     /// A follow past the follow cap (`KITH_MAX_FOLLOWINGS`, `KITH_FOLLOWINGS_RATIO`).
     FollowLimit,
+    /// A follow between two accounts one of which blocks the other.
+    Blocked,
+    /// A block past `KITH_MAX_BLOCKS`.
+    BlockLimit,
     /// A cursor this connection did not issue.
     BadCursor,
     /// The named object does not exist.
@@ -46,11 +50,13 @@ pub(crate) enum ErrorCode {
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 15] = [
+    pub(crate) const ALL: [Self; 17] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
         Self::FollowLimit,
+        Self::Blocked,
+        Self::BlockLimit,
         Self::BadCursor,
         Self::NotFound,
         Self::InvalidInput,
@@ -71,6 +77,8 @@ impl ErrorCode {
             Self::Forbidden => "FORBIDDEN",
             Self::RateLimited => "RATE_LIMITED",
             Self::FollowLimit => "FOLLOW_LIMIT",
+            Self::Blocked => "BLOCKED",
+            Self::BlockLimit => "BLOCK_LIMIT",
             Self::BadCursor => "BAD_CURSOR",
             Self::NotFound => "NOT_FOUND",
             Self::InvalidInput => "INVALID_INPUT",
@@ -107,6 +115,12 @@ pub enum ApiError {
         "follow limit reached: past the cap, an account may follow only as many as its followers allow"
     )]
     FollowLimit,
+    /// A follow between two accounts one of which blocks the other.
+    #[error("blocked: one of these accounts blocks the other")]
+    Blocked,
+    /// A new block past `KITH_MAX_BLOCKS`.
+    #[error("block limit reached: unblock someone first")]
+    BlockLimit,
     /// A paging cursor that this list did not issue.
     #[error("invalid cursor")]
     BadCursor,
@@ -139,6 +153,8 @@ impl ApiError {
             Self::Forbidden(_) => ErrorCode::Forbidden,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::FollowLimit => ErrorCode::FollowLimit,
+            Self::Blocked => ErrorCode::Blocked,
+            Self::BlockLimit => ErrorCode::BlockLimit,
             Self::BadCursor => ErrorCode::BadCursor,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::InvalidInput(_) => ErrorCode::InvalidInput,
@@ -169,6 +185,8 @@ impl ApiError {
                 retry_after_ms: *retry_after_ms,
             },
             Self::FollowLimit => Self::FollowLimit,
+            Self::Blocked => Self::Blocked,
+            Self::BlockLimit => Self::BlockLimit,
             Self::BadCursor => Self::BadCursor,
             Self::NotFound(m) => Self::NotFound(m),
             Self::InvalidInput(m) => Self::InvalidInput(m.clone()),

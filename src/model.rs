@@ -99,6 +99,27 @@ pub struct User {
     pub status: UserStatus,
 }
 
+/// The blocks one user is party to: whom they block, and who blocks them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockSet {
+    /// Accounts this user blocks.
+    pub blocking: std::collections::HashSet<UserId>,
+    /// Accounts that block this user.
+    pub blocked_by: std::collections::HashSet<UserId>,
+}
+
+impl BlockSet {
+    /// Whether a block stands between this user and `other`, either way.
+    pub fn separates(&self, other: UserId) -> bool {
+        self.blocking.contains(&other) || self.blocked_by.contains(&other)
+    }
+
+    /// Whether this user is party to no block.
+    pub fn is_empty(&self) -> bool {
+        self.blocking.is_empty() && self.blocked_by.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

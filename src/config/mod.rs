@@ -196,6 +196,8 @@ pub struct Config {
     pub max_followings: u32,
     /// Past `max_followings`, followings may be at most this many times the followers.
     pub followings_ratio: f64,
+    /// Most accounts one account may block (0: no limit).
+    pub max_blocks: u32,
     /// Apply pending migrations when the service starts.
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
@@ -323,6 +325,7 @@ impl Config {
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC")?,
             max_followings: parse(&lookup, "KITH_MAX_FOLLOWINGS")?,
             followings_ratio: parse(&lookup, "KITH_FOLLOWINGS_RATIO")?,
+            max_blocks: parse(&lookup, "KITH_MAX_BLOCKS")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE")?,
             apq_cache_bytes: parse(&lookup, "KITH_APQ_CACHE_BYTES")?,
             persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {

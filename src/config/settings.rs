@@ -446,6 +446,11 @@ pub const SECTIONS: &[Section] = &[
                 "1.1",
                 "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`); a number of at least 0",
             ),
+            value(
+                "KITH_MAX_BLOCKS",
+                "10000",
+                "most accounts one account may block (a block past it: `BLOCK_LIMIT`); 0: no limit",
+            ),
         ],
     },
     Section {

@@ -19,7 +19,7 @@ use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{UserId, UserStatus};
 use crate::paging::ListKey;
 use crate::paging::{Page, PageRequest, Position};
-use crate::read::{intersect, pages};
+use crate::read::{filtered, intersect, pages};
 
 /// Largest page a client may ask for.
 pub(crate) const MAX_PAGE: i32 = 100;
@@ -245,13 +245,24 @@ pub(crate) async fn resolve(
     // The owner's counters (for `totalCount` and to tell a hot list) and the
     // cached page travel in one Redis round trip, with the level's other reads.
     let hot = pages::hot_cached(app, list, request).await;
-    let (counters, cached) = tokio::join!(loaders.counters(owner), async {
-        match hot {
-            Some(_) => None,
-            None => Some(loaders.cached_page(list, request).await),
+    let me = viewer(ctx).optional().gql()?;
+    let (counters, cached, blocks) = tokio::join!(
+        loaders.counters(owner),
+        async {
+            match hot {
+                Some(_) => None,
+                None => Some(loaders.cached_page(list, request).await),
+            }
+        },
+        async {
+            match me {
+                Some(me) => loaders.block_set(me).await.map(Some),
+                None => Ok(None),
+            }
         }
-    });
+    );
     let counters = counters.map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
+    let blocks = blocks.map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
     let total = u64::from(match list {
         ListKey::Following(_) => counters.followings,
         ListKey::Followers(_) => counters.followers,
@@ -276,7 +287,19 @@ pub(crate) async fn resolve(
         (false, pages::Source::Cache) => app.metrics.cache_lookup("list", true, 1),
         (false, pages::Source::Postgres) => app.metrics.cache_lookup("list", false, 1),
     }
-    build(ctx, list.into(), &page, forward, total).await
+    // A signed-in viewer sees no account it blocks or that blocks it.
+    let (page, end) = match blocks.filter(|b| !b.is_empty()) {
+        None => (page, None),
+        Some(blocks) => {
+            let filtered = filtered::without(app, list, request, Some(total), page, |u| {
+                blocks.separates(u)
+            })
+            .await
+            .gql()?;
+            (filtered.page, filtered.end)
+        }
+    };
+    build(ctx, list.into(), &page, end, forward, total).await
 }
 
 /// Two lists whose shared members a connection shows.
@@ -326,8 +349,30 @@ pub(crate) async fn resolve_shared(
     let result = intersect::cached(app(ctx), task, (record(a).version, record(b).version))
         .await
         .gql()?;
-    let page = crate::paging::page_of(&result.items, request);
-    build(ctx, scope, &page, forward, result.items.len() as u64).await
+    let total = result.items.len() as u64;
+    // A signed-in viewer sees no account it blocks or that blocks it.
+    let blocks = match viewer(ctx).optional().gql()? {
+        Some(me) => Some(
+            loaders
+                .block_set(me)
+                .await
+                .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?,
+        ),
+        None => None,
+    };
+    let page = match blocks.filter(|b| !b.is_empty()) {
+        None => crate::paging::page_of(&result.items, request),
+        Some(blocks) => {
+            let shown: Vec<Position> = result
+                .items
+                .iter()
+                .filter(|p| !blocks.separates(p.user))
+                .copied()
+                .collect();
+            crate::paging::page_of(&shown, request)
+        }
+    };
+    build(ctx, scope, &page, None, forward, total).await
 }
 
 /// An empty connection (what an anonymous viewer knows).
@@ -347,10 +392,13 @@ pub(crate) fn empty() -> FollowConnection {
 /// The connection of one page of `scope`: its users loaded in one batch
 /// per kind, suspended and deleted ones left out (their edges are being
 /// taken out of the list; the page's cursors still mark where it ends).
+/// `end`: where the examined part of the list ends in the paging
+/// direction, when past the page's last edge (see [`filtered::Filtered`]).
 async fn build(
     ctx: &Context<'_>,
     scope: CursorScope,
     page: &Page,
+    end: Option<Position>,
     forward: bool,
     total: u64,
 ) -> async_graphql::Result<FollowConnection> {
@@ -380,11 +428,17 @@ async fn build(
     } else {
         (page.other, page.more)
     };
+    let (mut first, mut last) = (page.items.first(), page.items.last());
+    match (end.as_ref(), forward) {
+        (Some(end), true) => last = Some(end),
+        (Some(end), false) => first = Some(end),
+        (None, _) => {}
+    }
     let page_info = PageInfo {
         has_next_page,
         has_previous_page,
-        start_cursor: page.items.first().map(|p| keys.encode(scope, *p)),
-        end_cursor: page.items.last().map(|p| keys.encode(scope, *p)),
+        start_cursor: first.map(|p| keys.encode(scope, *p)),
+        end_cursor: last.map(|p| keys.encode(scope, *p)),
     };
     Ok(FollowConnection {
         edges,

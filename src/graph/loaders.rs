@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
-use crate::model::{User, UserId, UserStatus};
+use crate::model::{BlockSet, User, UserId, UserStatus};
 use crate::paging::ListKey;
 use crate::paging::{Page, PageRequest};
 use crate::read::batch::{self, Answer, Read};
@@ -71,6 +71,21 @@ impl Loader<Read> for CacheLoader {
 
     async fn load(&self, keys: &[Read]) -> Result<HashMap<Read, Answer>, Self::Error> {
         batch::load(&self.0, keys).await.map_err(Arc::new)
+    }
+}
+
+/// Block sets ([`crate::read::blocks`]): held in process, the rest read in
+/// one statement per batch.
+pub(crate) struct BlockLoader(Arc<App>);
+
+impl Loader<UserId> for BlockLoader {
+    type Value = Arc<BlockSet>;
+    type Error = LoadError;
+
+    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, Arc<BlockSet>>, Self::Error> {
+        crate::read::blocks::sets(&self.0, keys)
+            .await
+            .map_err(Arc::new)
     }
 }
 
@@ -139,6 +154,7 @@ pub struct Loaders {
     handles: DataLoader<HandleLoader, HashMapCache>,
     reads: DataLoader<CacheLoader, HashMapCache>,
     known_counts: DataLoader<KnownCountLoader, HashMapCache>,
+    blocks: DataLoader<BlockLoader, HashMapCache>,
 }
 
 impl Loaders {
@@ -154,6 +170,7 @@ impl Loaders {
             handles: batched(HandleLoader(app.clone()), delay),
             reads: batched(CacheLoader(app.clone()), delay),
             known_counts: batched(KnownCountLoader(app.clone()), delay),
+            blocks: batched(BlockLoader(app.clone()), delay),
         }
     }
 
@@ -166,6 +183,7 @@ impl Loaders {
         loaders.handles.enable_all_cache(false);
         loaders.reads.enable_all_cache(false);
         loaders.known_counts.enable_all_cache(false);
+        loaders.blocks.enable_all_cache(false);
         loaders
     }
 
@@ -294,6 +312,11 @@ impl Loaders {
                 count: Count(0),
                 exact: true,
             }))
+    }
+
+    /// The blocks `user` is party to.
+    pub async fn block_set(&self, user: UserId) -> Result<Arc<BlockSet>, LoadError> {
+        Ok(self.blocks.load_one(user).await?.unwrap_or_default())
     }
 
     /// The page of `list`, if its cache covers it (batched with the level's

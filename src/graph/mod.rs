@@ -1,6 +1,7 @@
 //! The GraphQL schema: types and resolvers, with no transport in here.
 //! One `#[Object]` per domain module, merged into the roots below.
 
+pub(crate) mod block;
 pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
@@ -34,7 +35,7 @@ pub struct Query(node::NodeQuery, user::UserQuery);
 
 /// Root mutation type.
 #[derive(MergedObject, Default)]
-pub struct Mutation(mutation::FollowMutation);
+pub struct Mutation(mutation::FollowMutation, block::BlockMutation);
 
 /// Root subscription type.
 #[derive(MergedSubscription, Default)]

@@ -59,6 +59,8 @@ pub enum EdgeErrorCode {
     NotFound,
     /// The account cannot be followed (not active).
     NotFollowable,
+    /// One of the two accounts blocks the other.
+    Blocked,
 }
 
 /// The error of one user of a batch.
@@ -85,6 +87,10 @@ impl From<TargetError> for EdgeError {
             TargetError::Unfollowable => {
                 (EdgeErrorCode::NotFollowable, "this user cannot be followed")
             }
+            TargetError::Blocked => (
+                EdgeErrorCode::Blocked,
+                "one of these accounts blocks the other",
+            ),
         };
         Self {
             code,

@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::count::BoundedCount;
 use super::loaders::Loaders;
-use crate::model::UserId;
+use crate::error::GraphqlResultExt;
+use crate::model::{BlockSet, UserId};
 use crate::store::following::PairState;
 
 /// Complexity of `knownFollowersCount`: a walk of up to 1,000 edges and as
@@ -50,9 +51,43 @@ impl Relationship {
             .await
             .map_err(|e| e.as_ref().extend())
     }
+
+    /// The subject blocks the other user. Told only on the signed-in
+    /// viewer's own relations (the subject is the viewer); null elsewhere,
+    /// so nobody learns who blocks whom.
+    async fn blocking(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_blocks(ctx)
+            .await?
+            .map(|set| set.blocking.contains(&self.pair.1)))
+    }
+
+    /// The other user blocks the subject; told only as `blocking` is.
+    async fn blocked_by(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_blocks(ctx)
+            .await?
+            .map(|set| set.blocked_by.contains(&self.pair.1)))
+    }
 }
 
 impl Relationship {
+    /// The viewer's block set, when the subject is the signed-in viewer.
+    async fn viewer_blocks(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<std::sync::Arc<BlockSet>>> {
+        let viewer = super::viewer(ctx).optional().gql()?;
+        if viewer != Some(self.pair.0) {
+            return Ok(None);
+        }
+        ctx.data_unchecked::<Loaders>()
+            .block_set(self.pair.0)
+            .await
+            .map(Some)
+            .map_err(|e| e.as_ref().extend())
+    }
+
     /// How `subject` relates to `other`, from their pair's state.
     pub(crate) fn between(subject: UserId, other: UserId, state: PairState) -> Self {
         // Follow times are shown to the millisecond wherever they are read

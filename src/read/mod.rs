@@ -3,7 +3,9 @@
 //! batched per request.
 
 pub(crate) mod batch;
+pub(crate) mod blocks;
 pub(crate) mod counters;
+pub(crate) mod filtered;
 pub(crate) mod intersect;
 pub(crate) mod pages;
 pub(crate) mod relations;

@@ -9,6 +9,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    block (from_user_id, to_user_id) {
+        from_user_id -> Int8,
+        to_user_id -> Int8,
+        active -> Bool,
+        blocked_at -> Timestamptz,
+        version -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     content_event_ledger (event_id) {
         event_id -> Uuid,
         author_id -> Int8,
@@ -136,6 +147,7 @@ diesel::joinable!(user_stats -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
     account_transition,
+    block,
     content_event_ledger,
     dead_letter,
     follower,

@@ -139,6 +139,8 @@ pub(crate) enum TargetError {
     NotFound,
     /// A follow of an account that is not active (suspended, deleted).
     Unfollowable,
+    /// A follow between two accounts one of which blocks the other.
+    Blocked,
 }
 
 /// One target's result in a batch.
@@ -205,6 +207,7 @@ pub(crate) async fn change_edges(
             }
             Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
             Err(Refusal::TargetUnfollowable) => Err(TargetError::Unfollowable),
+            Err(Refusal::Blocked) => Err(TargetError::Blocked),
             // The actor's refusal comes on every row, and nothing changed.
             Err(other) => return Err(other.into()),
         });
@@ -235,12 +238,29 @@ struct Edge {
 
 /// Why PostgreSQL did nothing (the `outcome` column).
 #[derive(Debug)]
-enum Refusal {
+pub(super) enum Refusal {
     ActorUnknown,
     ActorSuspended,
     TargetUnknown,
     TargetUnfollowable,
+    Blocked,
+    BlockLimit,
     Unexpected(String),
+}
+
+impl Refusal {
+    /// The refusal an `outcome` other than `ok` names.
+    pub(super) fn of(outcome: &str) -> Self {
+        match outcome {
+            "actor_suspended" => Self::ActorSuspended,
+            "actor_unknown" => Self::ActorUnknown,
+            "target_unknown" => Self::TargetUnknown,
+            "target_unfollowable" => Self::TargetUnfollowable,
+            "blocked" => Self::Blocked,
+            "block_limit" => Self::BlockLimit,
+            other => Self::Unexpected(format!("the edge transition answered {other:?}")),
+        }
+    }
 }
 
 impl From<Refusal> for ApiError {
@@ -250,6 +270,8 @@ impl From<Refusal> for ApiError {
             Refusal::ActorUnknown => ApiError::Unauthenticated("the token's user does not exist"),
             Refusal::TargetUnknown => ApiError::NotFound("user"),
             Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
+            Refusal::Blocked => ApiError::Blocked,
+            Refusal::BlockLimit => ApiError::BlockLimit,
             Refusal::Unexpected(why) => ApiError::internal(anyhow::anyhow!("{why}")),
         }
     }
@@ -258,26 +280,12 @@ impl From<Refusal> for ApiError {
 /// The result of `edge` from the row PostgreSQL returned; `described` is the
 /// user the row's target columns describe.
 fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOutcome, Refusal> {
-    match row.outcome.as_str() {
-        "ok" => {}
-        "actor_suspended" => return Err(Refusal::ActorSuspended),
-        "actor_unknown" => return Err(Refusal::ActorUnknown),
-        "target_unknown" => return Err(Refusal::TargetUnknown),
-        "target_unfollowable" => return Err(Refusal::TargetUnfollowable),
-        other => {
-            return Err(Refusal::Unexpected(format!(
-                "the edge transition answered {other:?}"
-            )));
-        }
+    if row.outcome != "ok" {
+        return Err(Refusal::of(&row.outcome));
     }
     let missing = || Refusal::Unexpected("the edge transition: incomplete row".into());
     let stats = row.stats();
-    let target = User {
-        id: described,
-        handle: row.target_handle.ok_or_else(missing)?,
-        display_name: row.target_display_name.ok_or_else(missing)?,
-        status: UserStatus::from_db(row.target_status.as_deref().ok_or_else(missing)?),
-    };
+    let target = described_user(&row, described).ok_or_else(missing)?;
     let relation = PairState {
         a_follows_b: row.a_follows_b,
         b_follows_a: row.b_follows_a,
@@ -307,6 +315,16 @@ fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOu
         relation,
         actor_stats,
         event,
+    })
+}
+
+/// The user `described` as the row's target columns describe it.
+pub(super) fn described_user(row: &EdgeChangeRow, described: UserId) -> Option<User> {
+    Some(User {
+        id: described,
+        handle: row.target_handle.clone()?,
+        display_name: row.target_display_name.clone()?,
+        status: UserStatus::from_db(row.target_status.as_deref()?),
     })
 }
 

@@ -2,10 +2,12 @@
 //! (`kith_change_edge`) that changes the edge, the actor's counters and
 //! appends the outbox event together.
 
+pub(crate) mod block;
 pub(crate) mod follow;
 pub(crate) mod lifecycle;
 pub(crate) mod rate_limit;
 
+pub(crate) use block::change_block;
 pub use follow::{EdgeChange, change_edge};
 pub(crate) use follow::{FollowOutcome, TargetError, change_edges, remove_follower};
 

@@ -9,6 +9,7 @@ mod http_client;
 #[path = "../common/rng.rs"]
 mod rng;
 
+mod blocks;
 mod bulk_edits;
 mod clients;
 mod consistency;

@@ -9,6 +9,9 @@
 //!   `following` for whom a user follows, `follower` for who follows them —
 //!   inside the window its coverage marker claims.
 //!
+//! - and the truth with itself: no active follow between two accounts one
+//!   of which blocks the other.
+//!
 //! Edges and users are read in keyset pages of `batch`; a cached list is read
 //! whole. Derived views lag by design, so on a live system what disagrees is
 //! looked at again after `settle`: only what still disagrees is reported.
@@ -78,6 +81,8 @@ pub enum Kind {
     ListEntryDiffers,
     /// A coverage marker (or member) Kith cannot read.
     ListMalformed,
+    /// An active follow between two accounts one of which blocks the other.
+    FollowAcrossBlock,
 }
 
 impl Kind {
@@ -95,6 +100,7 @@ impl Kind {
             Self::ListMemberExtra => "list_member_extra",
             Self::ListEntryDiffers => "list_entry_differs",
             Self::ListMalformed => "list_malformed",
+            Self::FollowAcrossBlock => "follow_across_block",
         }
     }
 }
@@ -201,6 +207,11 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
         }
     }
     progress.finish();
+    // The truth itself: a block ends the pair's follows in its own
+    // transaction, so any follow across one is a fault, not a lag.
+    for d in follows_across_blocks(app, options).await? {
+        report.record(&d, options.examples);
+    }
 
     // Users: counters, counter records, cached lists.
     let estimate = match options.user {
@@ -230,6 +241,27 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
         }
     }
     Ok(report)
+}
+
+/// Active follows between a blocked pair (of `options.user`, if given).
+async fn follows_across_blocks(
+    app: &App,
+    options: &Options,
+) -> Result<Vec<Disagreement>, PipelineError> {
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        crate::store::blocks::follows_across(&mut conn, RECHECK_CAP as i64).await?
+    };
+    Ok(rows
+        .iter()
+        .filter_map(|row| Some((UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?)))
+        .filter(|(from, to)| options.user.is_none_or(|u| u == *from || u == *to))
+        .map(|(from, to)| Disagreement {
+            kind: Kind::FollowAcrossBlock,
+            subject: Subject::Edge(from, to),
+            detail: format!("{from} follows {to}, and a block stands between them"),
+        })
+        .collect())
 }
 
 /// Looks again at the subjects of `suspects`; returns what still disagrees.

@@ -5,6 +5,7 @@
 use rdkafka::message::{Message as _, OwnedMessage};
 
 use crate::config::Config;
+use crate::events::block::{BlockEvent, BlockEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::store::partitions::TopicPartition;
@@ -14,6 +15,8 @@ use crate::store::partitions::TopicPartition;
 pub enum Event {
     /// A follow-graph transition from Kith's outbox.
     Follow(FollowEvent),
+    /// A block or unblock from Kith's outbox.
+    Block(BlockEvent),
     /// A content counter change from another service.
     Content(ContentEvent),
 }
@@ -67,19 +70,20 @@ const CLOCK_STEP_SLACK_MS: i64 = 24 * 3600 * 1000;
 pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
     let payload = message.payload().ok_or("empty payload")?;
     if message.topic() == config.follow_topic {
+        /// The one field that tells the follow topic's events apart.
+        #[derive(serde::Deserialize)]
+        struct Kind<'a> {
+            #[serde(rename = "type", borrow)]
+            event_type: std::borrow::Cow<'a, str>,
+        }
+        let kind: Kind<'_> = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        if BlockEventType::is_block(&kind.event_type) {
+            let event: BlockEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            check_edge(event.schema_version, event.from, event.to, event.version)?;
+            return Ok(Event::Block(event));
+        }
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-        if event.schema_version > SCHEMA_VERSION {
-            return Err(format!(
-                "unsupported schemaVersion {}",
-                event.schema_version
-            ));
-        }
-        if event.from == event.to {
-            return Err("a user cannot follow themselves".into());
-        }
-        if event.version < 1 {
-            return Err(format!("version {} is not positive", event.version));
-        }
+        check_edge(event.schema_version, event.from, event.to, event.version)?;
         let latest = event.occurred_at_ms.saturating_add(CLOCK_STEP_SLACK_MS);
         if !(EARLIEST_FOLLOW_MS..=latest).contains(&event.followed_at_ms) {
             return Err(format!(
@@ -95,6 +99,25 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
     } else {
         Err(format!("unexpected topic {}", message.topic()))
     }
+}
+
+/// The checks every event of a directed pair passes.
+fn check_edge(
+    schema_version: u32,
+    from: crate::model::UserId,
+    to: crate::model::UserId,
+    version: i64,
+) -> Result<(), String> {
+    if schema_version > SCHEMA_VERSION {
+        return Err(format!("unsupported schemaVersion {schema_version}"));
+    }
+    if from == to {
+        return Err("a user cannot follow or block themselves".into());
+    }
+    if version < 1 {
+        return Err(format!("version {version} is not positive"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -139,6 +162,18 @@ mod tests {
             let err = decode(&config, &message(&topic, &bad)).unwrap_err();
             assert!(err.contains(why), "{bad}: {err}");
         }
+        let block = |from: i64, to: i64| {
+            format!(
+                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000002","type":"BlockCreated","from":{from},"to":{to},"version":1,"blockedAtMs":{now},"occurredAtMs":{now}}}"#
+            )
+        };
+        assert!(matches!(
+            decode(&config, &message(&topic, &block(1, 2))),
+            Ok(Event::Block(_))
+        ));
+        assert!(decode(&config, &message(&topic, &block(2, 2))).is_err());
+        let unknown = r#"{"type":"SomethingNew","from":1,"to":2}"#;
+        assert!(decode(&config, &message(&topic, unknown)).is_err());
         let content =
             r#"{"eventId":"00000000-0000-0000-0000-000000000001","type":"PostLiked","authorId":0}"#;
         assert!(decode(&config, &message(&config.content_topic, content)).is_err());

@@ -66,6 +66,8 @@ fn touched<'a>(
             Event::Content(e) => {
                 users.insert(e.author_id);
             }
+            // Nothing of a block is cached in Redis.
+            Event::Block(_) => {}
         }
     }
     (users, pairs)

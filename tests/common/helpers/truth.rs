@@ -109,15 +109,40 @@ pub fn assert_consistent(report: &kith::testing::consistency::verify::Report) {
 }
 
 impl TestApp {
-    /// The outbox, oldest first.
+    /// The follow events of the outbox, oldest first.
     pub async fn outbox(&self) -> Vec<FollowEvent> {
+        let rows: Vec<PayloadRow> = diesel::sql_query(
+            "SELECT payload FROM outbox WHERE event_type LIKE 'Follow%' ORDER BY id",
+        )
+        .load(&mut self.conn().await)
+        .await
+        .unwrap();
+        rows.into_iter()
+            .map(|r| serde_json::from_value(r.payload).unwrap())
+            .collect()
+    }
+
+    /// Every event of the outbox as stored (JSON), oldest first.
+    pub async fn outbox_payloads(&self) -> Vec<Value> {
         let rows: Vec<PayloadRow> = diesel::sql_query("SELECT payload FROM outbox ORDER BY id")
             .load(&mut self.conn().await)
             .await
             .unwrap();
-        rows.into_iter()
-            .map(|r| serde_json::from_value(r.payload).unwrap())
-            .collect()
+        rows.into_iter().map(|r| r.payload).collect()
+    }
+
+    /// How many messages were recorded as dead letters.
+    pub async fn dead_letter_count(&self) -> i64 {
+        #[derive(QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let row: Count = diesel::sql_query("SELECT count(*) AS n FROM dead_letter")
+            .get_result(&mut self.conn().await)
+            .await
+            .unwrap();
+        row.n
     }
 
     /// `(active, version)` of the edge, if the row exists.
