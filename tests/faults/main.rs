@@ -16,6 +16,7 @@
 mod http;
 #[path = "../common/rng.rs"]
 mod rng;
+mod safety;
 mod stack;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -72,22 +73,23 @@ fn internal<'a>(response: &'a serde_json::Value, counts: &Counts) -> Option<&'a 
     code
 }
 
+/// `op` (`follow`, `unfollow`, `block`, `unblock`) of `target` by `actor`.
 async fn edge_op(
     counts: &Counts,
     port: u16,
     tokens: &HashMap<i64, String>,
     actor: i64,
     target: i64,
-    follow: bool,
+    op: &str,
 ) -> Answer {
-    let op = if follow { "follow" } else { "unfollow" };
     let query = MUTATION.replace("%OP%", op);
     let id = kith::testing::graph::ids::user_id(user(target)).to_string();
     match http::graphql(port, &tokens[&actor], &query, json!({ "id": id })).await {
         Ok(r) if r["data"][op]["changed"].is_boolean() => Answer::Done,
         Ok(r) => match internal(&r, counts) {
             Some(
-                "INVALID_INPUT" | "NOT_FOUND" | "RATE_LIMITED" | "FORBIDDEN" | "UNAUTHENTICATED",
+                "INVALID_INPUT" | "NOT_FOUND" | "RATE_LIMITED" | "FORBIDDEN" | "UNAUTHENTICATED"
+                | "BLOCKED" | "BLOCK_LIMIT",
             ) => Answer::Refused,
             _ => Answer::Open,
         },
@@ -102,6 +104,7 @@ type Expected = BTreeMap<(i64, i64), Option<bool>>;
 #[derive(Default)]
 struct Counts {
     ops: AtomicU64,
+    safety_ops: AtomicU64,
     done: AtomicU64,
     refused: AtomicU64,
     open: AtomicU64,
@@ -125,6 +128,7 @@ async fn writer(
     // Actors of this writer only, so every other pair's answers come in order.
     let mine: Vec<i64> = (9..STAR)
         .filter(|a| (*a as u64) % WRITERS == index && !hot_actors.contains(a))
+        .filter(|a| !safety::CROWD.contains(a))
         .collect();
     while !stop.load(Ordering::Relaxed) {
         let roll = rng.below(100);
@@ -144,7 +148,8 @@ async fn writer(
             }
             (a, b, rng.below(3) != 0, false)
         };
-        let answer = edge_op(&counts, port, &tokens, actor, target, follow).await;
+        let op = if follow { "follow" } else { "unfollow" };
+        let answer = edge_op(&counts, port, &tokens, actor, target, op).await;
         counts.ops.fetch_add(1, Ordering::Relaxed);
         let slot = expected.entry((actor, target)).or_insert(None);
         match answer {
@@ -445,6 +450,13 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             ))
         })
         .collect();
+    let blocker = tokio::spawn(safety::blocker(
+        seed,
+        port,
+        tokens.clone(),
+        stop.clone(),
+        counts.clone(),
+    ));
     let producer = tokio::spawn(content_producer(
         seed,
         brokers,
@@ -496,12 +508,16 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     for pair in HOT_PAIRS {
         expected.insert(pair, None);
     }
+    // The crowd's pairs come with their last answers pinned already.
+    let (crowd_follows, blocks) = blocker.await.unwrap();
+    expected.extend(crowd_follows);
     // Pairs left open (and the hot ones) get one last definitive answer.
     let mut pins = 0;
     for (pair, state) in expected.iter_mut().filter(|(_, s)| s.is_none()) {
         let follow = rng.below(2) == 0;
         loop {
-            match edge_op(&counts, port, &tokens, pair.0, pair.1, follow).await {
+            let op = if follow { "follow" } else { "unfollow" };
+            match edge_op(&counts, port, &tokens, pair.0, pair.1, op).await {
                 Answer::Done => break,
                 Answer::Refused => panic!("{pair:?} refused"),
                 Answer::Open => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -561,6 +577,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             wrong.push(*pair);
         }
     }
+    let (blocks_wrong, follows_across) = safety::check(&mut conn, &blocks).await;
     #[derive(QueryableByName)]
     struct Stats {
         #[diesel(sql_type = BigInt)]
@@ -590,7 +607,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         "# Fault suite\n\n\
          seed {seed}; workload {secs} s; {WRITERS} writers over HTTP; {USERS} users\n\n\
          | what | count |\n|---|---|\n\
-         | follow/unfollow requests | {} |\n| answered (definitive) | {} |\n| refused | {} |\n\
+         | follow/unfollow/block/unblock requests | {} |\n| of them in the block crowd | {} |\n\
+         | answered (definitive) | {} |\n| refused | {} |\n\
          | profile reads answered | {} |\n\
          | left open (error or no answer) | {} |\n| final answers for open and hot pairs | {pins} |\n\
          | pairs checked against the truth | {} |\n\
@@ -602,8 +620,11 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          drained {:.1} s after the last fault ({:.1} s after the workload; bound {} s)\n\n\
          `kith verify`: {}\n\
          edges differing from the workload's record: {}\n\
+         blocks differing from the workload's record: {}\n\
+         follows across a block: {}\n\
          content counters differing: {}\n",
         counts.ops.load(Ordering::Relaxed),
+        counts.safety_ops.load(Ordering::Relaxed),
         counts.done.load(Ordering::Relaxed),
         counts.refused.load(Ordering::Relaxed),
         reads.load(Ordering::Relaxed),
@@ -623,11 +644,18 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         DRAIN_BOUND.as_secs(),
         verify_out.trim().replace('\n', "; "),
         wrong.len(),
+        blocks_wrong.len(),
+        follows_across,
         content_wrong.len(),
     );
     std::fs::write(stack.logs.join("faults.md"), &report).unwrap();
     eprintln!("{report}");
     assert!(wrong.is_empty(), "edges differ from the record: {wrong:?}");
+    assert!(
+        blocks_wrong.is_empty(),
+        "blocks differ from the record: {blocks_wrong:?}"
+    );
+    assert_eq!(follows_across, 0, "follows across a block");
     assert!(
         content_wrong.is_empty(),
         "content counters differ: {content_wrong:?}"
