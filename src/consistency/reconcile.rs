@@ -64,6 +64,9 @@ pub struct Summary {
     pub users_checked: u64,
     /// Users whose counters were set right.
     pub counters_fixed: u64,
+    /// Follows across a block, ended as unfollows (a fault of the truth:
+    /// a block ends them in its own transaction).
+    pub follows_across_ended: u64,
     /// A few of the fixes, for the log.
     pub examples: Vec<String>,
 }
@@ -75,6 +78,7 @@ impl Summary {
             + self.projection_overwritten
             + self.orphans_deleted
             + self.counters_fixed
+            + self.follows_across_ended
     }
 }
 
@@ -82,13 +86,14 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}",
+            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}",
             self.edges_checked,
             self.users_checked,
             self.projection_updated,
             self.projection_overwritten,
             self.orphans_deleted,
-            self.counters_fixed
+            self.counters_fixed,
+            self.follows_across_ended
         )?;
         for example in &self.examples {
             writeln!(f, "  {example}")?;
@@ -128,6 +133,24 @@ pub async fn reconcile(
     let mut summary = Summary::default();
     let mut users: BTreeSet<UserId> = BTreeSet::new();
     let mut bar = Progress::new("edges", 0, progress);
+
+    // First the truth itself: a follow across a block is ended as an
+    // unfollow, and its counters and caches follow as for any unfollow.
+    // Only a full run or one user's looks (one join of every block): it is
+    // a fault, never a lag, and the scheduled runs look for lag.
+    let across = match scope {
+        Scope::Full | Scope::User(_) => end_follows_across(app, scope).await?,
+        Scope::Since(_) | Scope::Incremental => Vec::new(),
+    };
+    for (from, to) in across {
+        summary.follows_across_ended += 1;
+        users.extend([from, to]);
+        keep_examples(
+            &mut summary,
+            vec![format!("{from} → {to}: a follow across a block, ended")],
+        );
+    }
+    app.wakes.relay.notify_one();
 
     let mut walk = super::EdgeWalk::new(edge_scope, batch);
     while let Some((page, orphans)) = walk.next(app).await? {
@@ -177,6 +200,34 @@ pub async fn reconcile(
         tracing::warn!(%summary, "reconcile: repaired derived views");
     }
     Ok(summary)
+}
+
+/// Ends every follow across a block (of the scope's user, if one).
+async fn end_follows_across(
+    app: &App,
+    scope: Scope,
+) -> Result<Vec<(UserId, UserId)>, PipelineError> {
+    let mut conn = app.pg.get().await?;
+    let found = crate::store::blocks::follows_across(&mut conn, 10_000).await?;
+    let mut ended = Vec::new();
+    for row in found {
+        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
+        else {
+            continue;
+        };
+        if let Scope::User(u) = scope
+            && u != from
+            && u != to
+        {
+            continue;
+        }
+        if crate::store::blocks::end_follow_across(&mut conn, from, to, uuid::Uuid::new_v4())
+            .await?
+        {
+            ended.push((from, to));
+        }
+    }
+    Ok(ended)
 }
 
 fn ends(pair: &EdgePair) -> [UserId; 2] {

@@ -85,3 +85,51 @@ pub(crate) async fn follows_across(conn: &mut PgConn, limit: i64) -> QueryResult
     .load(conn)
     .await
 }
+
+/// Ends the follow `from → to` as an unfollow (its event gets `event_id`)
+/// if a block stands between the two: in one transaction, under the pair's
+/// lock, each step a statement of its own (so each sees what committed
+/// before the lock was granted). Returns whether it ended one.
+pub(crate) async fn end_follow_across(
+    conn: &mut PgConn,
+    from: UserId,
+    to: UserId,
+    event_id: uuid::Uuid,
+) -> QueryResult<bool> {
+    use diesel_async::AsyncConnection as _;
+
+    #[derive(QueryableByName)]
+    struct Blocked {
+        #[diesel(sql_type = Bool)]
+        blocked: bool,
+    }
+    #[derive(QueryableByName)]
+    struct Ended {
+        #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+        edge_version: Option<i64>,
+    }
+    conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+        diesel::sql_query("SELECT kith_lock_pair($1, $2)")
+            .bind::<BigInt, _>(from.get())
+            .bind::<BigInt, _>(to.get())
+            .execute(conn)
+            .await?;
+        let blocked: Blocked = diesel::sql_query("SELECT kith_blocked($1, $2) AS blocked")
+            .bind::<BigInt, _>(from.get())
+            .bind::<BigInt, _>(to.get())
+            .get_result(conn)
+            .await?;
+        if !blocked.blocked {
+            return Ok(false);
+        }
+        let ended: Ended =
+            diesel::sql_query("SELECT edge_version FROM kith_transition_edge($1, $2, FALSE, $3)")
+                .bind::<BigInt, _>(from.get())
+                .bind::<BigInt, _>(to.get())
+                .bind::<diesel::sql_types::Uuid, _>(event_id)
+                .get_result(conn)
+                .await?;
+        Ok(ended.edge_version.is_some())
+    })
+    .await
+}

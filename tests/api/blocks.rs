@@ -462,4 +462,60 @@ async fn verify_reports_a_follow_across_a_block() {
         Some(&1),
         "{report}"
     );
+    // Reconcile ends it as an unfollow, with its event and counters.
+    let summary = kith::testing::consistency::reconcile::reconcile(
+        &t.app,
+        kith::testing::consistency::reconcile::Scope::Full,
+        100,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(summary.follows_across_ended, 1, "{summary}");
+    assert_eq!(t.edge(a, b).await.map(|e| e.0), Some(false));
+    assert_eq!(t.stats(a).await.0, 0);
+    assert_eq!(
+        t.outbox().await.last().map(|e| (e.from, e.to)),
+        Some((a, b))
+    );
+    let report = t.verify(0).await;
+    assert_eq!(
+        report.counts.get(&Kind::FollowAcrossBlock),
+        None,
+        "{report}"
+    );
+}
+
+/// A suspended account's follows are hidden, not ended; a block meanwhile
+/// forgets them, so the account's restore brings none of them back.
+#[tokio::test]
+async fn a_restore_brings_back_no_follow_a_block_ended() {
+    use kith::model::UserStatus;
+    use kith::testing::write::lifecycle::set_status;
+
+    let t = spawn_app().await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    assert_ok(&t.follow(a, b).await);
+    assert_ok(&t.follow(b, a).await);
+    assert_ok(&t.follow(c, b).await);
+    set_status(&t.app, b, UserStatus::Suspended).await.unwrap();
+    assert_eq!(t.edge(a, b).await.map(|e| e.0), Some(false), "hidden");
+    // A suspended account can be blocked; the block outlives the suspension.
+    assert_ok(&block(&t, a, b).await);
+    set_status(&t.app, b, UserStatus::Active).await.unwrap();
+    assert_eq!(t.edge(a, b).await.map(|e| e.0), Some(false));
+    assert_eq!(t.edge(b, a).await.map(|e| e.0), Some(false));
+    assert_eq!(
+        t.edge(c, b).await.map(|e| e.0),
+        Some(true),
+        "others come back"
+    );
+    let refused = t.follow(b, a).await;
+    assert_eq!(error_code(&refused), Some("BLOCKED"), "{refused}");
+    let report = t.verify(0).await;
+    assert_eq!(
+        report.counts.get(&Kind::FollowAcrossBlock),
+        None,
+        "{report}"
+    );
 }
