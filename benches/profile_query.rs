@@ -23,6 +23,8 @@ use tower::ServiceExt;
 
 #[path = "common.rs"]
 mod common;
+#[path = "cpu.rs"]
+mod cpu;
 
 const FOLLOWERS: i64 = 5_000;
 const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName
@@ -143,7 +145,10 @@ async fn main() {
     }
 
     let (pg0, redis0) = app.round_trips.snapshot();
-    let cpu0 = (process_cpu_seconds(), redis_cpu_seconds(&app).await);
+    let cpu0 = (
+        cpu::process_cpu_seconds(),
+        cpu::redis_cpu_seconds(&app).await,
+    );
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -171,7 +176,10 @@ async fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let (pg1, redis1) = app.round_trips.snapshot();
-    let cpu1 = (process_cpu_seconds(), redis_cpu_seconds(&app).await);
+    let cpu1 = (
+        cpu::process_cpu_seconds(),
+        cpu::redis_cpu_seconds(&app).await,
+    );
     latencies.sort_unstable();
     let n = latencies.len() as f64;
     let ms = |us: u64| us as f64 / 1000.0;
@@ -197,37 +205,4 @@ async fn main() {
         (cpu1.1 - cpu0.1) * 1e6 / n,
     );
     common::write_report("profile_query.md", &report);
-}
-
-/// CPU seconds (user and system) this process has used, from /proc.
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which is in parentheses).
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line (11 and 12 after it).
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-/// CPU seconds Redis has used (`used_cpu_user` + `used_cpu_sys`).
-async fn redis_cpu_seconds(app: &kith::app::App) -> f64 {
-    let mut conn = app.redis.get().await.unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(&mut *conn)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
-        .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
-        .sum()
 }

@@ -308,12 +308,18 @@ CREATE FUNCTION kith.kith_blocks_changed() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    n BIGINT;
     ids TEXT;
 BEGIN
-    SELECT string_agg(DISTINCT id::TEXT, ',')
-      INTO ids
-      FROM (SELECT from_user_id AS id FROM changed UNION ALL SELECT to_user_id FROM changed) c;
-    IF ids IS NOT NULL THEN
+    SELECT count(*), string_agg(id::TEXT, ',')
+      INTO n, ids
+      FROM (SELECT DISTINCT id
+              FROM (SELECT from_user_id AS id FROM changed
+                    UNION ALL SELECT to_user_id FROM changed) c
+             LIMIT 301) d;
+    IF n > 300 THEN
+        PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, '*');
+    ELSIF n > 0 THEN
         PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, ids);
     END IF;
     RETURN NULL;
@@ -626,6 +632,75 @@ CREATE FUNCTION kith.kith_lock_pair(p_a bigint, p_b bigint) RETURNS void
 $$;
 
 --
+-- Name: kith_mute(bigint, bigint, boolean, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid) RETURNS SETOF kith.kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_target users%ROWTYPE;
+    v_type TEXT := CASE WHEN p_mute THEN 'MuteCreated' ELSE 'MuteRemoved' END;
+    v_now TIMESTAMPTZ := date_trunc('milliseconds', now());
+    v_expires TIMESTAMPTZ;
+BEGIN
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND OR (p_mute AND v_target.status = 'deleted') THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    r.target_handle := v_target.handle;
+    r.target_display_name := v_target.display_name;
+    r.target_status := v_target.status;
+    IF p_mute THEN
+        v_expires := v_now + make_interval(secs => p_expires_in_secs);
+        INSERT INTO mute AS m (from_user_id, to_user_id, active, muted_at, expires_at, version, updated_at)
+        VALUES (p_actor, p_target, TRUE, v_now, v_expires, 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               muted_at = CASE WHEN m.active AND (m.expires_at IS NULL OR m.expires_at > v_now)
+                               THEN m.muted_at ELSE EXCLUDED.muted_at END,
+               expires_at = EXCLUDED.expires_at,
+               version = m.version + 1,
+               updated_at = now()
+         WHERE NOT (m.active AND m.expires_at IS NULL AND EXCLUDED.expires_at IS NULL)
+        RETURNING m.version, m.muted_at INTO r.edge_version, r.edge_followed_at;
+    ELSE
+        UPDATE mute AS m
+           SET active = FALSE, version = m.version + 1, updated_at = now()
+         WHERE m.from_user_id = p_actor AND m.to_user_id = p_target AND m.active
+           AND (m.expires_at IS NULL OR m.expires_at > v_now)
+        RETURNING m.version, m.muted_at, m.expires_at INTO r.edge_version, r.edge_followed_at, v_expires;
+    END IF;
+    r.outcome := 'ok';
+    IF r.edge_version IS NOT NULL THEN
+        r.occurred_at := v_now;
+        -- The wire format of MuteEvent (src/events/mute.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_actor::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_actor,
+            'to', p_target,
+            'version', r.edge_version,
+            'mutedAtMs', (extract(epoch FROM r.edge_followed_at) * 1000)::BIGINT,
+            'expiresAtMs', CASE WHEN p_mute THEN (extract(epoch FROM v_expires) * 1000)::BIGINT END,
+            'occurredAtMs', (extract(epoch FROM r.occurred_at) * 1000)::BIGINT));
+    END IF;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_actor, p_target);
+    RETURN NEXT r;
+END
+$$;
+
+--
 -- Name: kith_pair_state(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -857,6 +932,24 @@ CREATE TABLE kith.hidden_edge (
 );
 
 --
+-- Name: mute; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.mute (
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    muted_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mute_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT mute_expires_at_check CHECK ((expires_at = date_trunc('milliseconds'::text, expires_at))),
+    CONSTRAINT mute_muted_at_check CHECK ((muted_at = date_trunc('milliseconds'::text, muted_at))),
+    CONSTRAINT mute_version_check CHECK ((version > 0))
+);
+
+--
 -- Name: outbox; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -1014,6 +1107,13 @@ ALTER TABLE ONLY kith.hidden_edge
     ADD CONSTRAINT hidden_edge_pkey PRIMARY KEY (account_id, from_user_id, to_user_id);
 
 --
+-- Name: mute mute_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.mute
+    ADD CONSTRAINT mute_pkey PRIMARY KEY (from_user_id, to_user_id);
+
+--
 -- Name: outbox outbox_event_id_key; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1131,6 +1231,12 @@ CREATE INDEX following_updated_idx ON kith.following USING btree (updated_at, fr
 CREATE INDEX hidden_edge_pair_idx ON kith.hidden_edge USING btree (from_user_id, to_user_id);
 
 --
+-- Name: mute_recent_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX mute_recent_idx ON kith.mute USING btree (from_user_id, muted_at DESC, to_user_id DESC) WHERE active;
+
+--
 -- Name: users_inactive_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -1147,6 +1253,18 @@ CREATE TRIGGER block_inserted_notify AFTER INSERT ON kith.block REFERENCING NEW 
 --
 
 CREATE TRIGGER block_updated_notify AFTER UPDATE ON kith.block REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: mute mute_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER mute_inserted_notify AFTER INSERT ON kith.mute REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: mute mute_updated_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER mute_updated_notify AFTER UPDATE ON kith.mute REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
 
 --
 -- Name: user_stats user_stats_deleted; Type: TRIGGER; Schema: kith; Owner: -
@@ -1193,6 +1311,20 @@ ALTER TABLE ONLY kith.following
 
 ALTER TABLE ONLY kith.following
     ADD CONSTRAINT following_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: mute mute_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.mute
+    ADD CONSTRAINT mute_from_user_id_fkey FOREIGN KEY (from_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: mute mute_to_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.mute
+    ADD CONSTRAINT mute_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
 
 --
 -- Name: user_stats user_stats_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

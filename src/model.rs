@@ -99,23 +99,37 @@ pub struct User {
     pub status: UserStatus,
 }
 
-/// The blocks one user is party to: whom they block, and who blocks them.
+/// The lines drawn between one user and others: whom they block, who
+/// blocks them, whom they mute (and until when).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BlockSet {
+pub struct Boundaries {
     /// Accounts this user blocks.
     pub blocking: std::collections::HashSet<UserId>,
     /// Accounts that block this user.
     pub blocked_by: std::collections::HashSet<UserId>,
+    /// Accounts this user mutes, each with the moment its mute ends, if it
+    /// does (this host's monotonic clock, set from the database's own count
+    /// of the time left, so no two clocks are compared).
+    pub muting: std::collections::HashMap<UserId, Option<std::time::Instant>>,
 }
 
-impl BlockSet {
+impl Boundaries {
     /// Whether a block stands between this user and `other`, either way.
     pub fn separates(&self, other: UserId) -> bool {
         self.blocking.contains(&other) || self.blocked_by.contains(&other)
     }
 
+    /// Whether this user mutes `other` now.
+    pub fn mutes(&self, other: UserId) -> bool {
+        match self.muting.get(&other) {
+            Some(None) => true,
+            Some(Some(ends)) => *ends > std::time::Instant::now(),
+            None => false,
+        }
+    }
+
     /// Whether this user is party to no block.
-    pub fn is_empty(&self) -> bool {
+    pub fn blocks_none(&self) -> bool {
         self.blocking.is_empty() && self.blocked_by.is_empty()
     }
 }

@@ -31,14 +31,22 @@ CREATE INDEX block_recent_idx ON block (from_user_id, blocked_at DESC, to_user_i
 -- Who blocks a user: the reverse index.
 CREATE INDEX block_incoming_idx ON block (to_user_id, from_user_id) WHERE active;
 
+-- As `kith_users_changed`: past 300 users, one notice that says "all"
+-- (a notice's payload is at most 8,000 bytes).
 CREATE FUNCTION kith_blocks_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    n BIGINT;
     ids TEXT;
 BEGIN
-    SELECT string_agg(DISTINCT id::TEXT, ',')
-      INTO ids
-      FROM (SELECT from_user_id AS id FROM changed UNION ALL SELECT to_user_id FROM changed) c;
-    IF ids IS NOT NULL THEN
+    SELECT count(*), string_agg(id::TEXT, ',')
+      INTO n, ids
+      FROM (SELECT DISTINCT id
+              FROM (SELECT from_user_id AS id FROM changed
+                    UNION ALL SELECT to_user_id FROM changed) c
+             LIMIT 301) d;
+    IF n > 300 THEN
+        PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, '*');
+    ELSIF n > 0 THEN
         PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, ids);
     END IF;
     RETURN NULL;

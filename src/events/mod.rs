@@ -5,3 +5,4 @@
 pub(crate) mod block;
 pub(crate) mod content;
 pub(crate) mod follow;
+pub(crate) mod mute;

@@ -256,7 +256,7 @@ pub(crate) async fn resolve(
         },
         async {
             match me {
-                Some(me) => loaders.block_set(me).await.map(Some),
+                Some(me) => loaders.boundaries(me).await.map(Some),
                 None => Ok(None),
             }
         }
@@ -288,7 +288,7 @@ pub(crate) async fn resolve(
         (false, pages::Source::Postgres) => app.metrics.cache_lookup("list", false, 1),
     }
     // A signed-in viewer sees no account it blocks or that blocks it.
-    let (page, end) = match blocks.filter(|b| !b.is_empty()) {
+    let (page, end) = match blocks.filter(|b| !b.blocks_none()) {
         None => (page, None),
         Some(blocks) => {
             let filtered = filtered::without(app, list, request, Some(total), page, |u| {
@@ -354,13 +354,13 @@ pub(crate) async fn resolve_shared(
     let blocks = match viewer(ctx).optional().gql()? {
         Some(me) => Some(
             loaders
-                .block_set(me)
+                .boundaries(me)
                 .await
                 .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?,
         ),
         None => None,
     };
-    let page = match blocks.filter(|b| !b.is_empty()) {
+    let page = match blocks.filter(|b| !b.blocks_none()) {
         None => crate::paging::page_of(&result.items, request),
         Some(blocks) => {
             let shown: Vec<Position> = result

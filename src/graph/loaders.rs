@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
-use crate::model::{BlockSet, User, UserId, UserStatus};
+use crate::model::{Boundaries, User, UserId, UserStatus};
 use crate::paging::ListKey;
 use crate::paging::{Page, PageRequest};
 use crate::read::batch::{self, Answer, Read};
@@ -74,16 +74,16 @@ impl Loader<Read> for CacheLoader {
     }
 }
 
-/// Block sets ([`crate::read::blocks`]): held in process, the rest read in
-/// one statement per batch.
-pub(crate) struct BlockLoader(Arc<App>);
+/// Boundaries ([`crate::read::boundaries`]): held in process, the rest
+/// read in one go per batch.
+pub(crate) struct BoundaryLoader(Arc<App>);
 
-impl Loader<UserId> for BlockLoader {
-    type Value = Arc<BlockSet>;
+impl Loader<UserId> for BoundaryLoader {
+    type Value = Arc<Boundaries>;
     type Error = LoadError;
 
-    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, Arc<BlockSet>>, Self::Error> {
-        crate::read::blocks::sets(&self.0, keys)
+    async fn load(&self, keys: &[UserId]) -> Result<HashMap<UserId, Arc<Boundaries>>, Self::Error> {
+        crate::read::boundaries::sets(&self.0, keys)
             .await
             .map_err(Arc::new)
     }
@@ -154,7 +154,7 @@ pub struct Loaders {
     handles: DataLoader<HandleLoader, HashMapCache>,
     reads: DataLoader<CacheLoader, HashMapCache>,
     known_counts: DataLoader<KnownCountLoader, HashMapCache>,
-    blocks: DataLoader<BlockLoader, HashMapCache>,
+    boundaries: DataLoader<BoundaryLoader, HashMapCache>,
 }
 
 impl Loaders {
@@ -170,7 +170,7 @@ impl Loaders {
             handles: batched(HandleLoader(app.clone()), delay),
             reads: batched(CacheLoader(app.clone()), delay),
             known_counts: batched(KnownCountLoader(app.clone()), delay),
-            blocks: batched(BlockLoader(app.clone()), delay),
+            boundaries: batched(BoundaryLoader(app.clone()), delay),
         }
     }
 
@@ -183,7 +183,7 @@ impl Loaders {
         loaders.handles.enable_all_cache(false);
         loaders.reads.enable_all_cache(false);
         loaders.known_counts.enable_all_cache(false);
-        loaders.blocks.enable_all_cache(false);
+        loaders.boundaries.enable_all_cache(false);
         loaders
     }
 
@@ -314,9 +314,9 @@ impl Loaders {
             }))
     }
 
-    /// The blocks `user` is party to.
-    pub async fn block_set(&self, user: UserId) -> Result<Arc<BlockSet>, LoadError> {
-        Ok(self.blocks.load_one(user).await?.unwrap_or_default())
+    /// The blocks `user` is party to, and its mutes.
+    pub async fn boundaries(&self, user: UserId) -> Result<Arc<Boundaries>, LoadError> {
+        Ok(self.boundaries.load_one(user).await?.unwrap_or_default())
     }
 
     /// The page of `list`, if its cache covers it (batched with the level's

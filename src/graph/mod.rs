@@ -1,7 +1,6 @@
 //! The GraphQL schema: types and resolvers, with no transport in here.
 //! One `#[Object]` per domain module, merged into the roots below.
 
-pub(crate) mod block;
 pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
@@ -13,6 +12,7 @@ pub(crate) mod node;
 pub(crate) mod persisted;
 pub(crate) mod relation;
 pub(crate) mod run;
+pub(crate) mod safety;
 pub(crate) mod state;
 pub(crate) mod stream;
 pub(crate) mod subscription;
@@ -35,7 +35,11 @@ pub struct Query(node::NodeQuery, user::UserQuery);
 
 /// Root mutation type.
 #[derive(MergedObject, Default)]
-pub struct Mutation(mutation::FollowMutation, block::BlockMutation);
+pub struct Mutation(
+    mutation::FollowMutation,
+    safety::BlockMutation,
+    safety::MuteMutation,
+);
 
 /// Root subscription type.
 #[derive(MergedSubscription, Default)]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use super::count::BoundedCount;
 use super::loaders::Loaders;
 use crate::error::GraphqlResultExt;
-use crate::model::{BlockSet, UserId};
+use crate::model::{Boundaries, UserId};
 use crate::store::following::PairState;
 
 /// Complexity of `knownFollowersCount`: a walk of up to 1,000 edges and as
@@ -57,7 +57,7 @@ impl Relationship {
     /// so nobody learns who blocks whom.
     async fn blocking(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
         Ok(self
-            .viewer_blocks(ctx)
+            .viewer_boundaries(ctx)
             .await?
             .map(|set| set.blocking.contains(&self.pair.1)))
     }
@@ -65,24 +65,33 @@ impl Relationship {
     /// The other user blocks the subject; told only as `blocking` is.
     async fn blocked_by(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
         Ok(self
-            .viewer_blocks(ctx)
+            .viewer_boundaries(ctx)
             .await?
             .map(|set| set.blocked_by.contains(&self.pair.1)))
+    }
+
+    /// The subject mutes the other user (a mute past its end is none);
+    /// told only as `blocking` is.
+    async fn muting(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_boundaries(ctx)
+            .await?
+            .map(|set| set.mutes(self.pair.1)))
     }
 }
 
 impl Relationship {
-    /// The viewer's block set, when the subject is the signed-in viewer.
-    async fn viewer_blocks(
+    /// The viewer's boundaries, when the subject is the signed-in viewer.
+    async fn viewer_boundaries(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<Option<std::sync::Arc<BlockSet>>> {
+    ) -> async_graphql::Result<Option<std::sync::Arc<Boundaries>>> {
         let viewer = super::viewer(ctx).optional().gql()?;
         if viewer != Some(self.pair.0) {
             return Ok(None);
         }
         ctx.data_unchecked::<Loaders>()
-            .block_set(self.pair.0)
+            .boundaries(self.pair.0)
             .await
             .map(Some)
             .map_err(|e| e.as_ref().extend())

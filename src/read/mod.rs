@@ -3,7 +3,7 @@
 //! batched per request.
 
 pub(crate) mod batch;
-pub(crate) mod blocks;
+pub(crate) mod boundaries;
 pub(crate) mod counters;
 pub(crate) mod filtered;
 pub(crate) mod intersect;

@@ -1,12 +1,12 @@
 //! User rows held in process, so that a warm read never asks PostgreSQL who a
 //! user is.
 //!
-//! Each user's block set (whom they block, who blocks them) is held beside
-//! the row, dropped by the same notices (see [`super::blocks`]).
+//! Each user's boundaries (blocks both ways, mutes) are held beside the
+//! row, dropped by the same notices (see [`super::boundaries`]).
 //!
 //! Invalidation: a trigger on `users` sends `NOTIFY kith_users_<schema>` with
-//! the changed ids when an update or delete commits (a trigger on `block`,
-//! both ids of a block or unblock) (whatever made it: Kith, the
+//! the changed ids when an update or delete commits, and triggers on `block`
+//! and `mute` send both ids of every change (whatever made it: Kith, the
 //! `kith user` commands in another process, an operator's `psql`). Each
 //! process holds one listening session and drops those ids as the notice
 //! arrives, so a change shows in every process within the notice's delivery
@@ -30,7 +30,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 
 use crate::error::ApiError;
-use crate::model::{BlockSet, User, UserId};
+use crate::model::{Boundaries, User, UserId};
 use crate::store::{PgConn, PgPool};
 
 /// The notification channel of the `users` trigger, before the schema name.
@@ -46,7 +46,7 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,
     by_handle: moka::sync::Cache<String, UserId>,
-    blocks: moka::sync::Cache<UserId, Arc<BlockSet>>,
+    boundaries: moka::sync::Cache<UserId, Arc<Boundaries>>,
     generation: AtomicU64,
     listening: AtomicBool,
     enabled: bool,
@@ -68,7 +68,7 @@ impl UserCache {
                 .max_capacity(capacity.max(1))
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
-            blocks: moka::sync::Cache::builder()
+            boundaries: moka::sync::Cache::builder()
                 .max_capacity(capacity.max(1))
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
@@ -110,26 +110,30 @@ impl UserCache {
         self.get(id).filter(|u| u.handle == handle)
     }
 
-    /// The cached block set of `id`, if any.
-    pub(crate) fn get_blocks(self: &Arc<Self>, id: UserId) -> Option<Arc<BlockSet>> {
+    /// The cached boundaries of `id`, if any.
+    pub(crate) fn get_boundaries(self: &Arc<Self>, id: UserId) -> Option<Arc<Boundaries>> {
         if !self.is_serving() {
             return None;
         }
-        self.blocks.get(&id)
+        self.boundaries.get(&id)
     }
 
-    /// Caches block sets read from PostgreSQL after [`Self::generation`]
+    /// Caches boundaries read from PostgreSQL after [`Self::generation`]
     /// returned `seen`, as [`Self::insert`] caches rows.
-    pub(crate) fn insert_blocks(self: &Arc<Self>, seen: u64, sets: &[(UserId, Arc<BlockSet>)]) {
+    pub(crate) fn insert_boundaries(
+        self: &Arc<Self>,
+        seen: u64,
+        sets: &[(UserId, Arc<Boundaries>)],
+    ) {
         if sets.is_empty() || !self.is_serving() || self.generation() != seen {
             return;
         }
         for (user, set) in sets {
-            self.blocks.insert(*user, set.clone());
+            self.boundaries.insert(*user, set.clone());
         }
         if self.generation() != seen {
             for (user, _) in sets {
-                self.blocks.invalidate(user);
+                self.boundaries.invalidate(user);
             }
         }
     }
@@ -161,7 +165,7 @@ impl UserCache {
         self.generation.fetch_add(1, Ordering::SeqCst);
         for id in ids {
             self.by_id.invalidate(id);
-            self.blocks.invalidate(id);
+            self.boundaries.invalidate(id);
         }
     }
 
@@ -170,7 +174,7 @@ impl UserCache {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.by_id.invalidate_all();
         self.by_handle.invalidate_all();
-        self.blocks.invalidate_all();
+        self.boundaries.invalidate_all();
     }
 
     /// Applies one notice: comma-separated ids, or `*` for everything.

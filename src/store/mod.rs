@@ -12,6 +12,7 @@ pub(crate) mod following;
 pub(crate) mod hidden_edges;
 pub(crate) mod lists;
 pub(crate) mod migrate;
+pub(crate) mod mutes;
 pub(crate) mod outbox;
 pub(crate) mod partitions;
 pub(crate) mod pool;

@@ -74,6 +74,18 @@ diesel::table! {
 }
 
 diesel::table! {
+    mute (from_user_id, to_user_id) {
+        from_user_id -> Int8,
+        to_user_id -> Int8,
+        active -> Bool,
+        muted_at -> Timestamptz,
+        expires_at -> Nullable<Timestamptz>,
+        version -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     outbox (id) {
         id -> Int8,
         event_id -> Uuid,
@@ -153,6 +165,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     follower,
     following,
     hidden_edge,
+    mute,
     outbox,
     projector_member,
     projector_partition,

@@ -21,6 +21,7 @@ mod hardening;
 mod http;
 mod identity;
 mod lifecycle;
+mod mutes;
 mod paging_property;
 mod persisted;
 mod pipeline;

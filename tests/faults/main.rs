@@ -509,8 +509,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         expected.insert(pair, None);
     }
     // The crowd's pairs come with their last answers pinned already.
-    let (crowd_follows, blocks) = blocker.await.unwrap();
-    expected.extend(crowd_follows);
+    let crowd = blocker.await.unwrap();
+    expected.extend(crowd.follows.clone());
     // Pairs left open (and the hot ones) get one last definitive answer.
     let mut pins = 0;
     for (pair, state) in expected.iter_mut().filter(|(_, s)| s.is_none()) {
@@ -577,7 +577,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             wrong.push(*pair);
         }
     }
-    let (blocks_wrong, follows_across) = safety::check(&mut conn, &blocks).await;
+    let (blocks_wrong, mutes_wrong, follows_across) = safety::check(&mut conn, &crowd).await;
     #[derive(QueryableByName)]
     struct Stats {
         #[diesel(sql_type = BigInt)]
@@ -607,7 +607,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         "# Fault suite\n\n\
          seed {seed}; workload {secs} s; {WRITERS} writers over HTTP; {USERS} users\n\n\
          | what | count |\n|---|---|\n\
-         | follow/unfollow/block/unblock requests | {} |\n| of them in the block crowd | {} |\n\
+         | follow/unfollow/block/unblock/mute/unmute requests | {} |\n| of them in the block crowd | {} |\n\
          | answered (definitive) | {} |\n| refused | {} |\n\
          | profile reads answered | {} |\n\
          | left open (error or no answer) | {} |\n| final answers for open and hot pairs | {pins} |\n\
@@ -621,6 +621,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          `kith verify`: {}\n\
          edges differing from the workload's record: {}\n\
          blocks differing from the workload's record: {}\n\
+         mutes differing from the workload's record: {}\n\
          follows across a block: {}\n\
          content counters differing: {}\n",
         counts.ops.load(Ordering::Relaxed),
@@ -645,6 +646,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         verify_out.trim().replace('\n', "; "),
         wrong.len(),
         blocks_wrong.len(),
+        mutes_wrong.len(),
         follows_across,
         content_wrong.len(),
     );
@@ -654,6 +656,10 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     assert!(
         blocks_wrong.is_empty(),
         "blocks differ from the record: {blocks_wrong:?}"
+    );
+    assert!(
+        mutes_wrong.is_empty(),
+        "mutes differ from the record: {mutes_wrong:?}"
     );
     assert_eq!(follows_across, 0, "follows across a block");
     assert!(

@@ -1,17 +1,24 @@
-//! The safety part of the workload: follows, unfollows, blocks and
-//! unblocks among a crowd no other writer touches, one request at a time,
-//! so every answer comes in order. The record it keeps: per pair, the
-//! follow state and the block state its last answer left (`None`: left
+//! The safety part of the workload: follows, unfollows, blocks, unblocks,
+//! mutes and unmutes among a crowd no other writer touches, one request at
+//! a time, so every answer comes in order. The record it keeps: per pair,
+//! the follow, block and mute state its last answer left (`None`: left
 //! open). A block ends the pair's follows both ways; a follow across a
-//! block is refused (`BLOCKED`).
+//! block is refused (`BLOCKED`); a mute changes no follow.
 
 use super::*;
 
 /// The crowd's users (the star, `USERS`, is not among them).
 pub(crate) const CROWD: std::ops::Range<i64> = 280..292;
 
-/// Per directed pair: whether the first blocks the second.
+/// Per directed pair: whether the first blocks (or mutes) the second.
 pub(crate) type Blocks = BTreeMap<(i64, i64), Option<bool>>;
+
+/// What the crowd's record says at the end, every state definitive.
+pub(crate) struct Record {
+    pub follows: Expected,
+    pub blocks: Blocks,
+    pub mutes: Blocks,
+}
 
 fn blocked(blocks: &Blocks, a: i64, b: i64) -> Option<bool> {
     match (
@@ -29,20 +36,23 @@ pub(crate) async fn blocker(
     tokens: Arc<HashMap<i64, String>>,
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
-) -> (Expected, Blocks) {
+) -> Record {
     let mut rng = Rng(seed ^ 0xB10C_B10C);
     let mut follows = Expected::new();
     let mut blocks = Blocks::new();
+    let mut mutes = Blocks::new();
     let n = (CROWD.end - CROWD.start) as u64;
     while !stop.load(Ordering::Relaxed) {
         let a = CROWD.start + rng.below(n) as i64;
         let b = CROWD.start + (a - CROWD.start + 1 + rng.below(n - 1) as i64) % n as i64;
         let roll = rng.below(100);
         let op = match roll {
-            0..40 => "follow",
-            40..60 => "unfollow",
-            60..80 => "block",
-            _ => "unblock",
+            0..35 => "follow",
+            35..50 => "unfollow",
+            50..68 => "block",
+            68..82 => "unblock",
+            82..92 => "mute",
+            _ => "unmute",
         };
         let answer = edge_op(&counts, port, &tokens, a, b, op).await;
         counts.ops.fetch_add(1, Ordering::Relaxed);
@@ -62,8 +72,11 @@ pub(crate) async fn blocker(
                         follows.insert((a, b), Some(false));
                         follows.insert((b, a), Some(false));
                     }
-                    _ => {
+                    "unblock" => {
                         blocks.insert((a, b), Some(false));
+                    }
+                    _ => {
+                        mutes.insert((a, b), Some(op == "mute"));
                     }
                 }
             }
@@ -76,6 +89,9 @@ pub(crate) async fn blocker(
                 match op {
                     "follow" | "unfollow" => {
                         follows.insert((a, b), None);
+                    }
+                    "mute" | "unmute" => {
+                        mutes.insert((a, b), None);
                     }
                     _ => {
                         blocks.insert((a, b), None);
@@ -119,7 +135,21 @@ pub(crate) async fn blocker(
         pin(a, b, if follow { "follow" } else { "unfollow" }).await;
         follows.insert((a, b), Some(follow));
     }
-    (follows, blocks)
+    let open: Vec<(i64, i64)> = mutes
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(p, _)| *p)
+        .collect();
+    for (a, b) in open {
+        let mute = rng.below(2) == 0;
+        pin(a, b, if mute { "mute" } else { "unmute" }).await;
+        mutes.insert((a, b), Some(mute));
+    }
+    Record {
+        follows,
+        blocks,
+        mutes,
+    }
 }
 
 #[derive(QueryableByName)]
@@ -132,26 +162,40 @@ struct BlockRow {
     active: bool,
 }
 
-/// Blocks whose truth differs from the record, and follows across a block.
-pub(crate) async fn check(conn: &mut AsyncPgConnection, blocks: &Blocks) -> (Vec<(i64, i64)>, i64) {
-    let rows: Vec<BlockRow> =
-        query_all(conn, "SELECT from_user_id, to_user_id, active FROM block").await;
+/// Pairs whose row in `table` (`block` or `mute`) differs from `record`.
+async fn differing(conn: &mut AsyncPgConnection, table: &str, record: &Blocks) -> Vec<(i64, i64)> {
+    let rows: Vec<BlockRow> = query_all(
+        conn,
+        &format!("SELECT from_user_id, to_user_id, active FROM {table}"),
+    )
+    .await;
     let truth: BTreeMap<(i64, i64), bool> = rows
         .iter()
         .map(|r| ((r.from_user_id, r.to_user_id), r.active))
         .collect();
     let mut wrong = Vec::new();
-    for (pair, state) in blocks {
-        let want = state.expect("every block has a definitive answer");
+    for (pair, state) in record {
+        let want = state.expect("every pair has a definitive answer");
         if truth.get(pair).copied().unwrap_or(false) != want {
             wrong.push(*pair);
         }
     }
     for (pair, active) in &truth {
-        if *active && !blocks.contains_key(pair) {
+        if *active && !record.contains_key(pair) {
             wrong.push(*pair);
         }
     }
+    wrong
+}
+
+/// Blocks and mutes whose truth differs from the record, and follows
+/// across a block.
+pub(crate) async fn check(
+    conn: &mut AsyncPgConnection,
+    record: &Record,
+) -> (Vec<(i64, i64)>, Vec<(i64, i64)>, i64) {
+    let blocks = differing(conn, "block", &record.blocks).await;
+    let mutes = differing(conn, "mute", &record.mutes).await;
     let across: Count = query_one(
         conn,
         "SELECT count(*) AS n FROM following f JOIN block b ON b.active
@@ -160,5 +204,5 @@ pub(crate) async fn check(conn: &mut AsyncPgConnection, blocks: &Blocks) -> (Vec
           WHERE f.active",
     )
     .await;
-    (wrong, across.n)
+    (blocks, mutes, across.n)
 }

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::events::block::{BlockEvent, BlockEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
+use crate::events::mute::{MuteEvent, MuteEventType};
 use crate::store::partitions::TopicPartition;
 
 /// One decoded event.
@@ -17,6 +18,8 @@ pub enum Event {
     Follow(FollowEvent),
     /// A block or unblock from Kith's outbox.
     Block(BlockEvent),
+    /// A mute or unmute from Kith's outbox.
+    Mute(MuteEvent),
     /// A content counter change from another service.
     Content(ContentEvent),
 }
@@ -81,6 +84,11 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             let event: BlockEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
             check_edge(event.schema_version, event.from, event.to, event.version)?;
             return Ok(Event::Block(event));
+        }
+        if MuteEventType::is_mute(&kind.event_type) {
+            let event: MuteEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            check_edge(event.schema_version, event.from, event.to, event.version)?;
+            return Ok(Event::Mute(event));
         }
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
         check_edge(event.schema_version, event.from, event.to, event.version)?;

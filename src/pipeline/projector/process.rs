@@ -220,6 +220,7 @@ impl Projector {
             let occurred = match event {
                 Event::Follow(e) => Some(e.occurred_at_ms),
                 Event::Block(e) => Some(e.occurred_at_ms),
+                Event::Mute(e) => Some(e.occurred_at_ms),
                 Event::Content(e) => e.occurred_at_ms,
             };
             if let Some(occurred) = occurred {

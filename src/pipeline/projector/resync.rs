@@ -66,8 +66,8 @@ fn touched<'a>(
             Event::Content(e) => {
                 users.insert(e.author_id);
             }
-            // Nothing of a block is cached in Redis.
-            Event::Block(_) => {}
+            // Nothing of a block or a mute is cached in Redis.
+            Event::Block(_) | Event::Mute(_) => {}
         }
     }
     (users, pairs)

@@ -1,0 +1,173 @@
+//! `block` / `unblock` and `mute` / `unmute`.
+
+use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
+
+use super::relation::Relationship;
+use super::user::UserNode;
+use super::{app, ids, viewer};
+use crate::error::GraphqlResultExt;
+use crate::write;
+
+/// Input of `block` and `unblock`.
+#[derive(InputObject)]
+pub(crate) struct BlockInput {
+    /// Global id of the user to block or unblock.
+    pub user_id: ID,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Result of `block` or `unblock`.
+#[derive(SimpleObject)]
+pub(crate) struct BlockPayload {
+    /// False when the block was in the asked state already; nothing was written.
+    pub changed: bool,
+    /// The user blocked or unblocked.
+    pub user: UserNode,
+    /// The viewer's relation to that user after the mutation.
+    pub viewer_relation: Relationship,
+    /// The input's `clientMutationId`.
+    pub client_mutation_id: Option<String>,
+}
+
+/// Block mutations. Each takes a rate-limit token from the viewer.
+#[derive(Default)]
+pub(crate) struct BlockMutation;
+
+#[Object]
+impl BlockMutation {
+    /// Blocks a user: the follows between the viewer and the user end, both
+    /// ways, as unfollows do (events, counters, lists); until unblocked,
+    /// neither can follow the other (`BLOCKED`), and neither appears in the
+    /// other's view of any list. At most `KITH_MAX_BLOCKS` (default 10,000)
+    /// blocks per account (`BLOCK_LIMIT`). Repeating it changes nothing.
+    async fn block(
+        &self,
+        ctx: &Context<'_>,
+        input: BlockInput,
+    ) -> async_graphql::Result<BlockPayload> {
+        run(ctx, input, true).await
+    }
+
+    /// Lifts the viewer's block of a user. The follows the block ended stay
+    /// ended. Repeating it changes nothing.
+    async fn unblock(
+        &self,
+        ctx: &Context<'_>,
+        input: BlockInput,
+    ) -> async_graphql::Result<BlockPayload> {
+        run(ctx, input, false).await
+    }
+}
+
+async fn run(
+    ctx: &Context<'_>,
+    input: BlockInput,
+    block: bool,
+) -> async_graphql::Result<BlockPayload> {
+    let actor = viewer(ctx).require().gql()?;
+    let target = ids::decode_user(&input.user_id).gql()?;
+    let outcome = write::change_block(app(ctx), actor, target, block)
+        .await
+        .gql()?;
+    Ok(BlockPayload {
+        changed: outcome.changed,
+        viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
+        user: UserNode(outcome.target),
+        client_mutation_id: input.client_mutation_id,
+    })
+}
+
+/// Input of `mute`.
+#[derive(InputObject)]
+pub(crate) struct MuteInput {
+    /// Global id of the user to mute.
+    pub user_id: ID,
+    /// How long the mute lasts, in seconds (1 to ten years); null: until
+    /// unmuted. Muting again sets a new end.
+    pub duration_secs: Option<i64>,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Input of `unmute`.
+#[derive(InputObject)]
+pub(crate) struct UnmuteInput {
+    /// Global id of the user to unmute.
+    pub user_id: ID,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Result of `mute` or `unmute`.
+#[derive(SimpleObject)]
+pub(crate) struct MutePayload {
+    /// False when nothing changed: an unmute of no live mute, or a mute
+    /// without end over one without end.
+    pub changed: bool,
+    /// The user muted or unmuted.
+    pub user: UserNode,
+    /// The viewer's relation to that user after the mutation.
+    pub viewer_relation: Relationship,
+    /// When the mute made now ends by itself; null for no end (and for `unmute`).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The input's `clientMutationId`.
+    pub client_mutation_id: Option<String>,
+}
+
+/// Mute mutations. Each takes a rate-limit token from the viewer.
+#[derive(Default)]
+pub(crate) struct MuteMutation;
+
+#[Object]
+impl MuteMutation {
+    /// Mutes a user, for `durationSecs` or until unmuted. A mute changes no
+    /// follow and filters no list: it shows in the viewer's relation
+    /// (`muting`), in the viewer's `muting` list and in the events, for
+    /// feeds to act on. It ends by itself when due.
+    async fn mute(
+        &self,
+        ctx: &Context<'_>,
+        input: MuteInput,
+    ) -> async_graphql::Result<MutePayload> {
+        run_mute(
+            ctx,
+            &input.user_id,
+            true,
+            input.duration_secs,
+            input.client_mutation_id,
+        )
+        .await
+    }
+
+    /// Ends the viewer's mute of a user. Repeating it changes nothing.
+    async fn unmute(
+        &self,
+        ctx: &Context<'_>,
+        input: UnmuteInput,
+    ) -> async_graphql::Result<MutePayload> {
+        run_mute(ctx, &input.user_id, false, None, input.client_mutation_id).await
+    }
+}
+
+async fn run_mute(
+    ctx: &Context<'_>,
+    user_id: &ID,
+    mute: bool,
+    seconds: Option<i64>,
+    client_mutation_id: Option<String>,
+) -> async_graphql::Result<MutePayload> {
+    let actor = viewer(ctx).require().gql()?;
+    let target = ids::decode_user(user_id).gql()?;
+    let outcome = write::change_mute(app(ctx), actor, target, mute, seconds)
+        .await
+        .gql()?;
+    Ok(MutePayload {
+        changed: outcome.changed,
+        viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
+        user: UserNode(outcome.target),
+        expires_at: outcome.expires_at,
+        client_mutation_id,
+    })
+}
