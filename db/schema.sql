@@ -40,7 +40,9 @@ CREATE TYPE kith.kith_edge_result AS (
 	favs_received bigint,
 	version bigint,
 	a_follows_b timestamp with time zone,
-	b_follows_a timestamp with time zone
+	b_follows_a timestamp with time zone,
+	target_locked boolean,
+	target_hides_collections boolean
 );
 
 --
@@ -213,6 +215,8 @@ BEGIN
     r.target_handle := v_target.handle;
     r.target_display_name := v_target.display_name;
     r.target_status := v_target.status;
+    r.target_locked := v_target.locked;
+    r.target_hides_collections := v_target.hides_collections;
     PERFORM kith_lock_pair(p_actor, p_target);
     IF p_block THEN
         IF p_max_blocks > 0 AND NOT EXISTS (
@@ -354,6 +358,8 @@ BEGIN
     r.target_handle := v_target.handle;
     r.target_display_name := v_target.display_name;
     r.target_status := v_target.status;
+    r.target_locked := v_target.locked;
+    r.target_hides_collections := v_target.hides_collections;
     IF p_follow AND v_target.status <> 'active' THEN
         r.outcome := 'target_unfollowable';
         RETURN NEXT r;
@@ -428,6 +434,8 @@ BEGIN
         r.target_handle := v_target.handle;
         r.target_display_name := v_target.display_name;
         r.target_status := v_target.status;
+        r.target_locked := v_target.locked;
+        r.target_hides_collections := v_target.hides_collections;
         IF p_follow AND v_target.status <> 'active' THEN
             r.outcome := 'target_unfollowable';
             v_rows := v_rows || r;
@@ -659,6 +667,8 @@ BEGIN
     r.target_handle := v_target.handle;
     r.target_display_name := v_target.display_name;
     r.target_status := v_target.status;
+    r.target_locked := v_target.locked;
+    r.target_hides_collections := v_target.hides_collections;
     IF p_mute THEN
         v_expires := v_now + make_interval(secs => p_expires_in_secs);
         INSERT INTO mute AS m (from_user_id, to_user_id, active, muted_at, expires_at, version, updated_at)
@@ -752,7 +762,8 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-        SELECT 'ok'::TEXT, v_follower.handle, v_follower.display_name, v_follower.status, t.*
+        SELECT 'ok'::TEXT, v_follower.handle, v_follower.display_name, v_follower.status, t.*,
+               v_follower.locked, v_follower.hides_collections
           FROM kith_transition_edge(p_follower, p_owner, FALSE, p_event_id) t;
 END
 $$;
@@ -1033,6 +1044,8 @@ CREATE TABLE kith.users (
     status text DEFAULT 'active'::text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    locked boolean DEFAULT false NOT NULL,
+    hides_collections boolean DEFAULT false NOT NULL,
     CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
     CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
 );

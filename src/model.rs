@@ -97,6 +97,10 @@ pub struct User {
     pub display_name: String,
     /// Lifecycle state.
     pub status: UserStatus,
+    /// Follows of this account wait for its consent (follow requests).
+    pub locked: bool,
+    /// Only this account sees its followers and following lists.
+    pub hides_collections: bool,
 }
 
 /// The lines drawn between one user and others: whom they block, who

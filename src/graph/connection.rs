@@ -130,6 +130,7 @@ pub(crate) struct FollowConnection {
     edges: Vec<FollowEdge>,
     page_info: PageInfo,
     total: u64,
+    hidden: bool,
 }
 
 /// Relay page information.
@@ -196,6 +197,14 @@ impl FollowConnection {
     /// How many edges the whole list has.
     async fn total_count(&self) -> Count {
         Count(self.total)
+    }
+
+    /// True when the list's owner hides it from the viewer
+    /// (`User.hidesCollections`): no edge is shown; `totalCount` of a
+    /// `followers` or `following` list stays the public count, that of an
+    /// intersection is 0.
+    async fn hidden(&self) -> bool {
+        self.hidden
     }
 }
 
@@ -386,7 +395,34 @@ pub(crate) fn empty() -> FollowConnection {
             end_cursor: None,
         },
         total: 0,
+        hidden: false,
     }
+}
+
+/// The connection of a list its owner hides from the viewer: no edge,
+/// `total` as the public count says.
+pub(crate) fn hidden(total: u64) -> FollowConnection {
+    FollowConnection {
+        total,
+        hidden: true,
+        ..empty()
+    }
+}
+
+/// The connection of `list`, hidden from the viewer: its public count.
+pub(crate) async fn hidden_list(
+    ctx: &Context<'_>,
+    list: ListKey,
+) -> async_graphql::Result<FollowConnection> {
+    let counters = ctx
+        .data_unchecked::<Loaders>()
+        .counters(list.owner())
+        .await
+        .map_err(|e| async_graphql::ErrorExtensions::extend(e.as_ref()))?;
+    Ok(hidden(u64::from(match list {
+        ListKey::Following(_) => counters.followings,
+        ListKey::Followers(_) => counters.followers,
+    })))
 }
 
 /// The connection of one page of `scope`: its users loaded in one batch
@@ -444,5 +480,6 @@ async fn build(
         edges,
         page_info,
         total,
+        hidden: false,
     })
 }

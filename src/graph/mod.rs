@@ -39,6 +39,7 @@ pub struct Mutation(
     mutation::FollowMutation,
     safety::BlockMutation,
     safety::MuteMutation,
+    safety::SettingsMutation,
 );
 
 /// Root subscription type.

@@ -39,14 +39,32 @@ impl Relationship {
     /// `viewerRelation`, the "followers you know" of a profile. Exact while
     /// the smaller of the two lists (whom the subject follows, who follows
     /// the other) has at most 1,000 edges; past that, only those 1,000 are
-    /// looked at and the count is a lower bound (`exact: false`).
+    /// looked at and the count is a lower bound (`exact: false`). When
+    /// either user hides its lists from the viewer: 0, not exact.
     #[graphql(complexity = "KNOWN_FOLLOWERS_COUNT_COST")]
     async fn known_followers_count(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<BoundedCount> {
         let (subject, other) = self.pair;
-        ctx.data_unchecked::<Loaders>()
+        let loaders = ctx.data_unchecked::<Loaders>();
+        // The count is of members of both users' lists: nothing is told of
+        // a list hidden from the viewer ("at least 0").
+        let me = super::viewer(ctx).optional().gql()?;
+        let users = loaders
+            .users(&[subject, other])
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        let hidden = users
+            .values()
+            .any(|u| u.hides_collections && me != Some(u.id));
+        if hidden {
+            return Ok(BoundedCount {
+                count: super::count::Count(0),
+                exact: false,
+            });
+        }
+        loaders
             .known_followers_count(subject, other)
             .await
             .map_err(|e| e.as_ref().extend())

@@ -1,4 +1,4 @@
-//! `block` / `unblock` and `mute` / `unmute`.
+//! `block` / `unblock`, `mute` / `unmute`, and `updateAccountSettings`.
 
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
@@ -170,4 +170,46 @@ async fn run_mute(
         expires_at: outcome.expires_at,
         client_mutation_id,
     })
+}
+
+/// Input of `updateAccountSettings`: the settings to change (null: as they are).
+#[derive(InputObject)]
+pub(crate) struct AccountSettingsInput {
+    /// Only the account itself sees its `followers` and `following`, and
+    /// nothing derived from them (see `User.hidesCollections`).
+    pub hides_collections: Option<bool>,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Result of `updateAccountSettings`.
+#[derive(SimpleObject)]
+pub(crate) struct AccountSettingsPayload {
+    /// The viewer's account after the change.
+    pub user: UserNode,
+    /// The input's `clientMutationId`.
+    pub client_mutation_id: Option<String>,
+}
+
+/// The viewer's own account settings.
+#[derive(Default)]
+pub(crate) struct SettingsMutation;
+
+#[Object]
+impl SettingsMutation {
+    /// Changes the viewer's own account settings; costs a rate-limit token.
+    async fn update_account_settings(
+        &self,
+        ctx: &Context<'_>,
+        input: AccountSettingsInput,
+    ) -> async_graphql::Result<AccountSettingsPayload> {
+        let actor = viewer(ctx).require().gql()?;
+        let user = write::update_settings(app(ctx), actor, input.hides_collections)
+            .await
+            .gql()?;
+        Ok(AccountSettingsPayload {
+            user: UserNode(user),
+            client_mutation_id: input.client_mutation_id,
+        })
+    }
 }

@@ -34,6 +34,16 @@ impl UserNode {
         &self.0.display_name
     }
 
+    /// Only this user sees its `followers` and `following`: to anyone else
+    /// they are empty and `hidden`, with their public `totalCount`, and
+    /// nothing derived from them shows their members (`commonFollowing`,
+    /// `knownFollowers` and `relationTo` involving this user are hidden or
+    /// null, `knownFollowersCount` is 0 and not exact). The counters stay
+    /// public.
+    async fn hides_collections(&self) -> bool {
+        self.0.hides_collections
+    }
+
     /// Follow and content counters (exact, never negative).
     async fn counters(&self, ctx: &Context<'_>) -> async_graphql::Result<Counters> {
         let record = ctx
@@ -62,7 +72,11 @@ impl UserNode {
             before,
             offset,
         };
-        connection::resolve(ctx, ListKey::Following(self.0.id), args).await
+        let list = ListKey::Following(self.0.id);
+        if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+            return connection::hidden_list(ctx, list).await;
+        }
+        connection::resolve(ctx, list, args).await
     }
 
     /// Who follows this user, newest first.
@@ -83,7 +97,11 @@ impl UserNode {
             before,
             offset,
         };
-        connection::resolve(ctx, ListKey::Followers(self.0.id), args).await
+        let list = ListKey::Followers(self.0.id);
+        if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+            return connection::hidden_list(ctx, list).await;
+        }
+        connection::resolve(ctx, list, args).await
     }
 
     /// Users both this user and `with` follow (none when `with` is unknown
@@ -107,8 +125,12 @@ impl UserNode {
         let other = ids::decode_user(&with).gql()?;
         // Nothing is shared with a user that does not exist (or is deleted),
         // and nothing is read for one.
-        if load_visible(ctx, other).await?.is_none() {
+        let Some(other_user) = load_visible(ctx, other).await? else {
             return Ok(connection::empty());
+        };
+        let me = viewer(ctx).optional().gql()?;
+        if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
+            return Ok(connection::hidden(0));
         }
         let args = PageArgs {
             first,
@@ -135,6 +157,9 @@ impl UserNode {
         let Some(me) = viewer(ctx).optional().gql()? else {
             return Ok(connection::empty());
         };
+        if !self.shows_lists_to(Some(me)) {
+            return Ok(connection::hidden(0));
+        }
         let args = PageArgs {
             first,
             after,
@@ -150,14 +175,22 @@ impl UserNode {
     }
 
     /// How this user relates to `other` (read from the truth, both
-    /// directions); null when `other` is unknown or deleted.
+    /// directions); null when `other` is unknown or deleted, and for a
+    /// viewer who is neither of the two when either hides its lists.
     async fn relation_to(
         &self,
         ctx: &Context<'_>,
         other: ID,
     ) -> async_graphql::Result<Option<Relationship>> {
         let other = ids::decode_user(&other).gql()?;
-        if load_visible(ctx, other).await?.is_none() {
+        let Some(other_user) = load_visible(ctx, other).await? else {
+            return Ok(None);
+        };
+        // How two users relate is in their lists: hidden from a third
+        // party when either hides them (each party sees its own lists).
+        let me = viewer(ctx).optional().gql()?;
+        let party = me == Some(self.0.id) || me == Some(other);
+        if !party && (!self.shows_lists_to(me) || !other_user.shows_lists_to(me)) {
             return Ok(None);
         }
         relation(ctx, self.0.id, other).await.map(Some)
@@ -172,6 +205,14 @@ impl UserNode {
             None => Ok(None),
             Some(me) => relation(ctx, me, self.0.id).await.map(Some),
         }
+    }
+}
+
+impl UserNode {
+    /// Whether `viewer` may see this user's lists (and what derives from
+    /// them): unless the user hides them, and always the user itself.
+    pub(crate) fn shows_lists_to(&self, viewer: Option<UserId>) -> bool {
+        !self.0.hides_collections || viewer == Some(self.0.id)
     }
 }
 

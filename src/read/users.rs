@@ -366,6 +366,8 @@ mod tests {
             handle: handle.to_owned(),
             display_name: handle.to_owned(),
             status: UserStatus::Active,
+            locked: false,
+            hides_collections: false,
         }
     }
 

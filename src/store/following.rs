@@ -60,6 +60,12 @@ pub(crate) struct EdgeChangeRow {
     /// When the target followed the actor, if it does now.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub b_follows_a: Option<DateTime<Utc>>,
+    /// Whether the target's account is locked.
+    #[diesel(sql_type = Nullable<Bool>)]
+    pub target_locked: Option<bool>,
+    /// Whether the target hides its lists.
+    #[diesel(sql_type = Nullable<Bool>)]
+    pub target_hides_collections: Option<bool>,
 }
 
 impl EdgeChangeRow {

@@ -152,6 +152,8 @@ diesel::table! {
         status -> Text,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        locked -> Bool,
+        hides_collections -> Bool,
     }
 }
 

@@ -15,6 +15,8 @@ struct UserRow {
     handle: String,
     display_name: String,
     status: String,
+    locked: bool,
+    hides_collections: bool,
 }
 
 impl From<UserRow> for User {
@@ -24,6 +26,8 @@ impl From<UserRow> for User {
             handle: row.handle,
             display_name: row.display_name,
             status: UserStatus::from_db(&row.status),
+            locked: row.locked,
+            hides_collections: row.hides_collections,
         }
     }
 }
@@ -151,6 +155,32 @@ pub async fn set_status(
     // Answered only once committed (see `committed`): the edges are carried
     // along next, on other sessions that must see the new status.
     Ok(super::committed(old).map(|o| UserStatus::from_db(&o.status)))
+}
+
+/// Sets the settings of an active account that are given (`None`: left
+/// as they are); returns the account after, or `None` when there is no
+/// active account `id`.
+pub(crate) async fn update_settings(
+    conn: &mut PgConn,
+    id: UserId,
+    hides_collections: Option<bool>,
+) -> QueryResult<Option<User>> {
+    let rows: Vec<User> = diesel::update(users::table)
+        .filter(users::id.eq(id.get()))
+        .filter(users::status.eq(UserStatus::Active.as_str()))
+        .set((
+            users::hides_collections.eq(diesel::dsl::sql::<diesel::sql_types::Bool>("coalesce(")
+                .bind::<diesel::sql_types::Nullable<diesel::sql_types::Bool>, _>(hides_collections)
+                .sql(", hides_collections)")),
+            users::updated_at.eq(diesel::dsl::now),
+        ))
+        .returning(UserRow::as_returning())
+        .get_results(conn)
+        .await?
+        .into_iter()
+        .map(User::from)
+        .collect();
+    Ok(super::committed(rows))
 }
 
 /// Status changes whose edges are not all carried along yet.

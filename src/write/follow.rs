@@ -325,6 +325,8 @@ pub(super) fn described_user(row: &EdgeChangeRow, described: UserId) -> Option<U
         handle: row.target_handle.clone()?,
         display_name: row.target_display_name.clone()?,
         status: UserStatus::from_db(row.target_status.as_deref()?),
+        locked: row.target_locked?,
+        hides_collections: row.target_hides_collections?,
     })
 }
 

@@ -7,11 +7,13 @@ pub(crate) mod follow;
 pub(crate) mod lifecycle;
 pub(crate) mod mute;
 pub(crate) mod rate_limit;
+pub(crate) mod settings;
 
 pub(crate) use block::change_block;
 pub use follow::{EdgeChange, change_edge};
 pub(crate) use follow::{FollowOutcome, TargetError, change_edges, remove_follower};
 pub(crate) use mute::change_mute;
+pub(crate) use settings::update_settings;
 
 use crate::app::App;
 use crate::cache;

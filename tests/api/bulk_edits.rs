@@ -53,8 +53,6 @@ async fn follow_many_applies_exactly_the_valid_new_edges() {
     assert_ok(&t.follow(me, c).await);
     let events_before = t.outbox().await.len();
 
-    let relay = t.start_relay();
-    let projector = t.start_projector(Arc::new(ProjectorHooks::default()));
     let r = many(
         &t,
         "followMany",
@@ -111,7 +109,10 @@ async fn follow_many_applies_exactly_the_valid_new_edges() {
     assert_eq!(t.stats(me).await.0, 3);
 
     // The viewer's own counters and list show it at once; the rest once
-    // the pipeline drains.
+    // the pipeline drains. (Started only now: the relay deletes what it
+    // published, and the outbox was read above.)
+    let relay = t.start_relay();
+    let projector = t.start_projector(Arc::new(ProjectorHooks::default()));
     settled(&t, &[me, a, b, c], 60).await;
     for (user, followers) in [(a, 1), (b, 1), (c, 1), (suspended, 0)] {
         assert_eq!(t.full_stats(user).await.followers, followers);

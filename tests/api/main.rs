@@ -18,6 +18,7 @@ mod errors;
 mod follow_cap;
 mod graph_queries;
 mod hardening;
+mod hidden_lists;
 mod http;
 mod identity;
 mod lifecycle;
