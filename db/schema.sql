@@ -46,6 +46,38 @@ CREATE TYPE kith.kith_edge_result AS (
 );
 
 --
+-- Name: kith_accept_requests(bigint, integer); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_accept_requests(p_owner bigint, p_limit integer) RETURNS TABLE(requester bigint, outcome text)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_from BIGINT;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND NOT u.locked AND u.status = 'active') THEN
+        RETURN;
+    END IF;
+    FOR v_from IN
+        SELECT q.from_user_id FROM follow_request q
+         WHERE q.to_user_id = p_owner AND q.active
+         ORDER BY q.requested_at, q.from_user_id
+         LIMIT p_limit
+    LOOP
+        requester := v_from;
+        SELECT a.outcome INTO outcome
+          FROM kith_answer_request(p_owner, v_from, TRUE, gen_random_uuid(), gen_random_uuid()) a;
+        IF outcome IN ('blocked', 'target_unfollowable') THEN
+            -- It can never become a follow now: dropped, so batches end.
+            PERFORM kith_answer_request(p_owner, v_from, FALSE, gen_random_uuid(), NULL);
+            outcome := 'dropped';
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+--
 -- Name: kith_actor_refusal(bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -64,6 +96,71 @@ BEGIN
         RETURN 'actor_suspended';
     END IF;
     RETURN NULL;
+END
+$$;
+
+--
+-- Name: kith_answer_request(bigint, bigint, boolean, uuid, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_answer_request(p_owner bigint, p_requester bigint, p_accept boolean, p_event_id uuid, p_follow_event_id uuid) RETURNS SETOF kith.kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_requester users%ROWTYPE;
+    v_req RECORD;
+    v_t RECORD;
+    v_pair RECORD;
+BEGIN
+    r.outcome := kith_actor_refusal(p_owner);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_requester FROM users u WHERE u.id = p_requester;
+    IF NOT FOUND THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    r.target_handle := v_requester.handle;
+    r.target_display_name := v_requester.display_name;
+    r.target_status := v_requester.status;
+    r.target_locked := v_requester.locked;
+    r.target_hides_collections := v_requester.hides_collections;
+    PERFORM kith_lock_pair(p_owner, p_requester);
+    IF p_accept AND EXISTS (SELECT 1 FROM follow_request q
+                             WHERE q.from_user_id = p_requester AND q.to_user_id = p_owner AND q.active) THEN
+        IF v_requester.status <> 'active' THEN
+            r.outcome := 'target_unfollowable';
+        ELSIF kith_blocked(p_owner, p_requester) THEN
+            r.outcome := 'blocked';
+        END IF;
+        IF r.outcome IS NOT NULL THEN
+            RETURN NEXT r;
+            RETURN;
+        END IF;
+    END IF;
+    v_req := kith_request_step(p_requester, p_owner, FALSE, p_event_id,
+        CASE WHEN p_accept THEN 'FollowRequestAccepted' ELSE 'FollowRequestRejected' END);
+    r.outcome := CASE WHEN v_req.version IS NULL THEN 'ok' ELSE 'answered' END;
+    IF v_req.version IS NOT NULL AND p_accept THEN
+        SELECT * INTO v_t FROM kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
+        r.edge_version := v_t.edge_version;
+        r.edge_followed_at := v_t.edge_followed_at;
+        r.occurred_at := v_t.occurred_at;
+        r.followings := v_t.followings;
+        r.followers := v_t.followers;
+        r.posts := v_t.posts;
+        r.likes_received := v_t.likes_received;
+        r.favs_received := v_t.favs_received;
+        r.version := v_t.version;
+    END IF;
+    v_pair := kith_pair_state(p_owner, p_requester);
+    r.a_follows_b := v_pair.a_follows_b;
+    r.b_follows_a := v_pair.b_follows_a;
+    RETURN NEXT r;
 END
 $$;
 
@@ -262,6 +359,9 @@ BEGIN
             e.version := v_ended.version;
             v_ends := v_ends || e;
         END LOOP;
+        -- Pending follow requests both ways are dropped.
+        PERFORM kith_request_step(p_actor, p_target, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
+        PERFORM kith_request_step(p_target, p_actor, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
     ELSE
         UPDATE block AS b
            SET active = FALSE, version = b.version + 1, updated_at = now()
@@ -343,6 +443,7 @@ DECLARE
     v_step RECORD;
     v_pair RECORD;
     v_stats user_stats%ROWTYPE;
+    v_req RECORD;
 BEGIN
     r.outcome := kith_actor_refusal(p_actor);
     IF r.outcome IS NOT NULL THEN
@@ -372,6 +473,29 @@ BEGIN
             RETURN NEXT r;
             RETURN;
         END IF;
+    END IF;
+    -- A follow of a locked account is a request (unless it follows
+    -- already); an unfollow cancels a pending request.
+    IF p_follow AND v_target.locked AND NOT EXISTS (
+        SELECT 1 FROM following f
+         WHERE f.from_user_id = p_actor AND f.to_user_id = p_target AND f.active) THEN
+        v_req := kith_request_step(p_actor, p_target, TRUE, p_event_id, 'FollowRequested');
+        r.outcome := 'requested';
+    ELSIF NOT p_follow THEN
+        v_req := kith_request_step(p_actor, p_target, FALSE, p_event_id, 'FollowRequestCanceled');
+        IF v_req.version IS NOT NULL THEN
+            r.outcome := 'request_canceled';
+        END IF;
+    END IF;
+    IF r.outcome IS NOT NULL THEN
+        r.edge_version := v_req.version;
+        r.edge_followed_at := v_req.requested_at;
+        r.occurred_at := v_req.occurred_at;
+        v_pair := kith_pair_state(p_actor, p_target);
+        r.a_follows_b := v_pair.a_follows_b;
+        r.b_follows_a := v_pair.b_follows_a;
+        RETURN NEXT r;
+        RETURN;
     END IF;
     r.outcome := 'ok';
     v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
@@ -413,6 +537,7 @@ DECLARE
     v_stats user_stats%ROWTYPE;
     v_changed INT := 0;
     v_rows kith_edge_result[] := '{}';
+    v_req RECORD;
     i INT;
 BEGIN
     v_refusal := kith_actor_refusal(p_actor);
@@ -449,6 +574,27 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
+        IF p_follow AND v_target.locked AND NOT EXISTS (
+            SELECT 1 FROM following f
+             WHERE f.from_user_id = p_actor AND f.to_user_id = p_targets[i] AND f.active) THEN
+            v_req := kith_request_step(p_actor, p_targets[i], TRUE, p_events[i], 'FollowRequested');
+            r.outcome := 'requested';
+        ELSIF NOT p_follow THEN
+            v_req := kith_request_step(p_actor, p_targets[i], FALSE, p_events[i], 'FollowRequestCanceled');
+            IF v_req.version IS NOT NULL THEN
+                r.outcome := 'request_canceled';
+            END IF;
+        END IF;
+        IF r.outcome IS NOT NULL THEN
+            v_pair := kith_pair_state(p_actor, p_targets[i]);
+            r.edge_version := v_req.version;
+            r.edge_followed_at := v_req.requested_at;
+            r.occurred_at := v_req.occurred_at;
+            r.a_follows_b := v_pair.a_follows_b;
+            r.b_follows_a := v_pair.b_follows_a;
+            v_rows := v_rows || r;
+            CONTINUE;
+        END IF;
         v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
         v_pair := kith_pair_state(p_actor, p_targets[i]);
         IF v_step.edge_version IS NOT NULL THEN
@@ -469,7 +615,7 @@ BEGIN
         END IF;
     END IF;
     FOREACH r IN ARRAY v_rows LOOP
-        IF r.edge_version IS NOT NULL THEN
+        IF r.outcome = 'ok' AND r.edge_version IS NOT NULL THEN
             r.followings := v_stats.followings;
             r.followers := v_stats.followers;
             r.posts := v_stats.posts;
@@ -769,6 +915,46 @@ END
 $$;
 
 --
+-- Name: kith_request_step(bigint, bigint, boolean, uuid, text); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_request_step(p_from bigint, p_to bigint, p_request boolean, p_event_id uuid, p_type text, OUT version bigint, OUT requested_at timestamp with time zone, OUT occurred_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_request THEN
+        INSERT INTO follow_request AS q (from_user_id, to_user_id, active, requested_at, version, updated_at)
+        VALUES (p_from, p_to, TRUE, date_trunc('milliseconds', now()), 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE, requested_at = EXCLUDED.requested_at,
+               version = q.version + 1, updated_at = now()
+         WHERE NOT q.active
+        RETURNING q.version, q.requested_at INTO version, requested_at;
+    ELSE
+        UPDATE follow_request AS q
+           SET active = FALSE, version = q.version + 1, updated_at = now()
+         WHERE q.from_user_id = p_from AND q.to_user_id = p_to AND q.active
+        RETURNING q.version, q.requested_at INTO version, requested_at;
+    END IF;
+    IF version IS NOT NULL THEN
+        occurred_at := date_trunc('milliseconds', now());
+        -- The wire format of RequestEvent (src/events/request.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, p_type, p_from::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', p_type,
+            'from', p_from,
+            'to', p_to,
+            'version', version,
+            'requestedAtMs', (extract(epoch FROM requested_at) * 1000)::BIGINT,
+            'occurredAtMs', (extract(epoch FROM occurred_at) * 1000)::BIGINT));
+    END IF;
+END
+$$;
+
+--
 -- Name: kith_stats_tombstone(); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -897,6 +1083,22 @@ ALTER TABLE kith.dead_letter ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: follow_request; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.follow_request (
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    requested_at timestamp with time zone NOT NULL,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT follow_request_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT follow_request_requested_at_check CHECK ((requested_at = date_trunc('milliseconds'::text, requested_at))),
+    CONSTRAINT follow_request_version_check CHECK ((version > 0))
 );
 
 --
@@ -1099,6 +1301,13 @@ ALTER TABLE ONLY kith.dead_letter
     ADD CONSTRAINT dead_letter_source_topic_source_partition_source_offset_key UNIQUE (source_topic, source_partition, source_offset);
 
 --
+-- Name: follow_request follow_request_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.follow_request
+    ADD CONSTRAINT follow_request_pkey PRIMARY KEY (from_user_id, to_user_id);
+
+--
 -- Name: follower follower_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1214,6 +1423,18 @@ CREATE INDEX content_event_ledger_applied_idx ON kith.content_event_ledger USING
 CREATE INDEX dead_letter_unpublished_idx ON kith.dead_letter USING btree (id) WHERE (published_at IS NULL);
 
 --
+-- Name: follow_request_incoming_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX follow_request_incoming_idx ON kith.follow_request USING btree (to_user_id, requested_at DESC, from_user_id DESC) WHERE active;
+
+--
+-- Name: follow_request_outgoing_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX follow_request_outgoing_idx ON kith.follow_request USING btree (from_user_id, requested_at DESC, to_user_id DESC) WHERE active;
+
+--
 -- Name: follower_recent_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -1268,6 +1489,18 @@ CREATE TRIGGER block_inserted_notify AFTER INSERT ON kith.block REFERENCING NEW 
 CREATE TRIGGER block_updated_notify AFTER UPDATE ON kith.block REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
 
 --
+-- Name: follow_request follow_request_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER follow_request_inserted_notify AFTER INSERT ON kith.follow_request REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: follow_request follow_request_updated_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER follow_request_updated_notify AFTER UPDATE ON kith.follow_request REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
 -- Name: mute mute_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
 --
 
@@ -1310,6 +1543,20 @@ ALTER TABLE ONLY kith.block
 
 ALTER TABLE ONLY kith.block
     ADD CONSTRAINT block_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: follow_request follow_request_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.follow_request
+    ADD CONSTRAINT follow_request_from_user_id_fkey FOREIGN KEY (from_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: follow_request follow_request_to_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.follow_request
+    ADD CONSTRAINT follow_request_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
 
 --
 -- Name: following following_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

@@ -104,7 +104,8 @@ pub struct User {
 }
 
 /// The lines drawn between one user and others: whom they block, who
-/// blocks them, whom they mute (and until when).
+/// blocks them, whom they mute (and until when), and the follow requests
+/// waiting at them, both ways.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Boundaries {
     /// Accounts this user blocks.
@@ -115,6 +116,10 @@ pub struct Boundaries {
     /// does (this host's monotonic clock, set from the database's own count
     /// of the time left, so no two clocks are compared).
     pub muting: std::collections::HashMap<UserId, Option<std::time::Instant>>,
+    /// Locked accounts this user asked to follow (pending requests).
+    pub requested: std::collections::HashSet<UserId>,
+    /// Accounts that asked to follow this user (pending requests).
+    pub requested_by: std::collections::HashSet<UserId>,
 }
 
 impl Boundaries {

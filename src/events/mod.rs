@@ -6,3 +6,4 @@ pub(crate) mod block;
 pub(crate) mod content;
 pub(crate) mod follow;
 pub(crate) mod mute;
+pub(crate) mod request;

@@ -40,6 +40,7 @@ pub struct Mutation(
     safety::BlockMutation,
     safety::MuteMutation,
     safety::SettingsMutation,
+    safety::RequestMutation,
 );
 
 /// Root subscription type.

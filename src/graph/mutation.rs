@@ -107,6 +107,9 @@ pub(crate) struct EdgeResult {
     /// True when this call changed the edge; false when it was in the asked
     /// state already or `error` is set.
     pub changed: bool,
+    /// A request to follow this (locked) user is pending after the call:
+    /// the follow waits for the user's consent.
+    pub requested: bool,
     /// The user, when the edge was applied.
     pub user: Option<UserNode>,
     /// The viewer's relation to the user after the call, when applied.
@@ -126,12 +129,16 @@ pub(crate) struct EdgesPayload {
     pub client_mutation_id: Option<String>,
 }
 
-/// Result of `follow`, `unfollow` or `removeFollower`.
+/// Result of `follow`, `unfollow`, `removeFollower`, `acceptFollowRequest`
+/// or `rejectFollowRequest`.
 #[derive(SimpleObject)]
 pub(crate) struct FollowPayload {
-    /// False when the edge was already in the requested state; nothing was written.
+    /// False when nothing was written: the edge (or the request) was in the
+    /// asked state already. A follow of a locked account is a request:
+    /// `changed` says one was made, `viewerRelation.requested` that it waits.
     pub changed: bool,
-    /// The target user (for `removeFollower`, the follower removed).
+    /// The target user (for `removeFollower`, the follower removed; for an
+    /// answer to a request, the requester).
     pub user: UserNode,
     /// The viewer's relation to that user after the mutation.
     pub viewer_relation: Relationship,
@@ -140,7 +147,11 @@ pub(crate) struct FollowPayload {
 }
 
 impl FollowPayload {
-    fn new(viewer: UserId, outcome: FollowOutcome, client_mutation_id: Option<String>) -> Self {
+    pub(crate) fn new(
+        viewer: UserId,
+        outcome: FollowOutcome,
+        client_mutation_id: Option<String>,
+    ) -> Self {
         Self {
             changed: outcome.changed,
             viewer_relation: Relationship::between(viewer, outcome.target.id, outcome.relation),
@@ -248,6 +259,7 @@ async fn run_many(
             Ok(outcome) => EdgeResult {
                 user_id,
                 changed: outcome.changed,
+                requested: outcome.requested,
                 viewer_relation: Some(Relationship::between(
                     actor,
                     outcome.target.id,
@@ -259,6 +271,7 @@ async fn run_many(
             Err(e) => EdgeResult {
                 user_id,
                 changed: false,
+                requested: false,
                 user: None,
                 viewer_relation: None,
                 error: Some(e.into()),

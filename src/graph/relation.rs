@@ -88,6 +88,24 @@ impl Relationship {
             .map(|set| set.blocked_by.contains(&self.pair.1)))
     }
 
+    /// The subject asked to follow the other (locked) user and waits;
+    /// told only as `blocking` is.
+    async fn requested(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_boundaries(ctx)
+            .await?
+            .map(|set| set.requested.contains(&self.pair.1)))
+    }
+
+    /// The other user asked to follow the subject and waits; told only as
+    /// `blocking` is.
+    async fn requested_by(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_boundaries(ctx)
+            .await?
+            .map(|set| set.requested_by.contains(&self.pair.1)))
+    }
+
     /// The subject mutes the other user (a mute past its end is none);
     /// told only as `blocking` is.
     async fn muting(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {

@@ -3,6 +3,7 @@
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
+use super::mutation::FollowPayload;
 use super::relation::Relationship;
 use super::user::UserNode;
 use super::{app, ids, viewer};
@@ -175,6 +176,10 @@ async fn run_mute(
 /// Input of `updateAccountSettings`: the settings to change (null: as they are).
 #[derive(InputObject)]
 pub(crate) struct AccountSettingsInput {
+    /// Follows of the account wait for its consent: a follow becomes a
+    /// request the account accepts or rejects (see `User.locked`). Turning
+    /// it off accepts every pending request, in the background.
+    pub locked: Option<bool>,
     /// Only the account itself sees its `followers` and `following`, and
     /// nothing derived from them (see `User.hidesCollections`).
     pub hides_collections: Option<bool>,
@@ -204,7 +209,11 @@ impl SettingsMutation {
         input: AccountSettingsInput,
     ) -> async_graphql::Result<AccountSettingsPayload> {
         let actor = viewer(ctx).require().gql()?;
-        let user = write::update_settings(app(ctx), actor, input.hides_collections)
+        let change = crate::store::users::SettingsChange {
+            locked: input.locked,
+            hides_collections: input.hides_collections,
+        };
+        let user = write::update_settings(app(ctx), actor, change)
             .await
             .gql()?;
         Ok(AccountSettingsPayload {
@@ -212,4 +221,56 @@ impl SettingsMutation {
             client_mutation_id: input.client_mutation_id,
         })
     }
+}
+
+/// Input of `acceptFollowRequest` and `rejectFollowRequest`.
+#[derive(InputObject)]
+pub(crate) struct FollowRequestInput {
+    /// Global id of the user who asked to follow the viewer.
+    pub user_id: ID,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Answers to the follow requests the viewer's locked account received.
+#[derive(Default)]
+pub(crate) struct RequestMutation;
+
+#[Object]
+impl RequestMutation {
+    /// Accepts a pending request: the user follows the viewer from now on,
+    /// exactly as by a follow (events, counters, lists). `changed: false`
+    /// when no request of that user is pending. `BLOCKED` while a block
+    /// stands between the two; `INVALID_INPUT` for a requester that is
+    /// suspended or deleted (the request waits). The payload's user is the
+    /// requester, its relation the viewer's to them.
+    async fn accept_follow_request(
+        &self,
+        ctx: &Context<'_>,
+        input: FollowRequestInput,
+    ) -> async_graphql::Result<FollowPayload> {
+        answer(ctx, input, true).await
+    }
+
+    /// Rejects a pending request: it ends, and no follow is made.
+    async fn reject_follow_request(
+        &self,
+        ctx: &Context<'_>,
+        input: FollowRequestInput,
+    ) -> async_graphql::Result<FollowPayload> {
+        answer(ctx, input, false).await
+    }
+}
+
+async fn answer(
+    ctx: &Context<'_>,
+    input: FollowRequestInput,
+    accept: bool,
+) -> async_graphql::Result<FollowPayload> {
+    let owner = viewer(ctx).require().gql()?;
+    let requester = ids::decode_user(&input.user_id).gql()?;
+    let outcome = write::requests::answer(app(ctx), owner, requester, accept)
+        .await
+        .gql()?;
+    Ok(FollowPayload::new(owner, outcome, input.client_mutation_id))
 }

@@ -34,6 +34,12 @@ impl UserNode {
         &self.0.display_name
     }
 
+    /// Follows of this user wait for its consent: `follow` makes a request
+    /// it accepts or rejects (`acceptFollowRequest`, `rejectFollowRequest`).
+    async fn locked(&self) -> bool {
+        self.0.locked
+    }
+
     /// Only this user sees its `followers` and `following`: to anyone else
     /// they are empty and `hidden`, with their public `totalCount`, and
     /// nothing derived from them shows their members (`commonFollowing`,

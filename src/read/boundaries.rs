@@ -1,17 +1,18 @@
-//! Boundaries: for each user, whom they block, who blocks them, and whom
-//! they mute. Held in process beside the user's row
-//! ([`crate::read::users::UserCache`]) and dropped by the same notices —
-//! triggers on `block` and `mute` name both users of every change as it
-//! commits — so a set is never served past a change by more than the
-//! notice's delivery time, and a change made through this process is
-//! dropped here at once. What is not held is read from the truth (two
+//! Boundaries: for each user, whom they block, who blocks them, whom they
+//! mute, and the follow requests pending both ways. Held in process beside
+//! the user's row ([`crate::read::users::UserCache`]) and dropped by the
+//! same notices — triggers on `block`, `mute` and `follow_request` name
+//! both users of every change as it commits — so a set is never served
+//! past a change by more than the notice's delivery time, and a change
+//! made through this process is dropped here at once. What is not held is read from the truth (three
 //! statements for every user asked) and kept. A mute's end is kept as a
 //! moment of this host's monotonic clock, from the time the database
 //! counted as left: it takes effect when due, with no sweep.
 //!
 //! Reads use them to leave out of a signed-in viewer's lists the accounts
 //! the viewer blocks or that block the viewer, and to answer `blocking`,
-//! `blockedBy` and `muting` on the viewer's own relations.
+//! `blockedBy`, `muting`, `requested` and `requestedBy` on the viewer's
+//! own relations.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{Boundaries, UserId};
-use crate::store::{blocks, mutes};
+use crate::store::{blocks, mutes, requests};
 
 /// The boundaries of `users`: from the process, the rest from PostgreSQL.
 pub(crate) async fn sets(
@@ -43,11 +44,12 @@ pub(crate) async fn sets(
         return Ok(found);
     }
     let seen = cache.generation();
-    let (block_rows, mute_rows) = {
+    let (block_rows, mute_rows, request_rows) = {
         let mut conn = app.pg.get().await?;
         let block_rows = blocks::involving(&mut conn, &missing).await?;
         let mute_rows = mutes::made_by(&mut conn, &missing).await?;
-        (block_rows, mute_rows)
+        let request_rows = requests::involving(&mut conn, &missing).await?;
+        (block_rows, mute_rows, request_rows)
     };
     let read_at = Instant::now();
     let mut read: HashMap<UserId, Boundaries> = missing
@@ -76,6 +78,18 @@ pub(crate) async fn sets(
             .map(|ms| read_at + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
         if let Some(set) = read.get_mut(&from) {
             set.muting.insert(to, ends);
+        }
+    }
+    for row in request_rows {
+        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
+        else {
+            continue;
+        };
+        if let Some(set) = read.get_mut(&from) {
+            set.requested.insert(to);
+        }
+        if let Some(set) = read.get_mut(&to) {
+            set.requested_by.insert(from);
         }
     }
     let read: Vec<(UserId, Arc<Boundaries>)> = read

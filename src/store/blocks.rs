@@ -41,13 +41,13 @@ pub(crate) async fn change(
     Ok(rows)
 }
 
-/// One active block.
+/// One directed pair: an active block, a pending request, a follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, QueryableByName)]
 pub(crate) struct BlockRow {
-    /// Who blocks.
+    /// Who blocks (requests, follows).
     #[diesel(sql_type = BigInt)]
     pub from_user_id: i64,
-    /// Who is blocked.
+    /// Who is blocked (asked, followed).
     #[diesel(sql_type = BigInt)]
     pub to_user_id: i64,
 }

@@ -16,6 +16,7 @@ pub(crate) mod mutes;
 pub(crate) mod outbox;
 pub(crate) mod partitions;
 pub(crate) mod pool;
+pub(crate) mod requests;
 pub(crate) mod schema;
 pub(crate) mod seed;
 pub(crate) mod stats;

@@ -43,6 +43,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    follow_request (from_user_id, to_user_id) {
+        from_user_id -> Int8,
+        to_user_id -> Int8,
+        active -> Bool,
+        requested_at -> Timestamptz,
+        version -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     follower (to_user_id, from_user_id) {
         to_user_id -> Int8,
         from_user_id -> Int8,
@@ -164,6 +175,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     block,
     content_event_ledger,
     dead_letter,
+    follow_request,
     follower,
     following,
     hidden_edge,

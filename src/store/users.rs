@@ -1,14 +1,14 @@
 //! `users`: accounts and their public profile.
 
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
 use super::schema::users;
 use crate::model::{User, UserId, UserStatus};
 
-#[derive(Queryable, Selectable)]
+#[derive(Queryable, QueryableByName, Selectable)]
 #[diesel(table_name = users)]
 struct UserRow {
     id: i64,
@@ -157,30 +157,36 @@ pub async fn set_status(
     Ok(super::committed(old).map(|o| UserStatus::from_db(&o.status)))
 }
 
-/// Sets the settings of an active account that are given (`None`: left
-/// as they are); returns the account after, or `None` when there is no
-/// active account `id`.
+/// Account settings to change; `None` leaves one as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SettingsChange {
+    /// Follows wait for the account's consent.
+    pub locked: Option<bool>,
+    /// Only the account sees its lists.
+    pub hides_collections: Option<bool>,
+}
+
+/// Changes the settings of an active account; returns the account after,
+/// or `None` when there is no active account `id`.
 pub(crate) async fn update_settings(
     conn: &mut PgConn,
     id: UserId,
-    hides_collections: Option<bool>,
+    change: SettingsChange,
 ) -> QueryResult<Option<User>> {
-    let rows: Vec<User> = diesel::update(users::table)
-        .filter(users::id.eq(id.get()))
-        .filter(users::status.eq(UserStatus::Active.as_str()))
-        .set((
-            users::hides_collections.eq(diesel::dsl::sql::<diesel::sql_types::Bool>("coalesce(")
-                .bind::<diesel::sql_types::Nullable<diesel::sql_types::Bool>, _>(hides_collections)
-                .sql(", hides_collections)")),
-            users::updated_at.eq(diesel::dsl::now),
-        ))
-        .returning(UserRow::as_returning())
-        .get_results(conn)
-        .await?
-        .into_iter()
-        .map(User::from)
-        .collect();
-    Ok(super::committed(rows))
+    let rows: Vec<UserRow> = diesel::sql_query(
+        "UPDATE users
+            SET locked = coalesce($2, locked),
+                hides_collections = coalesce($3, hides_collections),
+                updated_at = now()
+          WHERE id = $1 AND status = 'active'
+         RETURNING id, handle, display_name, status, locked, hides_collections",
+    )
+    .bind::<BigInt, _>(id.get())
+    .bind::<Nullable<Bool>, _>(change.locked)
+    .bind::<Nullable<Bool>, _>(change.hides_collections)
+    .load(conn)
+    .await?;
+    Ok(super::committed(rows).map(User::from))
 }
 
 /// Status changes whose edges are not all carried along yet.

@@ -27,6 +27,8 @@ pub enum EdgeChange {
 pub struct FollowOutcome {
     /// False when the edge was already in the requested state (nothing written).
     pub changed: bool,
+    /// A request to follow the (locked) target is pending after this call.
+    pub requested: bool,
     /// The target user.
     pub target: User,
     /// The actor's relation to the target after the change, from the truth.
@@ -75,6 +77,12 @@ pub async fn change_edge(
     };
     let outcome = outcome(row, edge, target)?;
     write_through(app, std::slice::from_ref(&outcome), &[]).await;
+    if outcome.changed && outcome.event.is_none() {
+        // A request made or cancelled: the pair's cached requests go, and
+        // its event waits in the outbox.
+        app.read.users.invalidate(&[actor, target]);
+        super::after_commit(app, &[], &[]).await;
+    }
     Ok(outcome)
 }
 
@@ -213,6 +221,17 @@ pub(crate) async fn change_edges(
         });
     }
     write_through(app, &applied, &[]).await;
+    let requests: Vec<UserId> = applied
+        .iter()
+        .filter(|o| o.changed && o.event.is_none())
+        .map(|o| o.target.id)
+        .collect();
+    if !requests.is_empty() {
+        let mut users = requests;
+        users.push(actor);
+        app.read.users.invalidate(&users);
+        super::after_commit(app, &[], &[]).await;
+    }
     Ok(results
         .into_iter()
         .map(|r| r.expect("every target has a result"))
@@ -280,16 +299,31 @@ impl From<Refusal> for ApiError {
 /// The result of `edge` from the row PostgreSQL returned; `described` is the
 /// user the row's target columns describe.
 fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOutcome, Refusal> {
-    if row.outcome != "ok" {
-        return Err(Refusal::of(&row.outcome));
-    }
+    // A follow of a locked account made (or found) a pending request; an
+    // unfollow cancelled one. Neither moved an edge.
+    let requested = match row.outcome.as_str() {
+        "ok" => false,
+        "requested" => true,
+        "request_canceled" => false,
+        other => return Err(Refusal::of(other)),
+    };
     let missing = || Refusal::Unexpected("the edge transition: incomplete row".into());
-    let stats = row.stats();
     let target = described_user(&row, described).ok_or_else(missing)?;
     let relation = PairState {
         a_follows_b: row.a_follows_b,
         b_follows_a: row.b_follows_a,
     };
+    if row.outcome != "ok" {
+        return Ok(FollowOutcome {
+            changed: row.edge_version.is_some(),
+            requested,
+            target,
+            relation,
+            actor_stats: None,
+            event: None,
+        });
+    }
+    let stats = row.stats();
     let (actor_stats, event) = match (row.edge_version, row.edge_followed_at, row.occurred_at) {
         (Some(version), Some(followed_at), Some(occurred_at)) => {
             let event_type = match edge.change {
@@ -311,6 +345,7 @@ fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOu
     };
     Ok(FollowOutcome {
         changed: event.is_some(),
+        requested: false,
         target,
         relation,
         actor_stats,

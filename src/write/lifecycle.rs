@@ -13,7 +13,8 @@
 //! the batches follow, each checking the status is still the one it carries
 //! out. A sweeper (in `kith run` and `kith project`) finishes pending changes
 //! whose process died, and catches an edge a follow committed while the
-//! status changed (the follow reads the target's status without locking it).
+//! status changed (the follow reads the target's status without locking
+//! it). It also accepts the requests left pending at unlocked accounts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -260,7 +261,9 @@ async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(Vec<Changed>, u6
 }
 
 /// Finishes what status changes left: active edges of accounts that are not
-/// active, hidden edges of accounts that are. Returns the edges changed.
+/// active, hidden edges of accounts that are; and what unlocks left:
+/// pending requests at accounts that are not locked. Returns the edges
+/// changed.
 pub async fn sweep(app: &App) -> Result<u64, PipelineError> {
     let (pending, inactive) = {
         let mut conn = app.pg.get().await?;
@@ -276,7 +279,9 @@ pub async fn sweep(app: &App) -> Result<u64, PipelineError> {
     for user in inactive {
         settle_account(app, user, UserStatus::Suspended, &mut summary).await?;
     }
-    Ok(summary.hidden + summary.restored)
+    // Unlocks whose requests are not all accepted yet.
+    let accepted = super::requests::finish_unlocks(app).await?;
+    Ok(summary.hidden + summary.restored + accepted)
 }
 
 /// Sweeps every `every` until `shutdown`.

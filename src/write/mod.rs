@@ -7,6 +7,7 @@ pub(crate) mod follow;
 pub(crate) mod lifecycle;
 pub(crate) mod mute;
 pub(crate) mod rate_limit;
+pub(crate) mod requests;
 pub(crate) mod settings;
 
 pub(crate) use block::change_block;

@@ -16,6 +16,7 @@ mod consistency;
 mod db_schema;
 mod errors;
 mod follow_cap;
+mod follow_requests;
 mod graph_queries;
 mod hardening;
 mod hidden_lists;

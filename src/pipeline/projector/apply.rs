@@ -1,8 +1,8 @@
 //! The PostgreSQL side of a batch, in one transaction: move the consumed
 //! positions forward (only under the lease the batch was read with), apply
 //! follow events to `follower` under per-edge version guards, apply the
-//! counter changes, and record dead letters (block and mute events change
-//! nothing here). Either all of it commits or none.
+//! counter changes, and record dead letters (block, mute and request
+//! events change nothing here). Either all of it commits or none.
 
 use std::collections::BTreeMap;
 
@@ -98,9 +98,10 @@ pub async fn apply_items(conn: &mut PgConn, items: &[&Item]) -> Result<Committed
                 version: e.version,
             }),
             Action::Apply(Event::Content(e)) => contents.push((*item, e.change())),
-            // Blocks and mutes have no projection: reads take them from
-            // the truth, and a block's ended follows come as follow events.
-            Action::Apply(Event::Block(_) | Event::Mute(_)) => {}
+            // Blocks, mutes and requests have no projection: reads take
+            // them from the truth, and the follows a block ends or an
+            // accepted request makes come as follow events.
+            Action::Apply(Event::Block(_) | Event::Mute(_) | Event::Request(_)) => {}
             Action::DeadLetter(reason) => dead.push(dead_letter(item, reason)),
             Action::Resync(_) => continue,
         }

@@ -9,6 +9,7 @@ use crate::events::block::{BlockEvent, BlockEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::events::mute::{MuteEvent, MuteEventType};
+use crate::events::request::{RequestEvent, RequestEventType};
 use crate::store::partitions::TopicPartition;
 
 /// One decoded event.
@@ -20,6 +21,8 @@ pub enum Event {
     Block(BlockEvent),
     /// A mute or unmute from Kith's outbox.
     Mute(MuteEvent),
+    /// A follow request's transition from Kith's outbox.
+    Request(RequestEvent),
     /// A content counter change from another service.
     Content(ContentEvent),
 }
@@ -89,6 +92,11 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             let event: MuteEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
             check_edge(event.schema_version, event.from, event.to, event.version)?;
             return Ok(Event::Mute(event));
+        }
+        if RequestEventType::is_request(&kind.event_type) {
+            let event: RequestEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            check_edge(event.schema_version, event.from, event.to, event.version)?;
+            return Ok(Event::Request(event));
         }
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
         check_edge(event.schema_version, event.from, event.to, event.version)?;

@@ -221,6 +221,7 @@ impl Projector {
                 Event::Follow(e) => Some(e.occurred_at_ms),
                 Event::Block(e) => Some(e.occurred_at_ms),
                 Event::Mute(e) => Some(e.occurred_at_ms),
+                Event::Request(e) => Some(e.occurred_at_ms),
                 Event::Content(e) => e.occurred_at_ms,
             };
             if let Some(occurred) = occurred {

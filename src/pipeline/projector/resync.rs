@@ -67,7 +67,7 @@ fn touched<'a>(
                 users.insert(e.author_id);
             }
             // Nothing of a block or a mute is cached in Redis.
-            Event::Block(_) | Event::Mute(_) => {}
+            Event::Block(_) | Event::Mute(_) | Event::Request(_) => {}
         }
     }
     (users, pairs)

@@ -1,0 +1,99 @@
+//! `follow_request`: pending requests to follow locked accounts. Made and
+//! cancelled by the edge writes (`kith_change_edge`), answered by
+//! `kith_answer_request`, accepted in batches by `kith_accept_requests`.
+
+use diesel::prelude::*;
+use diesel::sql_types::{Array, BigInt, Bool, Integer, Text};
+use diesel_async::RunQueryDsl;
+
+use super::PgConn;
+use super::blocks::BlockRow;
+use super::following::EdgeChangeRow;
+use crate::model::UserId;
+
+/// `owner` accepts (`accept`) or rejects the pending request of
+/// `requester`, in one statement; the request's event gets `event_id`, an
+/// accepted request's follow `follow_event_id`.
+pub(crate) async fn answer(
+    conn: &mut PgConn,
+    owner: UserId,
+    requester: UserId,
+    accept: bool,
+    event_id: uuid::Uuid,
+    follow_event_id: uuid::Uuid,
+) -> QueryResult<EdgeChangeRow> {
+    let rows: Vec<EdgeChangeRow> =
+        diesel::sql_query("SELECT * FROM kith_answer_request($1, $2, $3, $4, $5)")
+            .bind::<BigInt, _>(owner.get())
+            .bind::<BigInt, _>(requester.get())
+            .bind::<Bool, _>(accept)
+            .bind::<diesel::sql_types::Uuid, _>(event_id)
+            .bind::<diesel::sql_types::Uuid, _>(follow_event_id)
+            .load(conn)
+            .await?;
+    super::committed(rows).ok_or(diesel::result::Error::NotFound)
+}
+
+/// One request an unlock's batch looked at.
+#[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
+pub(crate) struct Accepted {
+    /// The requester.
+    #[diesel(sql_type = BigInt)]
+    pub requester: i64,
+    /// `answered` (accepted) or `dropped`.
+    #[diesel(sql_type = Text)]
+    pub outcome: String,
+}
+
+/// Accepts up to `limit` pending requests `owner` received, oldest first,
+/// if its account is not locked: one transaction.
+pub(crate) async fn accept_batch(
+    conn: &mut PgConn,
+    owner: UserId,
+    limit: i32,
+) -> QueryResult<Vec<Accepted>> {
+    diesel::sql_query("SELECT * FROM kith_accept_requests($1, $2)")
+        .bind::<BigInt, _>(owner.get())
+        .bind::<Integer, _>(limit)
+        .load(conn)
+        .await
+}
+
+/// Unlocked active accounts with requests still pending (an unlock whose
+/// batches did not finish), at most `limit`.
+pub(crate) async fn unlocked_with_pending(
+    conn: &mut PgConn,
+    limit: i64,
+) -> QueryResult<Vec<UserId>> {
+    #[derive(QueryableByName)]
+    struct Owner {
+        #[diesel(sql_type = BigInt)]
+        id: i64,
+    }
+    let rows: Vec<Owner> = diesel::sql_query(
+        "SELECT u.id FROM users u
+          WHERE NOT u.locked AND u.status = 'active'
+            AND EXISTS (SELECT 1 FROM follow_request q WHERE q.to_user_id = u.id AND q.active)
+          LIMIT $1",
+    )
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().filter_map(|r| UserId::new(r.id)).collect())
+}
+
+/// Every pending request made by or to any of `users`, in one statement.
+pub(crate) async fn involving(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<BlockRow>> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
+    diesel::sql_query(
+        "SELECT from_user_id, to_user_id FROM follow_request WHERE active AND from_user_id = ANY($1)
+         UNION
+         SELECT from_user_id, to_user_id FROM follow_request WHERE active AND to_user_id = ANY($1)",
+    )
+    .bind::<Array<BigInt>, _>(ids)
+    .load(conn)
+    .await
+}

@@ -1,0 +1,260 @@
+//! Locked accounts: a follow is a request the account accepts or rejects;
+//! an unfollow cancels it; a block drops it; an unlock accepts every
+//! pending request. Requests are counted nowhere public.
+
+use kith::model::UserId;
+use kith::testing::auth::Viewer;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app, spawn_app_with};
+
+fn gid(user: UserId) -> String {
+    kith::testing::graph::ids::user_id(user).to_string()
+}
+
+async fn settings(t: &TestApp, user: UserId, locked: bool) -> Value {
+    let r = t
+        .execute(
+            Viewer::User(user),
+            "mutation($l: Boolean) { updateAccountSettings(input: {locked: $l}) { user { locked } } }",
+            json!({ "l": locked }),
+        )
+        .await;
+    assert_ok(&r);
+    r
+}
+
+async fn follow(t: &TestApp, actor: UserId, target: UserId, op: &str) -> Value {
+    t.execute(
+        Viewer::User(actor),
+        &format!(
+            "mutation($id: ID!) {{ {op}(input: {{userId: $id}}) {{ changed
+                user {{ handle locked }}
+                viewerRelation {{ following followedBy requested requestedBy }} }} }}"
+        ),
+        json!({ "id": gid(target) }),
+    )
+    .await
+}
+
+async fn relation(t: &TestApp, viewer: Viewer, subject: UserId, other: UserId) -> Value {
+    let r = t
+        .execute(
+            viewer,
+            "query($a: ID!, $b: ID!) { user(id: $a) { relationTo(other: $b) { following requested requestedBy } } }",
+            json!({ "a": gid(subject), "b": gid(other) }),
+        )
+        .await;
+    assert_ok(&r);
+    r["data"]["user"]["relationTo"].clone()
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_follow_of_a_locked_account_waits_for_its_answer() {
+    let t = spawn_app().await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    assert_eq!(
+        settings(&t, b, true).await["data"]["updateAccountSettings"]["user"]["locked"],
+        true
+    );
+    let before = t.outbox_payloads().await.len();
+    let r = follow(&t, a, b, "follow").await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["follow"],
+        json!({ "changed": true, "user": { "handle": "b", "locked": true },
+                "viewerRelation": { "following": false, "followedBy": false,
+                                    "requested": true, "requestedBy": false } })
+    );
+    assert_eq!(t.edge(a, b).await, None, "no edge");
+    assert_eq!(t.stats(a).await.0, 0, "counted nowhere");
+    let repeat = follow(&t, a, b, "follow").await;
+    assert_eq!(repeat["data"]["follow"]["changed"], false);
+    assert_eq!(
+        repeat["data"]["follow"]["viewerRelation"]["requested"],
+        true
+    );
+    assert_eq!(
+        types(&t.outbox_payloads().await[before..]),
+        ["FollowRequested"]
+    );
+    // Each side sees its own; a third party nothing.
+    assert_eq!(
+        relation(&t, Viewer::User(b), b, a).await,
+        json!({ "following": false, "requested": false, "requestedBy": true })
+    );
+    assert_eq!(
+        relation(&t, Viewer::User(c), a, b).await,
+        json!({ "following": false, "requested": null, "requestedBy": null })
+    );
+
+    // Accepted: the follow is made as any follow.
+    let accepted = follow(&t, b, a, "acceptFollowRequest").await;
+    assert_ok(&accepted);
+    assert_eq!(accepted["data"]["acceptFollowRequest"]["changed"], true);
+    assert_eq!(
+        accepted["data"]["acceptFollowRequest"]["viewerRelation"],
+        json!({ "following": false, "followedBy": true, "requested": false, "requestedBy": false })
+    );
+    assert_eq!(t.edge(a, b).await.map(|e| e.0), Some(true));
+    assert_eq!(t.stats(a).await.0, 1);
+    assert_eq!(
+        types(&t.outbox_payloads().await[before..]),
+        ["FollowRequested", "FollowRequestAccepted", "FollowCreated"]
+    );
+    let again = follow(&t, b, a, "acceptFollowRequest").await;
+    assert_eq!(again["data"]["acceptFollowRequest"]["changed"], false);
+    // Following already, a follow of the locked account is no request.
+    let r = follow(&t, a, b, "follow").await;
+    assert_eq!(r["data"]["follow"]["changed"], false);
+    assert_eq!(
+        r["data"]["follow"]["viewerRelation"]["requested"], false,
+        "{r}"
+    );
+}
+
+#[tokio::test]
+async fn requests_are_cancelled_rejected_and_dropped_by_blocks() {
+    let t = spawn_app().await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    settings(&t, b, true).await;
+    settings(&t, a, true).await;
+    // Cancelled by the requester's unfollow.
+    assert_ok(&follow(&t, a, b, "follow").await);
+    let r = follow(&t, a, b, "unfollow").await;
+    assert_eq!(
+        r["data"]["unfollow"]["changed"], true,
+        "the request was cancelled: {r}"
+    );
+    assert_eq!(r["data"]["unfollow"]["viewerRelation"]["requested"], false);
+    // Rejected.
+    assert_ok(&follow(&t, c, b, "follow").await);
+    let r = follow(&t, b, c, "rejectFollowRequest").await;
+    assert_eq!(r["data"]["rejectFollowRequest"]["changed"], true);
+    assert_eq!(t.edge(c, b).await, None);
+    // Dropped both ways by a block.
+    assert_ok(&follow(&t, a, b, "follow").await);
+    assert_ok(&follow(&t, b, a, "follow").await);
+    let r = t
+        .execute(
+            Viewer::User(a),
+            "mutation($id: ID!) { block(input: {userId: $id}) { viewerRelation { requested requestedBy } } }",
+            json!({ "id": gid(b) }),
+        )
+        .await;
+    assert_eq!(
+        r["data"]["block"]["viewerRelation"],
+        json!({ "requested": false, "requestedBy": false })
+    );
+    let events = t.outbox_payloads().await;
+    let types = types(&events);
+    assert_eq!(
+        types
+            .iter()
+            .filter(|t| *t == "FollowRequestCanceled")
+            .count(),
+        3,
+        "{types:?}"
+    );
+    assert!(types.contains(&"FollowRequestRejected".to_owned()));
+    let accept = follow(&t, b, a, "acceptFollowRequest").await;
+    assert_eq!(accept["data"]["acceptFollowRequest"]["changed"], false);
+
+    // Answers need a signed-in viewer and a known user.
+    let unknown = follow(
+        &t,
+        b,
+        UserId::new(987_654_321).unwrap(),
+        "acceptFollowRequest",
+    )
+    .await;
+    assert_eq!(error_code(&unknown), Some("NOT_FOUND"));
+    let anonymous = t
+        .execute(
+            Viewer::Anonymous,
+            "mutation($id: ID!) { acceptFollowRequest(input: {userId: $id}) { changed } }",
+            json!({ "id": gid(a) }),
+        )
+        .await;
+    assert_eq!(error_code(&anonymous), Some("UNAUTHENTICATED"));
+}
+
+#[tokio::test]
+async fn follow_many_of_locked_accounts_makes_requests() {
+    let t = spawn_app().await;
+    let (me, open, locked) = (
+        t.user("me").await,
+        t.user("open").await,
+        t.user("locked").await,
+    );
+    settings(&t, locked, true).await;
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) {
+                changedCount results { changed requested viewerRelation { following requested } } } }",
+            json!({ "ids": [gid(open), gid(locked)] }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["followMany"],
+        json!({ "changedCount": 2, "results": [
+            { "changed": true, "requested": false, "viewerRelation": { "following": true, "requested": false } },
+            { "changed": true, "requested": true, "viewerRelation": { "following": false, "requested": true } },
+        ] })
+    );
+    assert_eq!(t.stats(me).await.0, 1, "only the follow counts");
+}
+
+#[tokio::test]
+async fn an_unlock_accepts_every_pending_request() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let owner = t.user("owner").await;
+    settings(&t, owner, true).await;
+    let mut fans = Vec::new();
+    for i in 0..7 {
+        let fan = t.user(&format!("fan{i}")).await;
+        assert_ok(&follow(&t, fan, owner, "follow").await);
+        fans.push(fan);
+    }
+    // One blocks the owner meanwhile: its request is dropped, not accepted.
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            "mutation($id: ID!) { block(input: {userId: $id}) { changed } }",
+            json!({ "id": gid(fans[6]) }),
+        )
+        .await;
+    assert_ok(&r);
+    settings(&t, owner, false).await;
+    eventually("every request is accepted", 10, || async {
+        for fan in &fans[..6] {
+            if t.edge(*fan, owner).await.map(|e| e.0) != Some(true) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert_eq!(t.edge(fans[6], owner).await, None);
+    // A request left behind (as if the unlocking process had died) is
+    // found by the sweeper.
+    t.sql(&format!(
+        "INSERT INTO follow_request (from_user_id, to_user_id, active, requested_at, version)
+         VALUES ({}, {owner}, TRUE, date_trunc('milliseconds', now()), 1)",
+        t.user("late").await
+    ))
+    .await;
+    let swept = kith::testing::write::lifecycle::sweep(&t.app)
+        .await
+        .unwrap();
+    assert_eq!(swept, 1);
+}
