@@ -28,6 +28,33 @@ impl ListKey {
     }
 }
 
+/// A list only its owner reads, served from PostgreSQL by keyset: the
+/// viewer's own blocks, mutes and follow requests, newest first by when
+/// each was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum PrivateList {
+    /// Whom the user blocks.
+    Blocking(UserId),
+    /// Whom the user mutes (mutes past their end left out).
+    Muting(UserId),
+    /// Who asked to follow the user and waits.
+    FollowRequests(UserId),
+    /// Whom the user asked to follow and waits for.
+    SentFollowRequests(UserId),
+}
+
+impl PrivateList {
+    /// Whose list it is.
+    pub(crate) fn owner(self) -> UserId {
+        match self {
+            Self::Blocking(owner)
+            | Self::Muting(owner)
+            | Self::FollowRequests(owner)
+            | Self::SentFollowRequests(owner) => owner,
+        }
+    }
+}
+
 /// A position in a list: an edge's follow time and the other user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Position {

@@ -7,7 +7,7 @@
 //! (follow time, user id), so paging by cursor never skips or repeats an edge
 //! that exists for the whole walk.
 
-use async_graphql::{Context, ErrorExtensions as _, Object, SimpleObject};
+use async_graphql::{Context, ErrorExtensions, Object, SimpleObject};
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::count::Count;
@@ -18,7 +18,7 @@ use super::{app, viewer};
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{UserId, UserStatus};
 use crate::paging::ListKey;
-use crate::paging::{Page, PageRequest, Position};
+use crate::paging::{Page, PageRequest, Position, PrivateList};
 use crate::read::{filtered, intersect, pages};
 
 /// Largest page a client may ask for.
@@ -309,6 +309,24 @@ pub(crate) async fn resolve(
         }
     };
     build(ctx, list.into(), &page, end, forward, total).await
+}
+
+/// Resolves one page of one of the viewer's own lists, from PostgreSQL.
+pub(crate) async fn resolve_private(
+    ctx: &Context<'_>,
+    list: PrivateList,
+    args: PageArgs,
+) -> async_graphql::Result<FollowConnection> {
+    if viewer(ctx).optional().gql()? != Some(list.owner()) {
+        return Err(ApiError::Forbidden("only the account itself sees this list").extend());
+    }
+    let keys = ctx.data_unchecked::<CursorKeys>();
+    let app = app(ctx);
+    let (request, forward) = args
+        .request(keys, list.into(), app.config.max_offset)
+        .gql()?;
+    let (page, total) = crate::read::private::page(app, list, request).await.gql()?;
+    build(ctx, list.into(), &page, None, forward, total).await
 }
 
 /// Two lists whose shared members a connection shows.

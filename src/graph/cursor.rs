@@ -12,8 +12,7 @@ use sha2::Sha256;
 
 use crate::error::ApiError;
 use crate::model::UserId;
-use crate::paging::ListKey;
-use crate::paging::Position;
+use crate::paging::{ListKey, Position, PrivateList};
 
 const VERSION: u8 = 1;
 /// Version, kind, the scope's first id, the position (follow time, user);
@@ -31,6 +30,14 @@ pub(crate) enum CursorScope {
     Common(UserId, UserId),
     /// `User.knownFollowers`: followers of the first user whom the second (the viewer) follows.
     KnownFollowers(UserId, UserId),
+    /// One of the viewer's own lists.
+    Private(PrivateList),
+}
+
+impl From<PrivateList> for CursorScope {
+    fn from(list: PrivateList) -> Self {
+        Self::Private(list)
+    }
 }
 
 impl From<ListKey> for CursorScope {
@@ -51,6 +58,10 @@ fn scope_parts(scope: CursorScope) -> (u8, Vec<UserId>) {
         CursorScope::List(ListKey::Followers(owner)) => (2, vec![owner]),
         CursorScope::Common(a, b) => (3, vec![a, b]),
         CursorScope::KnownFollowers(user, viewer) => (4, vec![user, viewer]),
+        CursorScope::Private(PrivateList::Blocking(owner)) => (5, vec![owner]),
+        CursorScope::Private(PrivateList::Muting(owner)) => (6, vec![owner]),
+        CursorScope::Private(PrivateList::FollowRequests(owner)) => (7, vec![owner]),
+        CursorScope::Private(PrivateList::SentFollowRequests(owner)) => (8, vec![owner]),
     }
 }
 
@@ -170,6 +181,7 @@ mod tests {
             CursorScope::Common(user(8), user(7)),
             CursorScope::KnownFollowers(user(7), user(8)),
             CursorScope::List(list),
+            CursorScope::Private(PrivateList::Blocking(user(7))),
         ] {
             assert_eq!(code(keys.decode(wrong, &cursor)), "BAD_CURSOR");
         }

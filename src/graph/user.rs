@@ -10,7 +10,7 @@ use super::{ids, viewer};
 use crate::cache::counters::CounterRecord;
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::{User, UserId};
-use crate::paging::ListKey;
+use crate::paging::{ListKey, PrivateList};
 use crate::store::following::PairState;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.
@@ -108,6 +108,96 @@ impl UserNode {
             return connection::hidden_list(ctx, list).await;
         }
         connection::resolve(ctx, list, args).await
+    }
+
+    /// Whom this user blocks, newest first (`followedAt`: when the block
+    /// was made). Only the user itself may read it (`FORBIDDEN`).
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    async fn blocking(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
+    }
+
+    /// Whom this user mutes, newest first (`followedAt`: when the mute
+    /// began; mutes past their end are left out). Only the user itself may
+    /// read it (`FORBIDDEN`).
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    async fn muting(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
+    }
+
+    /// Who asked to follow this (locked) user and waits, newest first
+    /// (`followedAt`: when they asked). Only the user itself may read it
+    /// (`FORBIDDEN`).
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    async fn follow_requests(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
+    }
+
+    /// Whom this user asked to follow and waits for, newest first. Only the
+    /// user itself may read it (`FORBIDDEN`).
+    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    async fn sent_follow_requests(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        };
+        connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
     }
 
     /// Users both this user and `with` follow (none when `with` is unknown

@@ -8,6 +8,7 @@ pub(crate) mod counters;
 pub(crate) mod filtered;
 pub(crate) mod intersect;
 pub(crate) mod pages;
+pub(crate) mod private;
 pub(crate) mod relations;
 pub(crate) mod state;
 pub(crate) mod users;

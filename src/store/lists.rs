@@ -11,7 +11,7 @@ use diesel_async::RunQueryDsl;
 
 use super::PgConn;
 use crate::model::UserId;
-use crate::paging::{ListKey, Page, PageRequest, Position};
+use crate::paging::{ListKey, Page, PageRequest, Position, PrivateList};
 
 #[derive(QueryableByName)]
 struct Row {
@@ -56,20 +56,122 @@ fn time(ms: i64) -> DateTime<Utc> {
 /// Reads one page (one round trip, including the probe for the other side).
 pub async fn page(conn: &mut PgConn, list: ListKey, request: PageRequest) -> QueryResult<Page> {
     let (table, owner_col, member_col, owner) = shape(list);
+    let source = Source {
+        table,
+        owner_col,
+        member_col,
+        time_col: "followed_at",
+        live: "",
+    };
+    page_of(conn, source, owner, request).await
+}
+
+/// Where a list's rows are: the table, its owner, member and time columns,
+/// and what else makes a row live (beside `active`). Constants of this
+/// module, never input.
+#[derive(Clone, Copy, Debug)]
+struct Source {
+    table: &'static str,
+    owner_col: &'static str,
+    member_col: &'static str,
+    time_col: &'static str,
+    live: &'static str,
+}
+
+impl Source {
+    fn of(list: PrivateList) -> Self {
+        let (table, owner_col, member_col, time_col, live) = match list {
+            PrivateList::Blocking(_) => ("block", "from_user_id", "to_user_id", "blocked_at", ""),
+            PrivateList::Muting(_) => (
+                "mute",
+                "from_user_id",
+                "to_user_id",
+                "muted_at",
+                " AND (expires_at IS NULL OR expires_at > now())",
+            ),
+            PrivateList::FollowRequests(_) => (
+                "follow_request",
+                "to_user_id",
+                "from_user_id",
+                "requested_at",
+                "",
+            ),
+            PrivateList::SentFollowRequests(_) => (
+                "follow_request",
+                "from_user_id",
+                "to_user_id",
+                "requested_at",
+                "",
+            ),
+        };
+        Self {
+            table,
+            owner_col,
+            member_col,
+            time_col,
+            live,
+        }
+    }
+}
+
+/// One page of one of the viewer's own lists, by keyset as any list.
+pub(crate) async fn private_page(
+    conn: &mut PgConn,
+    list: PrivateList,
+    request: PageRequest,
+) -> QueryResult<Page> {
+    page_of(conn, Source::of(list), list.owner(), request).await
+}
+
+/// How many rows one of the viewer's own lists has.
+pub(crate) async fn private_count(conn: &mut PgConn, list: PrivateList) -> QueryResult<u64> {
+    #[derive(QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let Source {
+        table,
+        owner_col,
+        live,
+        ..
+    } = Source::of(list);
+    let row: Count = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM {table} WHERE {owner_col} = $1 AND active{live}"
+    ))
+    .bind::<BigInt, _>(list.owner().get())
+    .get_result(conn)
+    .await?;
+    Ok(u64::try_from(row.n).unwrap_or(0))
+}
+
+async fn page_of(
+    conn: &mut PgConn,
+    source: Source,
+    owner: UserId,
+    request: PageRequest,
+) -> QueryResult<Page> {
+    let Source {
+        table,
+        owner_col,
+        member_col,
+        time_col,
+        live,
+    } = source;
     let fetch = |n: usize| i64::try_from(n + 1).unwrap_or(i64::MAX);
     // $1 owner, $2 the page size + 1, then the cursor ($3, $4) or the offset ($3).
     let (page_filter, page_order, probe_filter, probe_order, offset_clause) = match request {
         PageRequest::After(Some(_), _) => (
-            format!("AND (followed_at, {member_col}) < ($3, $4)"),
+            format!("AND ({time_col}, {member_col}) < ($3, $4)"),
             "DESC",
-            format!("AND (followed_at, {member_col}) >= ($3, $4)"),
+            format!("AND ({time_col}, {member_col}) >= ($3, $4)"),
             "ASC",
             "",
         ),
         PageRequest::Before(Some(_), _) => (
-            format!("AND (followed_at, {member_col}) > ($3, $4)"),
+            format!("AND ({time_col}, {member_col}) > ($3, $4)"),
             "ASC",
-            format!("AND (followed_at, {member_col}) <= ($3, $4)"),
+            format!("AND ({time_col}, {member_col}) <= ($3, $4)"),
             "DESC",
             "",
         ),
@@ -84,13 +186,13 @@ pub async fn page(conn: &mut PgConn, list: ListKey, request: PageRequest) -> Que
         ),
     };
     let sql = format!(
-        "(SELECT {member_col} AS member, followed_at, FALSE AS probe FROM {table}
-           WHERE {owner_col} = $1 AND active {page_filter}
-           ORDER BY followed_at {page_order}, {member_col} {page_order} LIMIT $2{offset_clause})
+        "(SELECT {member_col} AS member, {time_col} AS followed_at, FALSE AS probe FROM {table}
+           WHERE {owner_col} = $1 AND active{live} {page_filter}
+           ORDER BY {time_col} {page_order}, {member_col} {page_order} LIMIT $2{offset_clause})
          UNION ALL
-         (SELECT {member_col}, followed_at, TRUE FROM {table}
-           WHERE {owner_col} = $1 AND active {probe_filter}
-           ORDER BY followed_at {probe_order}, {member_col} {probe_order} LIMIT 1)"
+         (SELECT {member_col}, {time_col}, TRUE FROM {table}
+           WHERE {owner_col} = $1 AND active{live} {probe_filter}
+           ORDER BY {time_col} {probe_order}, {member_col} {probe_order} LIMIT 1)"
     );
     let mut query = diesel::sql_query(sql)
         .into_boxed()

@@ -27,6 +27,7 @@ mod mutes;
 mod paging_property;
 mod persisted;
 mod pipeline;
+mod private_lists;
 mod projection;
 mod queries;
 mod rate_limit;
