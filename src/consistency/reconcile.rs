@@ -67,6 +67,8 @@ pub struct Summary {
     /// Follows across a block, ended as unfollows (a fault of the truth:
     /// a block ends them in its own transaction).
     pub follows_across_ended: u64,
+    /// Pending requests beside a follow or across a block, cancelled.
+    pub stray_requests_cancelled: u64,
     /// A few of the fixes, for the log.
     pub examples: Vec<String>,
 }
@@ -79,6 +81,7 @@ impl Summary {
             + self.orphans_deleted
             + self.counters_fixed
             + self.follows_across_ended
+            + self.stray_requests_cancelled
     }
 }
 
@@ -86,14 +89,15 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}",
+            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}",
             self.edges_checked,
             self.users_checked,
             self.projection_updated,
             self.projection_overwritten,
             self.orphans_deleted,
             self.counters_fixed,
-            self.follows_across_ended
+            self.follows_across_ended,
+            self.stray_requests_cancelled
         )?;
         for example in &self.examples {
             writeln!(f, "  {example}")?;
@@ -138,10 +142,20 @@ pub async fn reconcile(
     // unfollow, and its counters and caches follow as for any unfollow.
     // Only a full run or one user's looks (one join of every block): it is
     // a fault, never a lag, and the scheduled runs look for lag.
-    let across = match scope {
-        Scope::Full | Scope::User(_) => end_follows_across(app, scope).await?,
-        Scope::Since(_) | Scope::Incremental => Vec::new(),
+    let (across, strays) = match scope {
+        Scope::Full | Scope::User(_) => (
+            end_follows_across(app, scope).await?,
+            cancel_stray_requests(app, scope).await?,
+        ),
+        Scope::Since(_) | Scope::Incremental => (Vec::new(), Vec::new()),
     };
+    for (from, to) in strays {
+        summary.stray_requests_cancelled += 1;
+        keep_examples(
+            &mut summary,
+            vec![format!("{from} → {to}: a stray follow request, cancelled")],
+        );
+    }
     for (from, to) in across {
         summary.follows_across_ended += 1;
         users.extend([from, to]);
@@ -228,6 +242,37 @@ async fn end_follows_across(
         }
     }
     Ok(ended)
+}
+
+/// Cancels every pending request beside a follow or across a block (of
+/// the scope's user, if one).
+async fn cancel_stray_requests(
+    app: &App,
+    scope: Scope,
+) -> Result<Vec<(UserId, UserId)>, PipelineError> {
+    let mut conn = app.pg.get().await?;
+    let found = crate::store::requests::strays(&mut conn, 10_000).await?;
+    let mut cancelled = Vec::new();
+    for row in found {
+        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
+        else {
+            continue;
+        };
+        if let Scope::User(u) = scope
+            && u != from
+            && u != to
+        {
+            continue;
+        }
+        if crate::store::requests::cancel(&mut conn, from, to).await? {
+            cancelled.push((from, to));
+        }
+    }
+    if !cancelled.is_empty() {
+        let users: Vec<UserId> = cancelled.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        app.read.users.invalidate(&users);
+    }
+    Ok(cancelled)
 }
 
 fn ends(pair: &EdgePair) -> [UserId; 2] {

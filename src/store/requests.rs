@@ -97,3 +97,69 @@ pub(crate) async fn involving(conn: &mut PgConn, users: &[UserId]) -> QueryResul
     .load(conn)
     .await
 }
+
+/// A pending request that should not be: beside an active follow of the
+/// same pair, or across a block.
+#[derive(Clone, Debug, PartialEq, Eq, QueryableByName)]
+pub(crate) struct Stray {
+    /// The requester.
+    #[diesel(sql_type = BigInt)]
+    pub from_user_id: i64,
+    /// The account asked.
+    #[diesel(sql_type = BigInt)]
+    pub to_user_id: i64,
+    /// `beside_follow` or `across_block`.
+    #[diesel(sql_type = Text)]
+    pub why: String,
+}
+
+/// Pending requests beside a follow or across a block — none while the
+/// truth holds — at most `limit`.
+pub(crate) async fn strays(conn: &mut PgConn, limit: i64) -> QueryResult<Vec<Stray>> {
+    diesel::sql_query(
+        "(SELECT q.from_user_id, q.to_user_id, 'beside_follow' AS why
+            FROM follow_request q
+            JOIN following f ON f.from_user_id = q.from_user_id
+                            AND f.to_user_id = q.to_user_id AND f.active
+           WHERE q.active)
+         UNION ALL
+         (SELECT q.from_user_id, q.to_user_id, 'across_block'
+            FROM follow_request q
+            JOIN block b ON b.active
+                 AND ((b.from_user_id, b.to_user_id) = (q.from_user_id, q.to_user_id)
+                   OR (b.from_user_id, b.to_user_id) = (q.to_user_id, q.from_user_id))
+           WHERE q.active)
+         ORDER BY 1, 2 LIMIT $1",
+    )
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await
+}
+
+/// Cancels the pending request `from` → `to` (its event: a cancel), under
+/// the pair's lock; returns whether one was pending.
+pub(crate) async fn cancel(conn: &mut PgConn, from: UserId, to: UserId) -> QueryResult<bool> {
+    use diesel_async::AsyncConnection as _;
+
+    #[derive(QueryableByName)]
+    struct Step {
+        #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+        version: Option<i64>,
+    }
+    conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+        diesel::sql_query("SELECT kith_lock_pair($1, $2)")
+            .bind::<BigInt, _>(from.get())
+            .bind::<BigInt, _>(to.get())
+            .execute(conn)
+            .await?;
+        let step: Step = diesel::sql_query(
+            "SELECT version FROM kith_request_step($1, $2, FALSE, gen_random_uuid(), 'FollowRequestCanceled')",
+        )
+        .bind::<BigInt, _>(from.get())
+        .bind::<BigInt, _>(to.get())
+        .get_result(conn)
+        .await?;
+        Ok(step.version.is_some())
+    })
+    .await
+}

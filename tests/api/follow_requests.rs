@@ -258,3 +258,33 @@ async fn an_unlock_accepts_every_pending_request() {
         .unwrap();
     assert_eq!(swept, 1);
 }
+
+#[tokio::test]
+async fn verify_reports_stray_requests_and_reconcile_cancels_them() {
+    use kith::testing::consistency::reconcile::{Scope, reconcile};
+    use kith::testing::consistency::verify::Kind;
+
+    let t = spawn_app().await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    assert_ok(&follow(&t, a, b, "follow").await);
+    assert_ok(&follow(&t, c, b, "block").await);
+    // Written past every guard: a request beside a follow, one across a block.
+    for (from, to) in [(a, b), (b, c)] {
+        t.sql(&format!(
+            "INSERT INTO follow_request (from_user_id, to_user_id, active, requested_at, version)
+             VALUES ({from}, {to}, TRUE, date_trunc('milliseconds', now()), 1)"
+        ))
+        .await;
+    }
+    let report = t.verify(0).await;
+    assert_eq!(report.counts.get(&Kind::StrayRequest), Some(&2), "{report}");
+    let summary = reconcile(&t.app, Scope::Full, 100, false).await.unwrap();
+    assert_eq!(summary.stray_requests_cancelled, 2, "{summary}");
+    let report = t.verify(0).await;
+    assert_eq!(report.counts.get(&Kind::StrayRequest), None, "{report}");
+    assert_eq!(
+        t.edge(a, b).await.map(|e| e.0),
+        Some(true),
+        "the follow stays"
+    );
+}

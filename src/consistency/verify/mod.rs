@@ -10,7 +10,8 @@
 //!   inside the window its coverage marker claims.
 //!
 //! - and the truth with itself: no active follow between two accounts one
-//!   of which blocks the other.
+//!   of which blocks the other, no pending follow request beside a follow
+//!   or across a block.
 //!
 //! Edges and users are read in keyset pages of `batch`; a cached list is read
 //! whole. Derived views lag by design, so on a live system what disagrees is
@@ -83,6 +84,9 @@ pub enum Kind {
     ListMalformed,
     /// An active follow between two accounts one of which blocks the other.
     FollowAcrossBlock,
+    /// A pending follow request beside an active follow of the same pair,
+    /// or across a block.
+    StrayRequest,
 }
 
 impl Kind {
@@ -101,6 +105,7 @@ impl Kind {
             Self::ListEntryDiffers => "list_entry_differs",
             Self::ListMalformed => "list_malformed",
             Self::FollowAcrossBlock => "follow_across_block",
+            Self::StrayRequest => "stray_request",
         }
     }
 }
@@ -212,6 +217,9 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
     for d in follows_across_blocks(app, options).await? {
         report.record(&d, options.examples);
     }
+    for d in stray_requests(app, options).await? {
+        report.record(&d, options.examples);
+    }
 
     // Users: counters, counter records, cached lists.
     let estimate = match options.user {
@@ -260,6 +268,30 @@ async fn follows_across_blocks(
             kind: Kind::FollowAcrossBlock,
             subject: Subject::Edge(from, to),
             detail: format!("{from} follows {to}, and a block stands between them"),
+        })
+        .collect())
+}
+
+/// Pending requests beside a follow or across a block (of `options.user`).
+async fn stray_requests(app: &App, options: &Options) -> Result<Vec<Disagreement>, PipelineError> {
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        crate::store::requests::strays(&mut conn, RECHECK_CAP as i64).await?
+    };
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            let pair = (UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?);
+            Some((pair, row.why.as_str()))
+        })
+        .filter(|((from, to), _)| options.user.is_none_or(|u| u == *from || u == *to))
+        .map(|((from, to), why)| Disagreement {
+            kind: Kind::StrayRequest,
+            subject: Subject::Edge(from, to),
+            detail: format!(
+                "{from} asks to follow {to}, pending {}",
+                why.replace('_', " ")
+            ),
         })
         .collect())
 }
