@@ -333,7 +333,8 @@ struct Count {
     n: i64,
 }
 
-/// True once the outbox is empty and every partition is applied to its end.
+/// True once the outbox is empty, every partition is applied to its end,
+/// and no unlocked account has requests waiting.
 async fn drained(stack: &Stack, conn: &mut AsyncPgConnection) -> Result<bool, String> {
     use diesel_async::RunQueryDsl as _;
     let backlog: Count = diesel::sql_query("SELECT count(*) AS n FROM outbox")
@@ -341,6 +342,17 @@ async fn drained(stack: &Stack, conn: &mut AsyncPgConnection) -> Result<bool, St
         .await
         .map_err(|e| e.to_string())?;
     if backlog.n > 0 {
+        return Ok(false);
+    }
+    // An unlock's requests are all accepted (the sweeper finishes them).
+    let waiting: Count = diesel::sql_query(
+        "SELECT count(*) AS n FROM follow_request q JOIN users u ON u.id = q.to_user_id
+          WHERE q.active AND NOT u.locked AND u.status = 'active'",
+    )
+    .get_result(conn)
+    .await
+    .map_err(|e| e.to_string())?;
+    if waiting.n > 0 {
         return Ok(false);
     }
     #[derive(QueryableByName)]
@@ -578,6 +590,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         }
     }
     let (blocks_wrong, mutes_wrong, follows_across) = safety::check(&mut conn, &crowd).await;
+    let (request_pairs, request_steps) = safety::request_activity(&mut conn).await;
     #[derive(QueryableByName)]
     struct Stats {
         #[diesel(sql_type = BigInt)]
@@ -607,7 +620,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         "# Fault suite\n\n\
          seed {seed}; workload {secs} s; {WRITERS} writers over HTTP; {USERS} users\n\n\
          | what | count |\n|---|---|\n\
-         | follow/unfollow/block/unblock/mute/unmute requests | {} |\n| of them in the block crowd | {} |\n\
+         | requests (follow, unfollow, block, mute, answers, locks; both signs) | {} |\n| of them in the block crowd | {} |\n\
+         | follow-request pairs / their transitions | {request_pairs} / {request_steps} |\n\
          | answered (definitive) | {} |\n| refused | {} |\n\
          | profile reads answered | {} |\n\
          | left open (error or no answer) | {} |\n| final answers for open and hot pairs | {pins} |\n\
@@ -620,7 +634,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          drained {:.1} s after the last fault ({:.1} s after the workload; bound {} s)\n\n\
          `kith verify`: {}\n\
          edges differing from the workload's record: {}\n\
-         blocks differing from the workload's record: {}\n\
+         blocks and follow requests differing from the workload's record: {}\n\
          mutes differing from the workload's record: {}\n\
          follows across a block: {}\n\
          content counters differing: {}\n",
@@ -655,7 +669,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     assert!(wrong.is_empty(), "edges differ from the record: {wrong:?}");
     assert!(
         blocks_wrong.is_empty(),
-        "blocks differ from the record: {blocks_wrong:?}"
+        "blocks or requests differ from the record: {blocks_wrong:?}"
     );
     assert!(
         mutes_wrong.is_empty(),

@@ -1,9 +1,13 @@
 //! The safety part of the workload: follows, unfollows, blocks, unblocks,
-//! mutes and unmutes among a crowd no other writer touches, one request at
-//! a time, so every answer comes in order. The record it keeps: per pair,
-//! the follow, block and mute state its last answer left (`None`: left
-//! open). A block ends the pair's follows both ways; a follow across a
-//! block is refused (`BLOCKED`); a mute changes no follow.
+//! mutes, unmutes, locks and unlocks, and answers to follow requests,
+//! among a crowd no other writer touches, one request at a time, so every
+//! answer comes in order. The record it keeps: per pair, the follow,
+//! request, block and mute state its last answer left (`None`: left open),
+//! as the answer's own relation reports it. A block ends the pair's
+//! follows and requests both ways; a follow across a block is refused
+//! (`BLOCKED`); a mute changes no follow; a follow of a locked account is a
+//! request; an unlock accepts them all in the background, so it leaves the
+//! pairs towards the account open until pinned.
 
 use super::*;
 
@@ -18,6 +22,7 @@ pub(crate) struct Record {
     pub follows: Expected,
     pub blocks: Blocks,
     pub mutes: Blocks,
+    pub requests: Blocks,
 }
 
 fn blocked(blocks: &Blocks, a: i64, b: i64) -> Option<bool> {
@@ -30,6 +35,135 @@ fn blocked(blocks: &Blocks, a: i64, b: i64) -> Option<bool> {
     }
 }
 
+/// Crowd members that lock and unlock their accounts.
+const LOCKERS: std::ops::Range<i64> = 280..284;
+
+const CROWD_MUTATION: &str = "mutation($id: ID!) { %OP%(input: {userId: $id}) {
+    changed viewerRelation { following followedBy requested requestedBy } } }";
+const SETTINGS: &str =
+    "mutation($l: Boolean) { updateAccountSettings(input: {locked: $l}) { user { locked } } }";
+
+/// One request of the crowd; with a definitive answer, the viewer's
+/// relation it reports (none for settings).
+async fn crowd_op(
+    counts: &Counts,
+    port: u16,
+    tokens: &HashMap<i64, String>,
+    actor: i64,
+    target: i64,
+    op: &str,
+) -> (Answer, serde_json::Value) {
+    let (query, vars, path) = match op {
+        "lock" | "unlock" => (
+            SETTINGS.to_owned(),
+            json!({ "l": op == "lock" }),
+            "updateAccountSettings",
+        ),
+        _ => {
+            let id = kith::testing::graph::ids::user_id(user(target)).to_string();
+            (CROWD_MUTATION.replace("%OP%", op), json!({ "id": id }), op)
+        }
+    };
+    match http::graphql(port, &tokens[&actor], &query, vars).await {
+        Ok(r) if r["data"][path].is_object() => {
+            (Answer::Done, r["data"][path]["viewerRelation"].clone())
+        }
+        Ok(r) => match internal(&r, counts) {
+            Some(
+                "INVALID_INPUT" | "NOT_FOUND" | "RATE_LIMITED" | "FORBIDDEN" | "UNAUTHENTICATED"
+                | "BLOCKED" | "BLOCK_LIMIT",
+            ) => (Answer::Refused, serde_json::Value::Null),
+            _ => (Answer::Open, serde_json::Value::Null),
+        },
+        Err(_) => (Answer::Open, serde_json::Value::Null),
+    }
+}
+
+/// The crowd's record as it goes.
+#[derive(Default)]
+struct Crowd {
+    follows: Expected,
+    requests: Blocks,
+    blocks: Blocks,
+    mutes: Blocks,
+    locked: BTreeMap<i64, Option<bool>>,
+}
+
+impl Crowd {
+    /// What a definitive answer of `op` on `(a, b)` says.
+    fn done(&mut self, a: i64, b: i64, op: &str, relation: &serde_json::Value) {
+        let flag = |name: &str| relation[name].as_bool();
+        match op {
+            "follow" | "unfollow" => {
+                self.follows.insert((a, b), flag("following"));
+                self.requests.insert((a, b), flag("requested"));
+            }
+            // The answer is the owner's relation to the requester.
+            "acceptFollowRequest" | "rejectFollowRequest" => {
+                self.follows.insert((b, a), flag("followedBy"));
+                self.requests.insert((b, a), flag("requestedBy"));
+            }
+            "block" => {
+                self.blocks.insert((a, b), Some(true));
+                for pair in [(a, b), (b, a)] {
+                    self.follows.insert(pair, Some(false));
+                    self.requests.insert(pair, Some(false));
+                }
+            }
+            "unblock" => {
+                self.blocks.insert((a, b), Some(false));
+            }
+            "mute" | "unmute" => {
+                self.mutes.insert((a, b), Some(op == "mute"));
+            }
+            "lock" => {
+                self.locked.insert(a, Some(true));
+            }
+            _ => {
+                // An unlock accepts pending requests in the background (and
+                // a relock may stop it): every pair towards `a` is open.
+                self.locked.insert(a, Some(false));
+                self.open_towards(a);
+            }
+        }
+    }
+
+    /// What an answer that left the outcome open leaves unknown.
+    fn open(&mut self, a: i64, b: i64, op: &str) {
+        match op {
+            "follow" | "unfollow" => {
+                self.follows.insert((a, b), None);
+                self.requests.insert((a, b), None);
+            }
+            "acceptFollowRequest" | "rejectFollowRequest" => {
+                self.follows.insert((b, a), None);
+                self.requests.insert((b, a), None);
+            }
+            "block" | "unblock" => {
+                self.blocks.insert((a, b), None);
+                for pair in [(a, b), (b, a)] {
+                    self.follows.insert(pair, None);
+                    self.requests.insert(pair, None);
+                }
+            }
+            "mute" | "unmute" => {
+                self.mutes.insert((a, b), None);
+            }
+            _ => {
+                self.locked.insert(a, None);
+                self.open_towards(a);
+            }
+        }
+    }
+
+    fn open_towards(&mut self, a: i64) {
+        for x in CROWD.filter(|x| *x != a) {
+            self.follows.insert((x, a), None);
+            self.requests.insert((x, a), None);
+        }
+    }
+}
+
 pub(crate) async fn blocker(
     seed: u64,
     port: u16,
@@ -38,47 +172,37 @@ pub(crate) async fn blocker(
     counts: Arc<Counts>,
 ) -> Record {
     let mut rng = Rng(seed ^ 0xB10C_B10C);
-    let mut follows = Expected::new();
-    let mut blocks = Blocks::new();
-    let mut mutes = Blocks::new();
+    let mut crowd = Crowd::default();
     let n = (CROWD.end - CROWD.start) as u64;
     while !stop.load(Ordering::Relaxed) {
         let a = CROWD.start + rng.below(n) as i64;
         let b = CROWD.start + (a - CROWD.start + 1 + rng.below(n - 1) as i64) % n as i64;
         let roll = rng.below(100);
         let op = match roll {
-            0..35 => "follow",
-            35..50 => "unfollow",
-            50..68 => "block",
-            68..82 => "unblock",
-            82..92 => "mute",
-            _ => "unmute",
+            0..30 => "follow",
+            30..40 => "unfollow",
+            40..52 => "block",
+            52..62 => "unblock",
+            62..68 => "mute",
+            68..72 => "unmute",
+            72..82 => "acceptFollowRequest",
+            82..88 => "rejectFollowRequest",
+            _ if LOCKERS.contains(&a) => {
+                if rng.below(2) == 0 {
+                    "lock"
+                } else {
+                    "unlock"
+                }
+            }
+            _ => "follow",
         };
-        let answer = edge_op(&counts, port, &tokens, a, b, op).await;
+        let (answer, relation) = crowd_op(&counts, port, &tokens, a, b, op).await;
         counts.ops.fetch_add(1, Ordering::Relaxed);
         counts.safety_ops.fetch_add(1, Ordering::Relaxed);
         match answer {
             Answer::Done => {
                 counts.done.fetch_add(1, Ordering::Relaxed);
-                match op {
-                    "follow" => {
-                        follows.insert((a, b), Some(true));
-                    }
-                    "unfollow" => {
-                        follows.insert((a, b), Some(false));
-                    }
-                    "block" => {
-                        blocks.insert((a, b), Some(true));
-                        follows.insert((a, b), Some(false));
-                        follows.insert((b, a), Some(false));
-                    }
-                    "unblock" => {
-                        blocks.insert((a, b), Some(false));
-                    }
-                    _ => {
-                        mutes.insert((a, b), Some(op == "mute"));
-                    }
-                }
+                crowd.done(a, b, op, &relation);
             }
             // `BLOCKED`, `RATE_LIMITED`: nothing written.
             Answer::Refused => {
@@ -86,69 +210,88 @@ pub(crate) async fn blocker(
             }
             Answer::Open => {
                 counts.open.fetch_add(1, Ordering::Relaxed);
-                match op {
-                    "follow" | "unfollow" => {
-                        follows.insert((a, b), None);
-                    }
-                    "mute" | "unmute" => {
-                        mutes.insert((a, b), None);
-                    }
-                    _ => {
-                        blocks.insert((a, b), None);
-                        follows.insert((a, b), None);
-                        follows.insert((b, a), None);
-                    }
-                }
+                crowd.open(a, b, op);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
-    // One last definitive answer for whatever was left open: blocks first,
-    // then follows (an unfollow where a block stands).
+    // One last definitive answer for whatever was left open: locks first
+    // (locked: no acceptance runs after), blocks, mutes, then follows
+    // (an unfollow where a block stands), each recorded from its answer.
     let pin = async |a: i64, b: i64, op: &str| loop {
-        match edge_op(&counts, port, &tokens, a, b, op).await {
-            Answer::Done => break,
-            Answer::Refused | Answer::Open => tokio::time::sleep(Duration::from_millis(200)).await,
+        match crowd_op(&counts, port, &tokens, a, b, op).await {
+            (Answer::Done, relation) => break relation,
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
-    let open: Vec<(i64, i64)> = blocks
+    let open: Vec<i64> = crowd
+        .locked
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(u, _)| *u)
+        .collect();
+    for a in open {
+        pin(a, a, "lock").await;
+        crowd.locked.insert(a, Some(true));
+    }
+    // An acceptance batch that began before a relock may still commit.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let open: Vec<(i64, i64)> = crowd
+        .blocks
         .iter()
         .filter(|(_, s)| s.is_none())
         .map(|(p, _)| *p)
         .collect();
     for (a, b) in open {
-        let block = rng.below(2) == 0;
-        pin(a, b, if block { "block" } else { "unblock" }).await;
-        blocks.insert((a, b), Some(block));
-        if block {
-            follows.insert((a, b), Some(false));
-            follows.insert((b, a), Some(false));
+        let op = if rng.below(2) == 0 {
+            "block"
+        } else {
+            "unblock"
+        };
+        let relation = pin(a, b, op).await;
+        crowd.done(a, b, op, &relation);
+    }
+    let open: Vec<(i64, i64)> = crowd
+        .mutes
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(p, _)| *p)
+        .collect();
+    for (a, b) in open {
+        let op = if rng.below(2) == 0 { "mute" } else { "unmute" };
+        let relation = pin(a, b, op).await;
+        crowd.done(a, b, op, &relation);
+    }
+    let open: BTreeSet<(i64, i64)> = crowd
+        .follows
+        .iter()
+        .chain(crowd.requests.iter())
+        .filter(|(_, s)| s.is_none())
+        .map(|(p, _)| *p)
+        .collect();
+    for (a, b) in open {
+        let follow = rng.below(2) == 0 && blocked(&crowd.blocks, a, b) == Some(false);
+        let op = if follow { "follow" } else { "unfollow" };
+        let relation = pin(a, b, op).await;
+        crowd.done(a, b, op, &relation);
+    }
+    // An unlocked account's pending requests all become follows (the
+    // sweeper finishes what the unlock left).
+    for (&a, locked) in &crowd.locked {
+        if *locked == Some(false) {
+            for x in CROWD.filter(|x| *x != a) {
+                if crowd.requests.get(&(x, a)) == Some(&Some(true)) {
+                    crowd.requests.insert((x, a), Some(false));
+                    crowd.follows.insert((x, a), Some(true));
+                }
+            }
         }
     }
-    let open: Vec<(i64, i64)> = follows
-        .iter()
-        .filter(|(_, s)| s.is_none())
-        .map(|(p, _)| *p)
-        .collect();
-    for (a, b) in open {
-        let follow = rng.below(2) == 0 && blocked(&blocks, a, b) == Some(false);
-        pin(a, b, if follow { "follow" } else { "unfollow" }).await;
-        follows.insert((a, b), Some(follow));
-    }
-    let open: Vec<(i64, i64)> = mutes
-        .iter()
-        .filter(|(_, s)| s.is_none())
-        .map(|(p, _)| *p)
-        .collect();
-    for (a, b) in open {
-        let mute = rng.below(2) == 0;
-        pin(a, b, if mute { "mute" } else { "unmute" }).await;
-        mutes.insert((a, b), Some(mute));
-    }
     Record {
-        follows,
-        blocks,
-        mutes,
+        follows: crowd.follows,
+        blocks: crowd.blocks,
+        mutes: crowd.mutes,
+        requests: crowd.requests,
     }
 }
 
@@ -162,7 +305,8 @@ struct BlockRow {
     active: bool,
 }
 
-/// Pairs whose row in `table` (`block` or `mute`) differs from `record`.
+/// Pairs whose row in `table` (`block`, `mute`, `follow_request`) differs
+/// from `record`.
 async fn differing(conn: &mut AsyncPgConnection, table: &str, record: &Blocks) -> Vec<(i64, i64)> {
     let rows: Vec<BlockRow> = query_all(
         conn,
@@ -188,14 +332,16 @@ async fn differing(conn: &mut AsyncPgConnection, table: &str, record: &Blocks) -
     wrong
 }
 
-/// Blocks and mutes whose truth differs from the record, and follows
-/// across a block.
+/// Blocks, mutes and requests whose truth differs from the record, and
+/// follows across a block.
 pub(crate) async fn check(
     conn: &mut AsyncPgConnection,
     record: &Record,
 ) -> (Vec<(i64, i64)>, Vec<(i64, i64)>, i64) {
-    let blocks = differing(conn, "block", &record.blocks).await;
-    let mutes = differing(conn, "mute", &record.mutes).await;
+    let mut blocks = differing(conn, "block", &record.blocks).await;
+    blocks.extend(differing(conn, "follow_request", &record.requests).await);
+    let mut mutes = differing(conn, "mute", &record.mutes).await;
+    mutes.sort_unstable();
     let across: Count = query_one(
         conn,
         "SELECT count(*) AS n FROM following f JOIN block b ON b.active
@@ -205,4 +351,16 @@ pub(crate) async fn check(
     )
     .await;
     (blocks, mutes, across.n)
+}
+
+/// How many pairs ever had a follow request, and the sum of their
+/// versions (each request made, cancelled, accepted or rejected is one).
+pub(crate) async fn request_activity(conn: &mut AsyncPgConnection) -> (i64, i64) {
+    let pairs: Count = query_one(conn, "SELECT count(*) AS n FROM follow_request").await;
+    let steps: Count = query_one(
+        conn,
+        "SELECT coalesce(sum(version), 0)::BIGINT AS n FROM follow_request",
+    )
+    .await;
+    (pairs.n, steps.n)
 }
