@@ -12,6 +12,7 @@ pub(crate) mod rebuild;
 pub(crate) mod reconcile;
 pub(crate) mod sampled;
 pub(crate) mod state;
+pub(crate) mod truth;
 pub(crate) mod verify;
 
 use crate::app::App;

@@ -49,6 +49,16 @@ pub enum Scope {
     User(UserId),
 }
 
+impl Scope {
+    /// The one user this scope covers, if it covers one.
+    fn user(self) -> Option<UserId> {
+        match self {
+            Self::User(u) => Some(u),
+            Self::Full | Self::Since(_) | Self::Incremental => None,
+        }
+    }
+}
+
 /// What a run repaired.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -144,8 +154,8 @@ pub async fn reconcile(
     // a fault, never a lag, and the scheduled runs look for lag.
     let (across, strays) = match scope {
         Scope::Full | Scope::User(_) => (
-            end_follows_across(app, scope).await?,
-            cancel_stray_requests(app, scope).await?,
+            super::truth::end_follows_across(app, scope.user()).await?,
+            super::truth::cancel_stray_requests(app, scope.user()).await?,
         ),
         Scope::Since(_) | Scope::Incremental => (Vec::new(), Vec::new()),
     };
@@ -214,65 +224,6 @@ pub async fn reconcile(
         tracing::warn!(%summary, "reconcile: repaired derived views");
     }
     Ok(summary)
-}
-
-/// Ends every follow across a block (of the scope's user, if one).
-async fn end_follows_across(
-    app: &App,
-    scope: Scope,
-) -> Result<Vec<(UserId, UserId)>, PipelineError> {
-    let mut conn = app.pg.get().await?;
-    let found = crate::store::blocks::follows_across(&mut conn, 10_000).await?;
-    let mut ended = Vec::new();
-    for row in found {
-        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
-        else {
-            continue;
-        };
-        if let Scope::User(u) = scope
-            && u != from
-            && u != to
-        {
-            continue;
-        }
-        if crate::store::blocks::end_follow_across(&mut conn, from, to, uuid::Uuid::new_v4())
-            .await?
-        {
-            ended.push((from, to));
-        }
-    }
-    Ok(ended)
-}
-
-/// Cancels every pending request beside a follow or across a block (of
-/// the scope's user, if one).
-async fn cancel_stray_requests(
-    app: &App,
-    scope: Scope,
-) -> Result<Vec<(UserId, UserId)>, PipelineError> {
-    let mut conn = app.pg.get().await?;
-    let found = crate::store::requests::strays(&mut conn, 10_000).await?;
-    let mut cancelled = Vec::new();
-    for row in found {
-        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
-        else {
-            continue;
-        };
-        if let Scope::User(u) = scope
-            && u != from
-            && u != to
-        {
-            continue;
-        }
-        if crate::store::requests::cancel(&mut conn, from, to).await? {
-            cancelled.push((from, to));
-        }
-    }
-    if !cancelled.is_empty() {
-        let users: Vec<UserId> = cancelled.iter().flat_map(|(a, b)| [*a, *b]).collect();
-        app.read.users.invalidate(&users);
-    }
-    Ok(cancelled)
 }
 
 fn ends(pair: &EdgePair) -> [UserId; 2] {

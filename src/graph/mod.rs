@@ -9,6 +9,7 @@ pub(crate) mod limits;
 pub(crate) mod loaders;
 pub(crate) mod mutation;
 pub(crate) mod node;
+pub(crate) mod page_args;
 pub(crate) mod persisted;
 pub(crate) mod relation;
 pub(crate) mod run;

@@ -12,7 +12,7 @@ use crate::store::following::PairState;
 /// Complexity of `knownFollowersCount`: a walk of up to 1,000 edges and as
 /// many probes, each row charged as an `offset` charges its rows.
 pub(crate) const KNOWN_FOLLOWERS_COUNT_COST: usize =
-    2 * super::loaders::KNOWN_FOLLOWERS_COUNT_WALK / super::connection::OFFSET_ROWS_PER_UNIT;
+    2 * super::loaders::KNOWN_FOLLOWERS_COUNT_WALK / super::page_args::OFFSET_ROWS_PER_UNIT;
 
 /// How a user (the subject) relates to another user (the other).
 #[derive(Clone, Copy, Debug, SimpleObject)]

@@ -2,9 +2,10 @@
 
 use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
 
-use super::connection::{self, FollowConnection, PageArgs, Shared};
+use super::connection::{self, FollowConnection, Shared};
 use super::count::Count;
 use super::loaders::Loaders;
+use super::page_args::{self, PageArgs};
 use super::relation::Relationship;
 use super::{ids, viewer};
 use crate::cache::counters::CounterRecord;
@@ -61,7 +62,7 @@ impl UserNode {
     }
 
     /// Whom this user follows, newest first.
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn following(
         &self,
         ctx: &Context<'_>,
@@ -86,7 +87,7 @@ impl UserNode {
     }
 
     /// Who follows this user, newest first.
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn followers(
         &self,
         ctx: &Context<'_>,
@@ -112,7 +113,7 @@ impl UserNode {
 
     /// Whom this user blocks, newest first (`followedAt`: when the block
     /// was made). Only the user itself may read it (`FORBIDDEN`).
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn blocking(
         &self,
         ctx: &Context<'_>,
@@ -135,7 +136,7 @@ impl UserNode {
     /// Whom this user mutes, newest first (`followedAt`: when the mute
     /// began; mutes past their end are left out). Only the user itself may
     /// read it (`FORBIDDEN`).
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn muting(
         &self,
         ctx: &Context<'_>,
@@ -158,7 +159,7 @@ impl UserNode {
     /// Who asked to follow this (locked) user and waits, newest first
     /// (`followedAt`: when they asked). Only the user itself may read it
     /// (`FORBIDDEN`).
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn follow_requests(
         &self,
         ctx: &Context<'_>,
@@ -180,7 +181,7 @@ impl UserNode {
 
     /// Whom this user asked to follow and waits for, newest first. Only the
     /// user itself may read it (`FORBIDDEN`).
-    #[graphql(complexity = "connection::page_cost(first, last, offset, child_complexity)")]
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn sent_follow_requests(
         &self,
         ctx: &Context<'_>,
@@ -208,7 +209,7 @@ impl UserNode {
     /// `KITH_INTERSECTION_WALK_MAX` (default 20,000) edges — past that, the
     /// connection covers its newest ones. Computed results are kept for up to
     /// 5 minutes; a follow or unfollow by either user drops them at once.
-    #[graphql(complexity = "connection::intersection_cost(first, last, child_complexity)")]
+    #[graphql(complexity = "page_args::intersection_cost(first, last, child_complexity)")]
     async fn common_following(
         &self,
         ctx: &Context<'_>,
@@ -241,7 +242,7 @@ impl UserNode {
     /// Followers of this user whom the signed-in viewer follows ("followers
     /// you know"), newest first by when they followed this user. Empty for
     /// an anonymous viewer. Computed and bounded as `commonFollowing`.
-    #[graphql(complexity = "connection::intersection_cost(first, last, child_complexity)")]
+    #[graphql(complexity = "page_args::intersection_cost(first, last, child_complexity)")]
     async fn known_followers(
         &self,
         ctx: &Context<'_>,
