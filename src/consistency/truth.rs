@@ -15,19 +15,12 @@ pub(crate) async fn end_follows_across(
     user: Option<UserId>,
 ) -> Result<Vec<(UserId, UserId)>, PipelineError> {
     let mut conn = app.pg.get().await?;
-    let found = crate::store::blocks::follows_across(&mut conn, 10_000).await?;
+    let found = crate::store::blocks::follows_across(&mut conn, LIMIT).await?;
+    let pairs = of_user(found.iter().map(|r| (r.from_user_id, r.to_user_id)), user);
     let mut ended = Vec::new();
-    for row in found {
-        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
-        else {
-            continue;
-        };
-        if user.is_some_and(|u| u != from && u != to) {
-            continue;
-        }
-        if crate::store::blocks::end_follow_across(&mut conn, from, to, uuid::Uuid::new_v4())
-            .await?
-        {
+    for (from, to) in pairs {
+        let event = uuid::Uuid::new_v4();
+        if crate::store::blocks::end_follow_across(&mut conn, from, to, event).await? {
             ended.push((from, to));
         }
     }
@@ -35,22 +28,16 @@ pub(crate) async fn end_follows_across(
 }
 
 /// Cancels every pending request beside a follow or across a block (of
-/// the scope's user, if one).
+/// `user`, if given).
 pub(crate) async fn cancel_stray_requests(
     app: &App,
     user: Option<UserId>,
 ) -> Result<Vec<(UserId, UserId)>, PipelineError> {
     let mut conn = app.pg.get().await?;
-    let found = crate::store::requests::strays(&mut conn, 10_000).await?;
+    let found = crate::store::requests::strays(&mut conn, LIMIT).await?;
+    let pairs = of_user(found.iter().map(|r| (r.from_user_id, r.to_user_id)), user);
     let mut cancelled = Vec::new();
-    for row in found {
-        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
-        else {
-            continue;
-        };
-        if user.is_some_and(|u| u != from && u != to) {
-            continue;
-        }
+    for (from, to) in pairs {
         if crate::store::requests::cancel(&mut conn, from, to).await? {
             cancelled.push((from, to));
         }
@@ -60,4 +47,14 @@ pub(crate) async fn cancel_stray_requests(
         app.read.users.invalidate(&users);
     }
     Ok(cancelled)
+}
+
+/// Most faults one run repairs of each kind (the next run takes the rest).
+const LIMIT: i64 = 10_000;
+
+/// The pairs of users among `rows`, those of `user` only if given.
+fn of_user(rows: impl Iterator<Item = (i64, i64)>, user: Option<UserId>) -> Vec<(UserId, UserId)> {
+    rows.filter_map(|(from, to)| Some((UserId::new(from)?, UserId::new(to)?)))
+        .filter(|(from, to)| user.is_none_or(|u| u == *from || u == *to))
+        .collect()
 }

@@ -61,6 +61,23 @@ fn size(name: &str, n: i32) -> Result<usize, ApiError> {
 }
 
 impl PageArgs {
+    /// The arguments as a field received them.
+    pub(crate) fn new(
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+        offset: Option<i32>,
+    ) -> Self {
+        Self {
+            first,
+            after,
+            last,
+            before,
+            offset,
+        }
+    }
+
     pub(crate) fn request(
         &self,
         keys: &CursorKeys,

@@ -72,13 +72,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         let list = ListKey::Following(self.0.id);
         if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
             return connection::hidden_list(ctx, list).await;
@@ -97,13 +91,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         let list = ListKey::Followers(self.0.id);
         if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
             return connection::hidden_list(ctx, list).await;
@@ -123,13 +111,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
     }
 
@@ -146,13 +128,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
     }
 
@@ -169,13 +145,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
     }
 
@@ -191,13 +161,7 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset,
-        };
+        let args = PageArgs::new(first, after, last, before, offset);
         connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
     }
 
@@ -229,13 +193,7 @@ impl UserNode {
         if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
             return Ok(connection::hidden(0));
         }
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset: None,
-        };
+        let args = PageArgs::new(first, after, last, before, None);
         connection::resolve_shared(ctx, Shared::Common(self.0.id, other), args).await
     }
 
@@ -257,13 +215,7 @@ impl UserNode {
         if !self.shows_lists_to(Some(me)) {
             return Ok(connection::hidden(0));
         }
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-            offset: None,
-        };
+        let args = PageArgs::new(first, after, last, before, None);
         let shared = Shared::KnownFollowers {
             user: self.0.id,
             viewer: me,

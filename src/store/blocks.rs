@@ -54,15 +54,25 @@ pub(crate) struct BlockRow {
 
 /// Every active block made by or against any of `users`, in one statement.
 pub(crate) async fn involving(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<BlockRow>> {
+    pairs_involving(conn, "block", users).await
+}
+
+/// The active rows of `table` (a directed pair's table: `block`,
+/// `follow_request`) from or to any of `users`, in one statement.
+pub(crate) async fn pairs_involving(
+    conn: &mut PgConn,
+    table: &'static str,
+    users: &[UserId],
+) -> QueryResult<Vec<BlockRow>> {
     if users.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
-    diesel::sql_query(
-        "SELECT from_user_id, to_user_id FROM block WHERE active AND from_user_id = ANY($1)
+    diesel::sql_query(format!(
+        "SELECT from_user_id, to_user_id FROM {table} WHERE active AND from_user_id = ANY($1)
          UNION
-         SELECT from_user_id, to_user_id FROM block WHERE active AND to_user_id = ANY($1)",
-    )
+         SELECT from_user_id, to_user_id FROM {table} WHERE active AND to_user_id = ANY($1)"
+    ))
     .bind::<Array<BigInt>, _>(ids)
     .load(conn)
     .await

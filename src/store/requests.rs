@@ -3,7 +3,7 @@
 //! `kith_answer_request`, accepted in batches by `kith_accept_requests`.
 
 use diesel::prelude::*;
-use diesel::sql_types::{Array, BigInt, Bool, Integer, Text};
+use diesel::sql_types::{BigInt, Bool, Integer, Text};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
@@ -84,18 +84,7 @@ pub(crate) async fn unlocked_with_pending(
 
 /// Every pending request made by or to any of `users`, in one statement.
 pub(crate) async fn involving(conn: &mut PgConn, users: &[UserId]) -> QueryResult<Vec<BlockRow>> {
-    if users.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<i64> = users.iter().map(|u| u.get()).collect();
-    diesel::sql_query(
-        "SELECT from_user_id, to_user_id FROM follow_request WHERE active AND from_user_id = ANY($1)
-         UNION
-         SELECT from_user_id, to_user_id FROM follow_request WHERE active AND to_user_id = ANY($1)",
-    )
-    .bind::<Array<BigInt>, _>(ids)
-    .load(conn)
-    .await
+    super::blocks::pairs_involving(conn, "follow_request", users).await
 }
 
 /// A pending request that should not be: beside an active follow of the
