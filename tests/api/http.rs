@@ -195,12 +195,13 @@ async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
     t.follow(alice, bob).await;
     let (trigger, shutdown) = kith::testing::shutdown::Shutdown::new();
     let served = tokio::spawn(kith::testing::http::serve_metrics(t.app.clone(), shutdown));
-    let text = crate::helpers::eventually("the metrics listener", 10, || async {
+    // The backlog is sampled in the background: wait for its first sample.
+    crate::helpers::eventually("the metrics listener's backlog sample", 10, || async {
         let body = crate::http_client::get(port, "/metrics").await.ok()?;
-        String::from_utf8(body).ok()
+        let text = String::from_utf8(body).ok()?;
+        text.contains("kith_relay_backlog 1\n").then_some(())
     })
     .await;
-    assert!(text.contains("kith_relay_backlog 1\n"), "{text}");
     let statements = || t.app.round_trips.snapshot().0;
     let before = statements();
     for _ in 0..20 {
