@@ -713,7 +713,11 @@ async fn each_follow_wakes_the_parked_projector(t: &TestApp) {
     for i in 0..4 {
         let fan = t.user(&format!("idle-fan{i}")).await;
         t.follow(fan, target).await;
-        eventually("a follow applied by a parked projector", 5, || async {
+        // The first wait also covers a relay process starting up (a debug
+        // build, on a loaded machine); the idle look is minutes away, so
+        // only a wake-up can apply the follow either way.
+        let secs = if i == 0 { 30 } else { 5 };
+        eventually("a follow applied by a parked projector", secs, || async {
             t.projected(fan, target).await.filter(|(active, _)| *active)
         })
         .await;
