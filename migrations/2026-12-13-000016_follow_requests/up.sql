@@ -1,12 +1,14 @@
 -- Locked accounts and follow requests. A follow of a locked account (one
 -- it does not have already) is a pending request: a row of
 -- `follow_request`, versioned like an edge, counted nowhere public, with
--- its `FollowRequested` event. The requester's unfollow cancels it; the
+-- its `FollowRequested` event. Any other follow or unfollow of the pair
+-- by the requester ends it (an unfollow cancels it; a follow of an account
+-- unlocked meanwhile supersedes it); the
 -- account accepts it (`kith_answer_request`: the request ends and the
 -- follow is made exactly as any follow, events and counters) or rejects
--- it. A block drops the pair's requests both ways. Requests take the
--- pair's lock where follows do, so an answer, a cancel and a block of one
--- pair run one after the other. A trigger notifies the users channel with
+-- it. A block drops the pair's requests both ways. A request, an answer
+-- and a block take the pair's lock, as follows do, so they run one after
+-- the other; a cancel is ordered by the request row's lock. A trigger notifies the users channel with
 -- both ids, so every process drops its cached requests of the two.
 -- `kith_accept_requests` accepts a batch of an unlocked account's pending
 -- requests (an unlock accepts them all, batch by batch).
@@ -155,11 +157,15 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND NOT u.locked AND u.status = 'active') THEN
         RETURN;
     END IF;
+    -- The oldest requests, answered in requester order: the order every
+    -- write locks counters in, so a batch never deadlocks with another.
     FOR v_from IN
-        SELECT q.from_user_id FROM follow_request q
-         WHERE q.to_user_id = p_owner AND q.active
-         ORDER BY q.requested_at, q.from_user_id
-         LIMIT p_limit
+        SELECT o.from_user_id FROM (
+            SELECT q.from_user_id FROM follow_request q
+             WHERE q.to_user_id = p_owner AND q.active
+             ORDER BY q.requested_at, q.from_user_id
+             LIMIT p_limit) o
+         ORDER BY o.from_user_id
     LOOP
         requester := v_from;
         SELECT a.outcome INTO outcome
@@ -215,19 +221,12 @@ BEGIN
         END IF;
     END IF;
     -- A follow of a locked account is a request (unless it follows
-    -- already); an unfollow cancels a pending request.
+    -- already).
     IF p_follow AND v_target.locked AND NOT EXISTS (
         SELECT 1 FROM following f
          WHERE f.from_user_id = p_actor AND f.to_user_id = p_target AND f.active) THEN
         v_req := kith_request_step(p_actor, p_target, TRUE, p_event_id, 'FollowRequested');
         r.outcome := 'requested';
-    ELSIF NOT p_follow THEN
-        v_req := kith_request_step(p_actor, p_target, FALSE, p_event_id, 'FollowRequestCanceled');
-        IF v_req.version IS NOT NULL THEN
-            r.outcome := 'request_canceled';
-        END IF;
-    END IF;
-    IF r.outcome IS NOT NULL THEN
         r.edge_version := v_req.version;
         r.edge_followed_at := v_req.requested_at;
         r.occurred_at := v_req.occurred_at;
@@ -237,6 +236,9 @@ BEGIN
         RETURN NEXT r;
         RETURN;
     END IF;
+    -- Any other follow or unfollow ends a pending request: an unfollow
+    -- cancels it, a follow of an account unlocked meanwhile supersedes it.
+    v_req := kith_request_step(p_actor, p_target, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
     r.outcome := 'ok';
     v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
     r.edge_version := v_step.edge_version;
@@ -253,6 +255,12 @@ BEGIN
         r.likes_received := v_stats.likes_received;
         r.favs_received := v_stats.favs_received;
         r.version := v_stats.version;
+    ELSIF v_req.version IS NOT NULL THEN
+        -- Only the request changed.
+        r.outcome := 'request_canceled';
+        r.edge_version := v_req.version;
+        r.edge_followed_at := v_req.requested_at;
+        r.occurred_at := v_req.occurred_at;
     END IF;
     v_pair := kith_pair_state(p_actor, p_target);
     r.a_follows_b := v_pair.a_follows_b;
@@ -314,15 +322,8 @@ BEGIN
             SELECT 1 FROM following f
              WHERE f.from_user_id = p_actor AND f.to_user_id = p_targets[i] AND f.active) THEN
             v_req := kith_request_step(p_actor, p_targets[i], TRUE, p_events[i], 'FollowRequested');
-            r.outcome := 'requested';
-        ELSIF NOT p_follow THEN
-            v_req := kith_request_step(p_actor, p_targets[i], FALSE, p_events[i], 'FollowRequestCanceled');
-            IF v_req.version IS NOT NULL THEN
-                r.outcome := 'request_canceled';
-            END IF;
-        END IF;
-        IF r.outcome IS NOT NULL THEN
             v_pair := kith_pair_state(p_actor, p_targets[i]);
+            r.outcome := 'requested';
             r.edge_version := v_req.version;
             r.edge_followed_at := v_req.requested_at;
             r.occurred_at := v_req.occurred_at;
@@ -331,6 +332,8 @@ BEGIN
             v_rows := v_rows || r;
             CONTINUE;
         END IF;
+        -- Any other follow or unfollow ends a pending request.
+        v_req := kith_request_step(p_actor, p_targets[i], FALSE, gen_random_uuid(), 'FollowRequestCanceled');
         v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
         v_pair := kith_pair_state(p_actor, p_targets[i]);
         IF v_step.edge_version IS NOT NULL THEN
@@ -340,6 +343,13 @@ BEGIN
         r.edge_version := v_step.edge_version;
         r.edge_followed_at := v_step.edge_followed_at;
         r.occurred_at := v_step.occurred_at;
+        IF v_step.edge_version IS NULL AND v_req.version IS NOT NULL THEN
+            -- Only the request changed.
+            r.outcome := 'request_canceled';
+            r.edge_version := v_req.version;
+            r.edge_followed_at := v_req.requested_at;
+            r.occurred_at := v_req.occurred_at;
+        END IF;
         r.a_follows_b := v_pair.a_follows_b;
         r.b_follows_a := v_pair.b_follows_a;
         v_rows := v_rows || r;

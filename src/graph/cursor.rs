@@ -3,7 +3,11 @@
 //! A cursor names the connection it was issued for (a list, or an
 //! intersection of two), so one connection's cursor cannot be replayed
 //! against another, and carries an HMAC, so a tampered cursor is refused
-//! (`BAD_CURSOR`) instead of silently paging somewhere else.
+//! (`BAD_CURSOR`) instead of silently paging somewhere else. The position
+//! is enciphered with a keystream drawn from the secret and the HMAC (a
+//! deterministic, synthetic-IV construction): a cursor reveals no user id,
+//! which matters where a page ends at a member it does not show (an
+//! account in a block with the viewer).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -20,6 +24,8 @@ const VERSION: u8 = 1;
 /// as before intersections existed: cursors already handed out stay valid.)
 const HEAD: usize = 1 + 1 + 8 + 8 + 8;
 const MAC: usize = 12;
+/// Where the position (follow time, user) lies in a cursor's body.
+const POSITION: std::ops::Range<usize> = 10..26;
 
 /// The connection a cursor pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +90,17 @@ impl CursorKeys {
         tag
     }
 
+    /// XORs the position bytes of `body` with the keystream of `tag`.
+    fn mask(&self, tag: &[u8], body: &mut [u8]) {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
+        mac.update(b"position");
+        mac.update(tag);
+        let stream = mac.finalize().into_bytes();
+        for (byte, key) in body[POSITION].iter_mut().zip(stream.iter()) {
+            *byte ^= key;
+        }
+    }
+
     /// The cursor of `position` in the connection `scope`.
     pub(crate) fn encode(&self, scope: impl Into<CursorScope>, position: Position) -> String {
         let (kind, owners) = scope_parts(scope.into());
@@ -97,6 +114,7 @@ impl CursorKeys {
             bytes.extend_from_slice(&owner.get().to_be_bytes());
         }
         let tag = self.tag(&bytes);
+        self.mask(&tag, &mut bytes);
         bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
     }
@@ -116,6 +134,9 @@ impl CursorKeys {
             return Err(ApiError::BadCursor);
         }
         let (body, tag) = bytes.split_at(body_len);
+        let mut body = body.to_vec();
+        self.mask(tag, &mut body);
+        let body = &body[..];
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("any key length");
         mac.update(body);
         mac.verify_truncated_left(tag)
@@ -154,6 +175,11 @@ mod tests {
         };
         let cursor = keys.encode(list, position);
         assert_eq!(keys.decode(list, &cursor).unwrap(), position);
+        let raw = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
+        assert!(
+            !raw.windows(8).any(|w| w == 42_i64.to_be_bytes()),
+            "the member's id shows in the cursor"
+        );
 
         let code = |r: Result<Position, ApiError>| r.unwrap_err().code();
         assert_eq!(

@@ -288,3 +288,31 @@ async fn verify_reports_stray_requests_and_reconcile_cancels_them() {
         "the follow stays"
     );
 }
+
+/// An account unlocked before its requests were accepted: the requester's
+/// own follow supersedes its request, and an unfollow ends both.
+#[tokio::test]
+async fn a_follow_after_an_unlock_supersedes_the_request() {
+    use kith::testing::consistency::verify::Kind;
+
+    let t = spawn_app().await;
+    let (fan, owner) = (t.user("fan").await, t.user("owner").await);
+    settings(&t, owner, true).await;
+    assert_ok(&follow(&t, fan, owner, "follow").await);
+    // Unlocked behind the background acceptance's back.
+    t.sql(&format!(
+        "UPDATE users SET locked = FALSE WHERE id = {owner}"
+    ))
+    .await;
+    t.user_change_seen(owner).await;
+    let r = follow(&t, fan, owner, "follow").await;
+    assert_eq!(
+        r["data"]["follow"]["viewerRelation"],
+        json!({ "following": true, "followedBy": false, "requested": false, "requestedBy": false })
+    );
+    let report = t.verify(0).await;
+    assert_eq!(report.counts.get(&Kind::StrayRequest), None, "{report}");
+    let r = follow(&t, fan, owner, "unfollow").await;
+    assert_eq!(r["data"]["unfollow"]["changed"], true);
+    assert_eq!(t.edge(fan, owner).await.map(|e| e.0), Some(false));
+}
