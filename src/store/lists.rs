@@ -80,28 +80,35 @@ struct Source {
 
 impl Source {
     fn of(list: PrivateList) -> Self {
+        // Members that are not active (suspended, deleted) are set aside:
+        // neither listed nor counted, back with a restore.
+        const ACTIVE_TO: &str =
+            " AND EXISTS (SELECT 1 FROM users u WHERE u.id = to_user_id AND u.status = 'active')";
+        const ACTIVE_FROM: &str =
+            " AND EXISTS (SELECT 1 FROM users u WHERE u.id = from_user_id AND u.status = 'active')";
+        const MUTE_LIVE: &str = " AND (expires_at IS NULL OR expires_at > now()) AND EXISTS (SELECT 1 FROM users u WHERE u.id = to_user_id AND u.status = 'active')";
         let (table, owner_col, member_col, time_col, live) = match list {
-            PrivateList::Blocking(_) => ("block", "from_user_id", "to_user_id", "blocked_at", ""),
-            PrivateList::Muting(_) => (
-                "mute",
+            PrivateList::Blocking(_) => (
+                "block",
                 "from_user_id",
                 "to_user_id",
-                "muted_at",
-                " AND (expires_at IS NULL OR expires_at > now())",
+                "blocked_at",
+                ACTIVE_TO,
             ),
+            PrivateList::Muting(_) => ("mute", "from_user_id", "to_user_id", "muted_at", MUTE_LIVE),
             PrivateList::FollowRequests(_) => (
                 "follow_request",
                 "to_user_id",
                 "from_user_id",
                 "requested_at",
-                "",
+                ACTIVE_FROM,
             ),
             PrivateList::SentFollowRequests(_) => (
                 "follow_request",
                 "from_user_id",
                 "to_user_id",
                 "requested_at",
-                "",
+                ACTIVE_TO,
             ),
         };
         Self {

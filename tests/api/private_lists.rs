@@ -122,6 +122,18 @@ async fn the_viewers_own_lists_page_newest_first() {
     let sent = private(&t, Viewer::User(me), me, "sentFollowRequests", "first: 5").await;
     assert_eq!(handles(&sent, "sentFollowRequests"), ["idol"]);
 
+    // A requester that is not active is set aside: not listed, not counted.
+    kith::testing::write::lifecycle::set_status(&t.app, fan2, kith::model::UserStatus::Suspended)
+        .await
+        .unwrap();
+    let incoming = private(&t, Viewer::User(me), me, "followRequests", "first: 1").await;
+    assert_eq!(handles(&incoming, "followRequests"), ["fan1"], "{incoming}");
+    assert_eq!(incoming["data"]["user"]["followRequests"]["totalCount"], 1);
+    assert_eq!(
+        incoming["data"]["user"]["followRequests"]["pageInfo"]["hasNextPage"],
+        false
+    );
+
     // Nobody else reads them.
     for field in ["blocking", "muting", "followRequests", "sentFollowRequests"] {
         for viewer in [Viewer::User(x), Viewer::Anonymous] {
