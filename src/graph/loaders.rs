@@ -319,6 +319,12 @@ impl Loaders {
         Ok(self.boundaries.load_one(user).await?.unwrap_or_default())
     }
 
+    /// Forgets the boundaries this request loaded: after a write that may
+    /// have changed some, a later field of the same document reads them anew.
+    pub(crate) fn forget_boundaries(&self) {
+        self.boundaries.clear::<UserId>();
+    }
+
     /// The page of `list`, if its cache covers it (batched with the level's
     /// other reads); the caller completes a miss with [`crate::read::pages::complete`].
     pub async fn cached_page(

@@ -3,6 +3,7 @@
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 
+use super::loaders::Loaders;
 use super::relation::Relationship;
 use super::user::UserNode;
 use super::{app, ids, viewer};
@@ -251,6 +252,7 @@ async fn run_many(
     let results = write::change_edges(app(ctx), actor, &targets, change)
         .await
         .gql()?;
+    ctx.data_unchecked::<Loaders>().forget_boundaries();
     let results: Vec<EdgeResult> = input
         .user_ids
         .into_iter()
@@ -296,5 +298,6 @@ async fn run(
     let outcome = write::change_edge(app(ctx), actor, target, change)
         .await
         .gql()?;
+    ctx.data_unchecked::<Loaders>().forget_boundaries();
     Ok((actor, outcome))
 }

@@ -3,6 +3,7 @@
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 
+use super::loaders::Loaders;
 use super::mutation::FollowPayload;
 use super::relation::Relationship;
 use super::user::UserNode;
@@ -72,6 +73,7 @@ async fn run(
     let outcome = write::change_block(app(ctx), actor, target, block)
         .await
         .gql()?;
+    ctx.data_unchecked::<Loaders>().forget_boundaries();
     Ok(BlockPayload {
         changed: outcome.changed,
         viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
@@ -164,6 +166,7 @@ async fn run_mute(
     let outcome = write::change_mute(app(ctx), actor, target, mute, seconds)
         .await
         .gql()?;
+    ctx.data_unchecked::<Loaders>().forget_boundaries();
     Ok(MutePayload {
         changed: outcome.changed,
         viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
@@ -272,5 +275,6 @@ async fn answer(
     let outcome = write::requests::answer(app(ctx), owner, requester, accept)
         .await
         .gql()?;
+    ctx.data_unchecked::<Loaders>().forget_boundaries();
     Ok(FollowPayload::new(owner, outcome, input.client_mutation_id))
 }

@@ -71,9 +71,9 @@ pub(crate) async fn unlocked_with_pending(
         id: i64,
     }
     let rows: Vec<Owner> = diesel::sql_query(
-        "SELECT u.id FROM users u
-          WHERE NOT u.locked AND u.status = 'active'
-            AND EXISTS (SELECT 1 FROM follow_request q WHERE q.to_user_id = u.id AND q.active)
+        "SELECT DISTINCT q.to_user_id AS id FROM follow_request q
+           JOIN users u ON u.id = q.to_user_id AND NOT u.locked AND u.status = 'active'
+          WHERE q.active
           LIMIT $1",
     )
     .bind::<BigInt, _>(limit)

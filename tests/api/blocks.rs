@@ -519,3 +519,24 @@ async fn a_restore_brings_back_no_follow_a_block_ended() {
         "{report}"
     );
 }
+
+/// Fields of one document run in order; each answer shows the state after
+/// its own write, not what an earlier field of the request loaded.
+#[tokio::test]
+async fn each_field_of_one_document_sees_its_own_write() {
+    let t = spawn_app().await;
+    let (a, b) = (t.user("a").await, t.user("b").await);
+    let r = t
+        .execute(
+            Viewer::User(a),
+            "mutation($id: ID!) {
+                on: block(input: {userId: $id}) { viewerRelation { blocking } }
+                off: unblock(input: {userId: $id}) { viewerRelation { blocking } }
+            }",
+            json!({ "id": gid(b) }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["on"]["viewerRelation"]["blocking"], true);
+    assert_eq!(r["data"]["off"]["viewerRelation"]["blocking"], false, "{r}");
+}
