@@ -1005,6 +1005,65 @@ END
 $$;
 
 --
+-- Name: users; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.users (
+    id bigint NOT NULL,
+    handle text NOT NULL,
+    display_name text NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    locked boolean DEFAULT false NOT NULL,
+    hides_collections boolean DEFAULT false NOT NULL,
+    settings_version bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
+    CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
+);
+
+--
+-- Name: kith_update_settings(bigint, boolean, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_update_settings(p_user bigint, p_locked boolean, p_hides_collections boolean, p_event_id uuid) RETURNS SETOF kith.users
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v users%ROWTYPE;
+BEGIN
+    SELECT * INTO v FROM users u WHERE u.id = p_user AND u.status = 'active' FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF coalesce(p_locked, v.locked) = v.locked
+        AND coalesce(p_hides_collections, v.hides_collections) = v.hides_collections THEN
+        RETURN NEXT v;
+        RETURN;
+    END IF;
+    UPDATE users u
+       SET locked = coalesce(p_locked, u.locked),
+           hides_collections = coalesce(p_hides_collections, u.hides_collections),
+           settings_version = u.settings_version + 1,
+           updated_at = now()
+     WHERE u.id = p_user
+    RETURNING * INTO v;
+    -- The wire format of SettingsEvent (src/events/settings.rs).
+    INSERT INTO outbox (event_id, event_type, partition_key, payload)
+    VALUES (p_event_id, 'AccountSettingsChanged', p_user::TEXT, jsonb_build_object(
+        'schemaVersion', 1,
+        'eventId', p_event_id,
+        'type', 'AccountSettingsChanged',
+        'from', p_user,
+        'version', v.settings_version,
+        'locked', v.locked,
+        'hidesCollections', v.hides_collections,
+        'occurredAtMs', (extract(epoch FROM now()) * 1000)::BIGINT));
+    RETURN NEXT v;
+END
+$$;
+
+--
 -- Name: kith_users_changed(); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1241,23 +1300,6 @@ CREATE TABLE kith.reconcile_watermark (
 CREATE TABLE kith.user_stats_tombstone (
     user_id bigint NOT NULL,
     version bigint NOT NULL
-);
-
---
--- Name: users; Type: TABLE; Schema: kith; Owner: -
---
-
-CREATE TABLE kith.users (
-    id bigint NOT NULL,
-    handle text NOT NULL,
-    display_name text NOT NULL,
-    status text DEFAULT 'active'::text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    locked boolean DEFAULT false NOT NULL,
-    hides_collections boolean DEFAULT false NOT NULL,
-    CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
-    CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
 );
 
 --

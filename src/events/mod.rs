@@ -7,3 +7,4 @@ pub(crate) mod content;
 pub(crate) mod follow;
 pub(crate) mod mute;
 pub(crate) mod request;
+pub(crate) mod settings;

@@ -325,10 +325,13 @@ pub(crate) fn hidden(total: u64) -> FollowConnection {
 }
 
 /// The connection of `list`, hidden from the viewer: its public count.
+/// The paging arguments are checked as a visible list's would be.
 pub(crate) async fn hidden_list(
     ctx: &Context<'_>,
     list: ListKey,
+    args: &PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
+    args.shape(app(ctx).config.max_offset).gql()?;
     let counters = ctx
         .data_unchecked::<Loaders>()
         .counters(list.owner())

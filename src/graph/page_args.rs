@@ -78,12 +78,10 @@ impl PageArgs {
         }
     }
 
-    pub(crate) fn request(
-        &self,
-        keys: &CursorKeys,
-        scope: CursorScope,
-        max_offset: i32,
-    ) -> Result<(PageRequest, bool), ApiError> {
+    /// Checks the arguments' shape (which go together, page sizes, the
+    /// offset's bound) without reading a cursor: also what a hidden list,
+    /// which pages nothing, checks.
+    pub(crate) fn shape(&self, max_offset: i32) -> Result<Shape, ApiError> {
         let invalid = |m: &str| Err(ApiError::invalid(m));
         if self.first.is_some() && self.last.is_some() {
             return invalid("use `first` or `last`, not both");
@@ -106,23 +104,42 @@ impl PageArgs {
                 )));
             }
             let n = size("first", self.first.unwrap_or(DEFAULT_PAGE))?;
-            return Ok((PageRequest::Offset(offset as usize, n), true));
+            return Ok(Shape::Offset(offset as usize, n));
         }
         if self.last.is_some() || self.before.is_some() {
-            let n = size("last", self.last.unwrap_or(DEFAULT_PAGE))?;
-            let cursor = self
-                .before
-                .as_deref()
-                .map(|c| keys.decode(scope, c))
-                .transpose()?;
-            return Ok((PageRequest::Before(cursor, n), false));
+            return Ok(Shape::Before(size(
+                "last",
+                self.last.unwrap_or(DEFAULT_PAGE),
+            )?));
         }
-        let n = size("first", self.first.unwrap_or(DEFAULT_PAGE))?;
-        let cursor = self
-            .after
-            .as_deref()
-            .map(|c| keys.decode(scope, c))
-            .transpose()?;
-        Ok((PageRequest::After(cursor, n), true))
+        Ok(Shape::After(size(
+            "first",
+            self.first.unwrap_or(DEFAULT_PAGE),
+        )?))
     }
+
+    pub(crate) fn request(
+        &self,
+        keys: &CursorKeys,
+        scope: CursorScope,
+        max_offset: i32,
+    ) -> Result<(PageRequest, bool), ApiError> {
+        let decode =
+            |cursor: &Option<String>| cursor.as_deref().map(|c| keys.decode(scope, c)).transpose();
+        Ok(match self.shape(max_offset)? {
+            Shape::Offset(offset, n) => (PageRequest::Offset(offset, n), true),
+            Shape::Before(n) => (PageRequest::Before(decode(&self.before)?, n), false),
+            Shape::After(n) => (PageRequest::After(decode(&self.after)?, n), true),
+        })
+    }
+}
+
+/// Which way a page goes and how long it is.
+pub(crate) enum Shape {
+    /// `first` edges from rank `offset`.
+    Offset(usize, usize),
+    /// `last` edges before a cursor.
+    Before(usize),
+    /// `first` edges after a cursor.
+    After(usize),
 }

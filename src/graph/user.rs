@@ -75,7 +75,7 @@ impl UserNode {
         let args = PageArgs::new(first, after, last, before, offset);
         let list = ListKey::Following(self.0.id);
         if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-            return connection::hidden_list(ctx, list).await;
+            return connection::hidden_list(ctx, list, &args).await;
         }
         connection::resolve(ctx, list, args).await
     }
@@ -94,7 +94,7 @@ impl UserNode {
         let args = PageArgs::new(first, after, last, before, offset);
         let list = ListKey::Followers(self.0.id);
         if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-            return connection::hidden_list(ctx, list).await;
+            return connection::hidden_list(ctx, list, &args).await;
         }
         connection::resolve(ctx, list, args).await
     }
@@ -190,10 +190,11 @@ impl UserNode {
             return Ok(connection::empty());
         };
         let me = viewer(ctx).optional().gql()?;
+        let args = PageArgs::new(first, after, last, before, None);
         if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
+            args.shape(0).gql()?;
             return Ok(connection::hidden(0));
         }
-        let args = PageArgs::new(first, after, last, before, None);
         connection::resolve_shared(ctx, Shared::Common(self.0.id, other), args).await
     }
 
@@ -212,10 +213,11 @@ impl UserNode {
         let Some(me) = viewer(ctx).optional().gql()? else {
             return Ok(connection::empty());
         };
+        let args = PageArgs::new(first, after, last, before, None);
         if !self.shows_lists_to(Some(me)) {
+            args.shape(0).gql()?;
             return Ok(connection::hidden(0));
         }
-        let args = PageArgs::new(first, after, last, before, None);
         let shared = Shared::KnownFollowers {
             user: self.0.id,
             viewer: me,

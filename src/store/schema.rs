@@ -165,6 +165,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         locked -> Bool,
         hides_collections -> Bool,
+        settings_version -> Int8,
     }
 }
 

@@ -166,24 +166,23 @@ pub(crate) struct SettingsChange {
     pub hides_collections: Option<bool>,
 }
 
-/// Changes the settings of an active account; returns the account after,
-/// or `None` when there is no active account `id`.
+/// Changes the settings of an active account, with its
+/// `AccountSettingsChanged` event (`event_id`) when anything changed;
+/// returns the account after, or `None` when there is no active account `id`.
 pub(crate) async fn update_settings(
     conn: &mut PgConn,
     id: UserId,
     change: SettingsChange,
+    event_id: uuid::Uuid,
 ) -> QueryResult<Option<User>> {
     let rows: Vec<UserRow> = diesel::sql_query(
-        "UPDATE users
-            SET locked = coalesce($2, locked),
-                hides_collections = coalesce($3, hides_collections),
-                updated_at = now()
-          WHERE id = $1 AND status = 'active'
-         RETURNING id, handle, display_name, status, locked, hides_collections",
+        "SELECT id, handle, display_name, status, locked, hides_collections
+           FROM kith_update_settings($1, $2, $3, $4)",
     )
     .bind::<BigInt, _>(id.get())
     .bind::<Nullable<Bool>, _>(change.locked)
     .bind::<Nullable<Bool>, _>(change.hides_collections)
+    .bind::<diesel::sql_types::Uuid, _>(event_id)
     .load(conn)
     .await?;
     Ok(super::committed(rows).map(User::from))

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::error::ApiError;
-use crate::model::{User, UserId};
+use crate::model::{User, UserId, UserStatus};
 use crate::store::users::{self, SettingsChange};
 
 /// Sets the settings given (`None`: left as they are) on `actor`'s own
@@ -19,14 +19,18 @@ pub(crate) async fn update_settings(
     change: SettingsChange,
 ) -> Result<User, ApiError> {
     super::take_tokens(app, actor, 1).await?;
-    let user = {
-        let mut conn = app.pg.get().await?;
-        users::update_settings(&mut conn, actor, change).await?
-    };
+    let mut conn = app.pg.get().await?;
+    let user = users::update_settings(&mut conn, actor, change, uuid::Uuid::new_v4()).await?;
     app.read.users.invalidate(&[actor]);
-    let user = user.ok_or(ApiError::Forbidden(
-        "only an active account can change its settings",
-    ))?;
+    let Some(user) = user else {
+        return Err(match users::status_of(&mut conn, actor).await? {
+            None | Some(UserStatus::Deleted) => {
+                ApiError::Unauthenticated("the token's user does not exist")
+            }
+            Some(_) => ApiError::Forbidden("only an active account can change its settings"),
+        });
+    };
+    drop(conn);
     if change.locked == Some(false) {
         super::requests::start_accepting(app, actor);
     }

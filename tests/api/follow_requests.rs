@@ -4,9 +4,13 @@
 
 use kith::model::UserId;
 use kith::testing::auth::Viewer;
+use kith::testing::pipeline::projector::ProjectorHooks;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
-use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app, spawn_app_with};
+use crate::helpers::{
+    TestApp, assert_ok, error_code, eventually, settled, spawn_app, spawn_app_with,
+};
 
 fn gid(user: UserId) -> String {
     kith::testing::graph::ids::user_id(user).to_string()
@@ -315,4 +319,150 @@ async fn a_follow_after_an_unlock_supersedes_the_request() {
     let r = follow(&t, fan, owner, "unfollow").await;
     assert_eq!(r["data"]["unfollow"]["changed"], true);
     assert_eq!(t.edge(fan, owner).await.map(|e| e.0), Some(false));
+}
+
+/// A settings change is an event of its own, versioned per account; a
+/// change to what the settings already are writes none.
+#[tokio::test]
+async fn a_settings_change_is_an_event() {
+    let t = spawn_app().await;
+    let owner = t.user("owner").await;
+    let before = t.outbox_payloads().await.len();
+    settings(&t, owner, true).await;
+    settings(&t, owner, true).await;
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            "mutation { updateAccountSettings(input: {hidesCollections: true}) {
+                user { locked hidesCollections } } }",
+            json!({}),
+        )
+        .await;
+    assert_ok(&r);
+    let events: Vec<Value> = t.outbox_payloads().await[before..]
+        .iter()
+        .map(|e| {
+            json!({ "type": e["type"], "from": e["from"], "version": e["version"],
+                    "locked": e["locked"], "hidesCollections": e["hidesCollections"] })
+        })
+        .collect();
+    let id = owner.get();
+    assert_eq!(
+        events,
+        [
+            json!({ "type": "AccountSettingsChanged", "from": id, "version": 1,
+                    "locked": true, "hidesCollections": false }),
+            json!({ "type": "AccountSettingsChanged", "from": id, "version": 2,
+                    "locked": true, "hidesCollections": true }),
+        ]
+    );
+    // The projector takes it as it takes every event: nothing dead. (The
+    // owner's follow comes after on the same partition, keyed by the owner:
+    // once it is projected, so are the settings events.)
+    let idol = t.user("idol").await;
+    assert_ok(&t.follow(owner, idol).await);
+    let _relay = t.start_relay();
+    let _projector = t.start_projector(Arc::new(ProjectorHooks::default()));
+    settled(&t, &[owner], 60).await;
+    assert_eq!(t.dead_letter_count().await, 0);
+
+    // Only an active account changes its settings; a token of no account
+    // is no one.
+    let suspended = t
+        .user_with_status("gone", kith::model::UserStatus::Suspended)
+        .await;
+    let nobody = UserId::new(9_999_999).unwrap();
+    for (user, code) in [(suspended, "FORBIDDEN"), (nobody, "UNAUTHENTICATED")] {
+        let r = t
+            .execute(
+                Viewer::User(user),
+                "mutation { updateAccountSettings(input: {locked: true}) { user { locked } } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(error_code(&r), Some(code), "{r}");
+    }
+}
+
+/// A requester that is suspended or deleted: its request waits unlisted,
+/// cannot be accepted, can be rejected, is dropped by an unlock, and is
+/// back in the list with a restore.
+#[tokio::test]
+async fn requests_of_inactive_requesters_wait_and_cannot_be_accepted() {
+    use kith::model::UserStatus;
+    use kith::testing::write::lifecycle::set_status;
+
+    let t = spawn_app().await;
+    let owner = t.user("owner").await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    settings(&t, owner, true).await;
+    for fan in [a, b, c] {
+        assert_ok(&follow(&t, fan, owner, "follow").await);
+    }
+    set_status(&t.app, a, UserStatus::Suspended).await.unwrap();
+    set_status(&t.app, b, UserStatus::Deleted).await.unwrap();
+    assert_eq!(listed(&t, owner).await, (vec!["c".to_owned()], 1));
+
+    // Not accepted: nothing written, the request still there.
+    let r = follow(&t, owner, a, "acceptFollowRequest").await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert_eq!(t.edge(a, owner).await, None);
+    // Restored, it is back and can be accepted.
+    set_status(&t.app, a, UserStatus::Active).await.unwrap();
+    assert_eq!(
+        listed(&t, owner).await,
+        (vec!["c".to_owned(), "a".to_owned()], 2)
+    );
+    assert_ok(&follow(&t, owner, a, "acceptFollowRequest").await);
+    assert_eq!(t.edge(a, owner).await.map(|e| e.0), Some(true));
+
+    // Suspended again is no matter now; c suspended, rejected meanwhile.
+    set_status(&t.app, c, UserStatus::Suspended).await.unwrap();
+    let r = follow(&t, owner, c, "rejectFollowRequest").await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["rejectFollowRequest"]["changed"], true);
+    set_status(&t.app, c, UserStatus::Active).await.unwrap();
+    assert_eq!(listed(&t, owner).await, (vec![], 0), "c's request is gone");
+
+    // The deleted requester's request is dropped by an unlock, not
+    // accepted, and a restore brings back no request.
+    let r = follow(&t, owner, b, "acceptFollowRequest").await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    settings(&t, owner, false).await;
+    eventually("the unlock's batch is done", 10, || async {
+        let pending = t
+            .count(&format!(
+                "SELECT count(*) AS n FROM follow_request WHERE to_user_id = {owner} AND active"
+            ))
+            .await;
+        (pending == 0).then_some(())
+    })
+    .await;
+    assert_eq!(t.edge(b, owner).await, None, "dropped, not accepted");
+    set_status(&t.app, b, UserStatus::Active).await.unwrap();
+    settings(&t, owner, true).await;
+    assert_eq!(listed(&t, owner).await, (vec![], 0));
+    assert_eq!(t.edge(b, owner).await, None);
+}
+
+/// The owner's incoming requests as its list shows them: handles, newest
+/// first, and the count.
+async fn listed(t: &TestApp, owner: UserId) -> (Vec<String>, u64) {
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            "query($id: ID!) { user(id: $id) { followRequests(first: 10) {
+                totalCount edges { node { handle } } } } }",
+            json!({ "id": gid(owner) }),
+        )
+        .await;
+    assert_ok(&r);
+    let list = &r["data"]["user"]["followRequests"];
+    let handles = list["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["handle"].as_str().unwrap().to_owned())
+        .collect();
+    (handles, list["totalCount"].as_u64().unwrap())
 }

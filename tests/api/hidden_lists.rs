@@ -73,6 +73,22 @@ async fn only_the_owner_sees_hidden_lists_and_counts_stay_public() {
             json!({ "hidden": true, "totalCount": 1, "edges": [] })
         );
     }
+    // A hidden list checks its paging arguments as any list does.
+    for args in [
+        "followers(first: -1)",
+        "following(first: 1, last: 1)",
+        "followers(offset: 1000000)",
+        "knownFollowers(first: 101)",
+    ] {
+        let r = t
+            .execute(
+                Viewer::User(other),
+                &format!("query($id: ID!) {{ user(id: $id) {{ {args} {{ totalCount }} }} }}"),
+                json!({ "id": gid(owner) }),
+            )
+            .await;
+        assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{args}: {r}");
+    }
     let own = lists(&t, Viewer::User(owner), owner).await;
     assert_eq!(own["followers"]["hidden"], false);
     assert_eq!(own["followers"]["edges"][0]["node"]["handle"], "fan");

@@ -10,6 +10,7 @@ use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::events::mute::{MuteEvent, MuteEventType};
 use crate::events::request::{RequestEvent, RequestEventType};
+use crate::events::settings::{SETTINGS_CHANGED, SettingsEvent};
 use crate::store::partitions::TopicPartition;
 
 /// One decoded event.
@@ -23,6 +24,8 @@ pub enum Event {
     Mute(MuteEvent),
     /// A follow request's transition from Kith's outbox.
     Request(RequestEvent),
+    /// An account's settings after a change, from Kith's outbox.
+    Settings(SettingsEvent),
     /// A content counter change from another service.
     Content(ContentEvent),
 }
@@ -97,6 +100,20 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             let event: RequestEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
             check_edge(event.schema_version, event.from, event.to, event.version)?;
             return Ok(Event::Request(event));
+        }
+        if kind.event_type == SETTINGS_CHANGED {
+            let event: SettingsEvent =
+                serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            if event.schema_version > SCHEMA_VERSION {
+                return Err(format!(
+                    "unsupported schemaVersion {}",
+                    event.schema_version
+                ));
+            }
+            if event.version < 1 {
+                return Err(format!("version {} is not positive", event.version));
+            }
+            return Ok(Event::Settings(event));
         }
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
         check_edge(event.schema_version, event.from, event.to, event.version)?;
@@ -188,6 +205,16 @@ mod tests {
             Ok(Event::Block(_))
         ));
         assert!(decode(&config, &message(&topic, &block(2, 2))).is_err());
+        let settings = |version: i64| {
+            format!(
+                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000003","type":"AccountSettingsChanged","from":4,"version":{version},"locked":true,"hidesCollections":false,"occurredAtMs":{now}}}"#
+            )
+        };
+        assert!(matches!(
+            decode(&config, &message(&topic, &settings(1))),
+            Ok(Event::Settings(_))
+        ));
+        assert!(decode(&config, &message(&topic, &settings(0))).is_err());
         let unknown = r#"{"type":"SomethingNew","from":1,"to":2}"#;
         assert!(decode(&config, &message(&topic, unknown)).is_err());
         let content =

@@ -66,8 +66,8 @@ fn touched<'a>(
             Event::Content(e) => {
                 users.insert(e.author_id);
             }
-            // Nothing of a block or a mute is cached in Redis.
-            Event::Block(_) | Event::Mute(_) | Event::Request(_) => {}
+            // Nothing of a block, a mute, a request or settings is cached in Redis.
+            Event::Block(_) | Event::Mute(_) | Event::Request(_) | Event::Settings(_) => {}
         }
     }
     (users, pairs)

@@ -133,15 +133,20 @@ impl TestApp {
 
     /// How many messages were recorded as dead letters.
     pub async fn dead_letter_count(&self) -> i64 {
+        self.count("SELECT count(*) AS n FROM dead_letter").await
+    }
+
+    /// The `n` a counting query answers (`SELECT count(*) AS n ...`).
+    pub async fn count(&self, query: &str) -> i64 {
         #[derive(QueryableByName)]
         struct Count {
             #[diesel(sql_type = BigInt)]
             n: i64,
         }
-        let row: Count = diesel::sql_query("SELECT count(*) AS n FROM dead_letter")
+        let row: Count = diesel::sql_query(query)
             .get_result(&mut self.conn().await)
             .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
         row.n
     }
 
