@@ -11,9 +11,23 @@
 -- ARGV[4]  score: follow time in ms, as carried by the event
 -- ARGV[5]  how long (ms) the versions outlive the list: removed members'
 --          versions are their tombstones, kept through an expiry and a refill
+-- ARGV[6]  how long (ms) a removal from a list that is not cached keeps
+--          its tombstone: longer than any update sent before it can be late
 -- Returns  1 applied, 0 not newer than what the list holds (duplicate or stale), -1 not cached
 
 if redis.call('EXISTS', KEYS[3]) == 0 then
+  -- Nothing to update, but a removal leaves its tombstone: an update sent
+  -- before it and late past it must meet it even if the list is filled
+  -- meanwhile (the fill keeps these versions as its previous generation).
+  if ARGV[3] == '0' then
+    local seen = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))
+    if not seen or seen < tonumber(ARGV[2]) then
+      redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+      if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[6]) then
+        redis.call('PEXPIRE', KEYS[2], ARGV[6])
+      end
+    end
+  end
   return -1
 end
 local seen = tonumber(redis.call('HGET', KEYS[2], ARGV[1]))

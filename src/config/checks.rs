@@ -120,6 +120,13 @@ impl Config {
                 "must be at least 10",
             ));
         }
+        if self.request_timeout_ms > super::MAX_REQUEST_TIMEOUT_MS {
+            return Err(invalid(
+                "KITH_REQUEST_TIMEOUT_MS",
+                &self.request_timeout_ms.to_string(),
+                "must be at most 60000: a write's cache update is late by at most this long, and tombstones are kept for that",
+            ));
+        }
         if self.max_query_bytes < 1024 || self.max_query_bytes > self.max_body_bytes {
             return Err(invalid(
                 "KITH_MAX_QUERY_BYTES",

@@ -20,6 +20,11 @@ use std::env;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
+/// The longest `KITH_REQUEST_TIMEOUT_MS` may be: a write's cache update is
+/// late by at most its request's deadline, and removals' tombstones are kept
+/// for twice this long.
+pub const MAX_REQUEST_TIMEOUT_MS: u64 = 60_000;
+
 /// The secret used when `KITH_JWT_SECRET` is unset; good for the local stack only.
 pub const DEV_JWT_SECRET: &str = "kith-local-development-secret-do-not-deploy";
 

@@ -305,7 +305,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_REQUEST_TIMEOUT_MS",
                 "5000",
-                "deadline of one GraphQL request; past it the request is dropped (connections returned) and answered `TIMEOUT`",
+                "deadline of one GraphQL request, at most 60000; past it the request is dropped (connections returned) and answered `TIMEOUT`",
             ),
             value(
                 "KITH_APQ_CACHE_BYTES",

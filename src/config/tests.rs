@@ -55,6 +55,12 @@ fn rejects_bad_values_with_the_variable_name() {
     let err = Config::from_lookup(|name| (name == "KITH_JWT_SECRET").then(|| "short".into()))
         .unwrap_err();
     assert!(!err.to_string().contains("short"), "secret leaked: {err}");
+    let timeout = |ms: &'static str| {
+        Config::from_lookup(|name| (name == "KITH_REQUEST_TIMEOUT_MS").then(|| ms.to_owned()))
+    };
+    assert!(timeout("60000").is_ok());
+    let err = timeout("60001").unwrap_err().to_string();
+    assert!(err.contains("KITH_REQUEST_TIMEOUT_MS"), "{err}");
 }
 
 #[test]

@@ -982,6 +982,60 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
     assert_eq!(t.cached_list(list).await.unwrap(), Vec::<UserId>::new());
 }
 
+/// The list is not cached when the unfollow is made, so no cached list
+/// holds the removal; its tombstone must still meet the follow's update
+/// that arrives late, during the list's first fill.
+#[tokio::test]
+async fn a_removal_from_an_uncached_list_leaves_a_tombstone_a_fill_keeps() {
+    use kith::testing::cache::lists::{EdgeState, FillClaim, begin_fill, commit_fill};
+    let t = spawn_app().await;
+    let (alice, bob) = (t.user("alice").await, t.user("bob").await);
+    let list = ListKey::Following(alice);
+    assert_ok(&t.follow(alice, bob).await);
+    let (_, version) = t.edge(alice, bob).await.unwrap();
+    let late = EdgeState {
+        list,
+        other: bob,
+        active: true,
+        followed_at_ms: chrono::Utc::now().timestamp_millis(),
+        version,
+    };
+    let [zset, versions, coverage] = t.app.keys.list(list);
+    let mut redis = t.app.redis.get().await.unwrap();
+    let exists = |key: &str| redis::cmd("EXISTS").arg(key).clone();
+    let cached: bool = exists(&coverage).query_async(&mut *redis).await.unwrap();
+    assert!(!cached, "nothing filled alice's list");
+    assert_ok(&t.unfollow(alice, bob).await);
+    // No list is made; only the tombstone is kept, for a while.
+    let listed: bool = exists(&zset).query_async(&mut *redis).await.unwrap();
+    assert!(!listed);
+    let kept: i64 = redis::cmd("PTTL")
+        .arg(&versions)
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    assert!((1..=120_000).contains(&kept), "tombstone kept {kept} ms");
+
+    let claim = begin_fill(&mut *redis, &t.app.keys, list, "first", false)
+        .await
+        .unwrap();
+    assert_eq!(claim, FillClaim::Granted);
+    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+        .await
+        .unwrap();
+    let ttl = std::time::Duration::from_secs(60);
+    assert!(
+        commit_fill(&mut *redis, &t.app.keys, list, "first", ttl, &[], true)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        t.cached_list(list).await.unwrap(),
+        Vec::<UserId>::new(),
+        "the late follow does not come back"
+    );
+}
+
 const RELATIONSHIPS: &str =
     "query($ids: [ID!]!) { relationships(ids: $ids) { following followedBy mutual } }";
 

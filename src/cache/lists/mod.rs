@@ -8,7 +8,9 @@
 //! previous generation of them after a refill) and a coverage marker says
 //! the list is cached and how much of it. Every update
 //! is version-guarded and applies only to a list that is cached, so a stale or
-//! duplicate event changes nothing and no partial list is ever created.
+//! duplicate event changes nothing and no partial list is ever created; a
+//! removal from a list that is not cached leaves only its tombstone, for
+//! [`UNCACHED_TOMBSTONE`].
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -50,6 +52,14 @@ pub(crate) const FILL_LEASE: Duration = Duration::from_secs(10);
 /// write path's update is sent right after its commit, and dropped with its
 /// request past `KITH_REQUEST_TIMEOUT_MS`). At most two generations exist.
 pub(crate) const TOMBSTONE_GRACE: Duration = Duration::from_secs(600);
+
+/// How long a removal from a list that is not cached keeps its tombstone
+/// (alone, in the list's version hash): longer than any update sent before
+/// it can be late — a write path's update is dropped with its request, and
+/// `KITH_REQUEST_TIMEOUT_MS` is at most
+/// [`crate::config::MAX_REQUEST_TIMEOUT_MS`].
+pub(crate) const UNCACHED_TOMBSTONE: Duration =
+    Duration::from_millis(2 * crate::config::MAX_REQUEST_TIMEOUT_MS);
 
 /// The ZSet member of a user: 19 digits, so lexicographic order is numeric order.
 pub(crate) fn member(user: UserId) -> String {
@@ -120,7 +130,8 @@ pub(crate) fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &
                 .arg(edge.version)
                 .arg(if edge.active { "1" } else { "0" })
                 .arg(edge.followed_at_ms)
-                .arg(TOMBSTONE_GRACE.as_millis() as u64),
+                .arg(TOMBSTONE_GRACE.as_millis() as u64)
+                .arg(UNCACHED_TOMBSTONE.as_millis() as u64),
         )
         .ignore();
     }
