@@ -23,6 +23,8 @@ pub(crate) enum ErrorCode {
     Blocked,
     /// A block past `KITH_MAX_BLOCKS`.
     BlockLimit,
+    /// An import while the account's previous one runs.
+    ImportRunning,
     /// A cursor this connection did not issue.
     BadCursor,
     /// The named object does not exist.
@@ -50,13 +52,14 @@ pub(crate) enum ErrorCode {
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 17] = [
+    pub(crate) const ALL: [Self; 18] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
         Self::FollowLimit,
         Self::Blocked,
         Self::BlockLimit,
+        Self::ImportRunning,
         Self::BadCursor,
         Self::NotFound,
         Self::InvalidInput,
@@ -79,6 +82,7 @@ impl ErrorCode {
             Self::FollowLimit => "FOLLOW_LIMIT",
             Self::Blocked => "BLOCKED",
             Self::BlockLimit => "BLOCK_LIMIT",
+            Self::ImportRunning => "IMPORT_RUNNING",
             Self::BadCursor => "BAD_CURSOR",
             Self::NotFound => "NOT_FOUND",
             Self::InvalidInput => "INVALID_INPUT",
@@ -121,6 +125,9 @@ pub enum ApiError {
     /// A new block past `KITH_MAX_BLOCKS`.
     #[error("block limit reached: unblock someone first")]
     BlockLimit,
+    /// An import while the account's previous one is queued or running.
+    #[error("an import of this account is running: wait for it to end")]
+    ImportRunning,
     /// A paging cursor that this list did not issue.
     #[error("invalid cursor")]
     BadCursor,
@@ -155,6 +162,7 @@ impl ApiError {
             Self::FollowLimit => ErrorCode::FollowLimit,
             Self::Blocked => ErrorCode::Blocked,
             Self::BlockLimit => ErrorCode::BlockLimit,
+            Self::ImportRunning => ErrorCode::ImportRunning,
             Self::BadCursor => ErrorCode::BadCursor,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::InvalidInput(_) => ErrorCode::InvalidInput,
@@ -187,6 +195,7 @@ impl ApiError {
             Self::FollowLimit => Self::FollowLimit,
             Self::Blocked => Self::Blocked,
             Self::BlockLimit => Self::BlockLimit,
+            Self::ImportRunning => Self::ImportRunning,
             Self::BadCursor => Self::BadCursor,
             Self::NotFound(m) => Self::NotFound(m),
             Self::InvalidInput(m) => Self::InvalidInput(m.clone()),

@@ -19,7 +19,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Which jobs a process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Jobs {
-    /// The HTTP API (with its live-update listener).
+    /// The HTTP API (with its live-update listener and the import runner).
     pub http: bool,
     /// The outbox relay.
     pub relay: bool,
@@ -130,6 +130,7 @@ pub async fn run_until(
     }
     if jobs.http {
         tasks.spawn(crate::live::listen(app.clone(), stop.clone()).map(Ok));
+        tasks.spawn(crate::portability::import::run(app.clone(), stop.clone()).map(Ok));
         let mut served = stop.clone();
         tasks.spawn(
             crate::http::serve(app.clone(), async move { served.wait().await })

@@ -15,6 +15,8 @@
 //!   counters and relationships, batched per request.
 //! - [`live`]: live updates — the projector's batches, published through
 //!   Redis to the GraphQL subscriptions of every replica.
+//! - [`portability`]: the viewer's lists out as CSV files and in again as
+//!   background import jobs.
 //! - [`consistency`]: verify, reconcile and rebuild the derived views from
 //!   the truth; the sampled online counter check.
 //! - [`metrics`]: what `GET /metrics` reports.
@@ -56,6 +58,7 @@ mod metrics;
 pub mod model;
 mod paging;
 mod pipeline;
+mod portability;
 mod read;
 mod shutdown;
 mod store;

@@ -66,6 +66,12 @@ impl RedisKeys {
     pub fn follow_rate_limit(&self, user: UserId) -> String {
         format!("{}rl:follow:{{{user}}}", self.prefix)
     }
+
+    /// The token bucket of `user`'s imports (`rl:import:{uid}`), apart from
+    /// its follows'.
+    pub fn import_rate_limit(&self, user: UserId) -> String {
+        format!("{}rl:import:{{{user}}}", self.prefix)
+    }
 }
 
 #[cfg(test)]

@@ -120,6 +120,24 @@ impl Config {
                 "must be at least 10",
             ));
         }
+        if self.account_domain.is_empty()
+            || self
+                .account_domain
+                .contains(|c: char| c == '@' || c == ',' || c.is_whitespace())
+        {
+            return Err(invalid(
+                "KITH_ACCOUNT_DOMAIN",
+                &self.account_domain,
+                "must be a domain name: not empty, no '@', ',' or spaces",
+            ));
+        }
+        if self.import_max_rows == 0 || self.import_rows_per_sec == 0 {
+            return Err(invalid(
+                "KITH_IMPORT_MAX_ROWS/KITH_IMPORT_ROWS_PER_SEC",
+                "0",
+                "must be at least 1",
+            ));
+        }
         if self.request_timeout_ms > super::MAX_REQUEST_TIMEOUT_MS {
             return Err(invalid(
                 "KITH_REQUEST_TIMEOUT_MS",

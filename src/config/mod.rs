@@ -8,10 +8,12 @@
 //! only the environment and the files it names: each part of Kith checks
 //! its own settings' contents when the service starts.
 
+mod catalog;
 mod checks;
 mod kafka;
 mod reference;
 pub mod settings;
+mod settings_accounts;
 
 pub use kafka::kafka_properties;
 pub use reference::reference;
@@ -203,6 +205,12 @@ pub struct Config {
     pub followings_ratio: f64,
     /// Most accounts one account may block (0: no limit).
     pub max_blocks: u32,
+    /// The domain of account addresses in exports and imports.
+    pub account_domain: String,
+    /// Most rows in one imported file.
+    pub import_max_rows: u32,
+    /// Rows an account's import applies per second.
+    pub import_rows_per_sec: u32,
     /// Apply pending migrations when the service starts.
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
@@ -331,6 +339,9 @@ impl Config {
             max_followings: parse(&lookup, "KITH_MAX_FOLLOWINGS")?,
             followings_ratio: parse(&lookup, "KITH_FOLLOWINGS_RATIO")?,
             max_blocks: parse(&lookup, "KITH_MAX_BLOCKS")?,
+            account_domain: text("KITH_ACCOUNT_DOMAIN").trim().to_owned(),
+            import_max_rows: parse(&lookup, "KITH_IMPORT_MAX_ROWS")?,
+            import_rows_per_sec: parse(&lookup, "KITH_IMPORT_ROWS_PER_SEC")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE")?,
             apq_cache_bytes: parse(&lookup, "KITH_APQ_CACHE_BYTES")?,
             persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {

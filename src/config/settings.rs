@@ -3,56 +3,8 @@
 //! defaults from here, and `docs/configuration.md` is generated from here
 //! ([`super::reference`]); tests check that the two never drift.
 
-/// How a setting is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// One variable, read by [`super::Config::from_lookup`].
-    Value,
-    /// A family of variables by prefix (`KITH_KAFKA_<PROPERTY>`).
-    Family,
-    /// Read by something else than the configuration (`RUST_LOG`).
-    External,
-}
-
-/// One setting.
-#[derive(Clone, Copy, Debug)]
-pub struct Setting {
-    /// The environment variable.
-    pub name: &'static str,
-    /// Its default, as the variable would spell it; `None`: unset.
-    pub default: Option<&'static str>,
-    /// What it means (Markdown, one paragraph).
-    pub doc: &'static str,
-    /// How it is read.
-    pub kind: Kind,
-}
-
-/// Settings under one heading.
-#[derive(Clone, Copy, Debug)]
-pub struct Section {
-    /// The heading.
-    pub title: &'static str,
-    /// Its settings, in the order they are documented.
-    pub settings: &'static [Setting],
-}
-
-const fn value(name: &'static str, default: &'static str, doc: &'static str) -> Setting {
-    Setting {
-        name,
-        default: Some(default),
-        doc,
-        kind: Kind::Value,
-    }
-}
-
-const fn unset(name: &'static str, doc: &'static str) -> Setting {
-    Setting {
-        name,
-        default: None,
-        doc,
-        kind: Kind::Value,
-    }
-}
+pub use super::catalog::{Kind, Section, Setting};
+use super::catalog::{unset, value};
 
 /// Every setting, by section.
 pub const SECTIONS: &[Section] = &[
@@ -423,36 +375,8 @@ pub const SECTIONS: &[Section] = &[
             ),
         ],
     },
-    Section {
-        title: "Rate limits",
-        settings: &[
-            value(
-                "KITH_RATE_LIMIT_CAPACITY",
-                "100",
-                "follow/unfollow token bucket size, per user",
-            ),
-            value(
-                "KITH_RATE_LIMIT_PER_SEC",
-                "1",
-                "bucket refill rate, tokens per second (may be fractional)",
-            ),
-            value(
-                "KITH_MAX_FOLLOWINGS",
-                "7500",
-                "followings past which a follow needs enough followers (`KITH_FOLLOWINGS_RATIO`); 0: no cap",
-            ),
-            value(
-                "KITH_FOLLOWINGS_RATIO",
-                "1.1",
-                "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`); a number of at least 0",
-            ),
-            value(
-                "KITH_MAX_BLOCKS",
-                "10000",
-                "most accounts one account may block (a block past it: `BLOCK_LIMIT`); 0: no limit",
-            ),
-        ],
-    },
+    super::settings_accounts::RATE_LIMITS,
+    super::settings_accounts::PORTABILITY,
     Section {
         title: "Logs",
         settings: &[

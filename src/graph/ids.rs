@@ -27,6 +27,25 @@ pub fn user_id(id: UserId) -> ID {
     ID(URL_SAFE_NO_PAD.encode(format!("{}:{id}", NodeKind::User.as_str())))
 }
 
+/// The global id of an import job.
+pub(crate) fn import_job_id(id: i64) -> ID {
+    ID(URL_SAFE_NO_PAD.encode(format!("ImportJob:{id}")))
+}
+
+/// Decodes a global id that must name an import job.
+pub(crate) fn decode_import_job(id: &ID) -> Result<i64, ApiError> {
+    let malformed = || ApiError::invalid(format!("malformed import job id {:?}", id.as_str()));
+    let bytes = URL_SAFE_NO_PAD
+        .decode(id.as_str())
+        .map_err(|_| malformed())?;
+    std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|text| text.strip_prefix("ImportJob:"))
+        .and_then(|raw| raw.parse::<i64>().ok())
+        .filter(|id| *id > 0)
+        .ok_or_else(malformed)
+}
+
 /// Decodes any global id into its kind and database id.
 pub(crate) fn decode(id: &ID) -> Result<(NodeKind, UserId), ApiError> {
     let malformed = || ApiError::invalid(format!("malformed id {:?}", id.as_str()));

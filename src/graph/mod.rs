@@ -11,6 +11,7 @@ pub(crate) mod mutation;
 pub(crate) mod node;
 pub(crate) mod page_args;
 pub(crate) mod persisted;
+pub(crate) mod portability;
 pub(crate) mod relation;
 pub(crate) mod run;
 pub(crate) mod safety;
@@ -32,7 +33,7 @@ pub type KithSchema = Schema<Query, Mutation, Subscription>;
 
 /// Root query type.
 #[derive(MergedObject, Default)]
-pub struct Query(node::NodeQuery, user::UserQuery);
+pub struct Query(node::NodeQuery, user::UserQuery, portability::ImportQuery);
 
 /// Root mutation type.
 #[derive(MergedObject, Default)]
@@ -42,11 +43,15 @@ pub struct Mutation(
     safety::MuteMutation,
     safety::SettingsMutation,
     safety::RequestMutation,
+    portability::ImportMutation,
 );
 
 /// Root subscription type.
 #[derive(MergedSubscription, Default)]
-pub struct Subscription(subscription::LiveSubscription);
+pub struct Subscription(
+    subscription::LiveSubscription,
+    portability::ImportSubscription,
+);
 
 fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(

@@ -60,7 +60,7 @@ impl LiveConnection {
 }
 
 /// One running subscription; ending it frees the slot.
-struct Slot(Arc<AtomicUsize>);
+pub(super) struct Slot(Arc<AtomicUsize>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -217,16 +217,18 @@ async fn start(ctx: &Context<'_>, user_id: &ID) -> async_graphql::Result<(Arc<Ap
     if load_visible(ctx, user).await?.is_none() {
         return Err(ApiError::NotFound("user")).gql();
     }
-    let slot = match ctx.data_opt::<LiveConnection>() {
-        Some(connection) => connection.take_slot().gql()?,
-        None => {
-            return Err(ApiError::invalid(
-                "subscriptions are served over WebSocket (graphql-transport-ws) at /graphql",
-            ))
-            .gql();
-        }
-    };
-    Ok((app(ctx).clone(), user, slot))
+    Ok((app(ctx).clone(), user, slot(ctx)?))
+}
+
+/// One of the connection's subscription slots, held while the subscription runs.
+pub(super) fn slot(ctx: &Context<'_>) -> async_graphql::Result<Slot> {
+    match ctx.data_opt::<LiveConnection>() {
+        Some(connection) => connection.take_slot().gql(),
+        None => Err(ApiError::invalid(
+            "subscriptions are served over WebSocket (graphql-transport-ws) at /graphql",
+        ))
+        .gql(),
+    }
 }
 
 struct CountersState {

@@ -15,7 +15,6 @@ use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::HttpState;
-use crate::auth::{TokenError, Viewer};
 use crate::error::ErrorCode;
 use crate::graph;
 use crate::graph::run::QueryText;
@@ -351,17 +350,7 @@ async fn execute(
     media: Media,
     resolved: bool,
 ) -> Response {
-    let viewer = match headers.get(header::AUTHORIZATION).map(|v| v.to_str()) {
-        None => Viewer::Anonymous,
-        Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
-        Some(Ok(value)) => {
-            state
-                .app
-                .auth
-                .authenticate(&state.app.read.users, &state.app.pg, Some(value))
-                .await
-        }
-    };
+    let viewer = super::viewer_of(state, headers).await;
     let text = if resolved {
         QueryText::Resolved
     } else {

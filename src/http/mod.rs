@@ -13,6 +13,8 @@
 //!   `graphql-ws` subprotocol too) for subscriptions. The bearer token
 //!   travels in `connection_init`'s payload (`{"authorization": "Bearer …"}`);
 //!   the connection ends with it ([`websocket`]).
+//! - `GET /export/{following,followers,blocks,mutes}.csv` streams the
+//!   bearer token's own lists as CSV files ([`export`]).
 //! - W3C `traceparent` is honoured: its trace id tags the request's logs
 //!   and comes back in the answer's `traceparent` (a new one when absent);
 //!   built with the `otlp` feature, spans are exported over OTLP as well.
@@ -30,9 +32,11 @@ use axum::middleware;
 use axum::routing::get;
 
 use crate::app::App;
+use crate::auth::{TokenError, Viewer};
 use crate::graph::{self, KithSchema};
 
 mod cors;
+mod export;
 mod graphiql;
 mod graphql;
 mod health;
@@ -46,18 +50,43 @@ pub use metrics::{metrics_router, sample_backlog, serve_metrics};
 struct HttpState {
     app: Arc<App>,
     schema: KithSchema,
+    /// Exports in flight ([`export::AT_ONCE`]).
+    exports: Arc<tokio::sync::Semaphore>,
+}
+
+/// The viewer a request's `Authorization` header names.
+async fn viewer_of(state: &HttpState, headers: &axum::http::HeaderMap) -> Viewer {
+    match headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| v.to_str())
+    {
+        None => Viewer::Anonymous,
+        Some(Err(_)) => Viewer::Rejected(TokenError::Malformed),
+        Some(Ok(value)) => {
+            state
+                .app
+                .auth
+                .authenticate(&state.app.read.users, &state.app.pg, Some(value))
+                .await
+        }
+    }
 }
 
 /// All routes of the API.
 pub fn router(app: Arc<App>) -> Router {
     let schema = graph::schema(app.clone());
-    let state = HttpState { app, schema };
+    let state = HttpState {
+        app,
+        schema,
+        exports: export::slots(),
+    };
     Router::new()
         .route(
             "/graphql",
             get(graphql::graphql_get).post(graphql::graphql_post),
         )
         .route("/graphiql/{name}", get(graphiql::graphiql_asset))
+        .route("/export/{file}", get(export::export))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .layer(middleware::from_fn_with_state(state.clone(), cors::cors))

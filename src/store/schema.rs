@@ -85,6 +85,38 @@ diesel::table! {
 }
 
 diesel::table! {
+    import_job (id) {
+        id -> Int8,
+        owner_id -> Int8,
+        kind -> Text,
+        mode -> Text,
+        state -> Text,
+        total -> Int4,
+        applied -> Int4,
+        skipped -> Int4,
+        failed -> Int4,
+        removed -> Int4,
+        removal_after -> Nullable<Int8>,
+        lease_token -> Nullable<Uuid>,
+        lease_until -> Nullable<Timestamptz>,
+        failure -> Nullable<Text>,
+        created_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    import_row (job_id, ordinal) {
+        job_id -> Int8,
+        ordinal -> Int4,
+        line -> Int4,
+        address -> Text,
+        target_id -> Nullable<Int8>,
+        outcome -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
     mute (from_user_id, to_user_id) {
         from_user_id -> Int8,
         to_user_id -> Int8,
@@ -169,6 +201,10 @@ diesel::table! {
     }
 }
 
+diesel::joinable!(import_job -> users (owner_id));
+
+diesel::joinable!(import_row -> import_job (job_id));
+
 diesel::joinable!(user_stats -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
@@ -180,6 +216,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     follower,
     following,
     hidden_edge,
+    import_job,
+    import_row,
     mute,
     outbox,
     projector_member,

@@ -78,7 +78,12 @@ pub(crate) async fn change_block(
 
 /// Read-your-writes for the follows a block ended: the followers' counter
 /// records and following lists, and the followed users' followers lists.
-async fn write_through(app: &App, actor: UserId, target: UserId, ended: &[EdgeChangeRow]) {
+pub(super) async fn write_through(
+    app: &App,
+    actor: UserId,
+    target: UserId,
+    ended: &[EdgeChangeRow],
+) {
     let mut records = Vec::new();
     let mut edges = Vec::new();
     for row in ended {

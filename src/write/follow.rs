@@ -239,7 +239,7 @@ pub(crate) async fn change_edges(
 }
 
 /// The follow cap the configuration sets.
-fn follow_cap(app: &App) -> following::FollowCap {
+pub(super) fn follow_cap(app: &App) -> following::FollowCap {
     following::FollowCap {
         max: app.config.max_followings,
         ratio: app.config.followings_ratio,
@@ -294,6 +294,24 @@ impl From<Refusal> for ApiError {
             Refusal::Unexpected(why) => ApiError::internal(anyhow::anyhow!("{why}")),
         }
     }
+}
+
+/// What a follow or unfollow of `target` by `actor` did, from the row
+/// PostgreSQL returned (its `outcome` one of the changes, not a refusal).
+pub(super) fn outcome_of(
+    row: EdgeChangeRow,
+    actor: UserId,
+    target: UserId,
+    change: EdgeChange,
+    event_id: uuid::Uuid,
+) -> Result<FollowOutcome, Refusal> {
+    let edge = Edge {
+        from: actor,
+        to: target,
+        change,
+        event_id,
+    };
+    outcome(row, edge, target)
 }
 
 /// The result of `edge` from the row PostgreSQL returned; `described` is the
@@ -369,7 +387,7 @@ pub(super) fn described_user(row: &EdgeChangeRow, described: UserId) -> Option<U
 /// event's follower (its latest version) and its cached following list,
 /// plus `extra` list edges, show the changes before the mutation returns
 /// ([`super::after_commit`]). Nothing to do when nothing changed.
-async fn write_through(app: &App, outcomes: &[FollowOutcome], extra: &[EdgeState]) {
+pub(super) async fn write_through(app: &App, outcomes: &[FollowOutcome], extra: &[EdgeState]) {
     let mut records: Vec<(UserId, CounterRecord)> = Vec::new();
     let mut edges: Vec<EdgeState> = extra.to_vec();
     for outcome in outcomes {

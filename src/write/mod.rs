@@ -4,6 +4,7 @@
 
 pub(crate) mod block;
 pub(crate) mod follow;
+pub(crate) mod import;
 pub(crate) mod lifecycle;
 pub(crate) mod mute;
 pub(crate) mod rate_limit;

@@ -56,9 +56,20 @@ impl RateLimiter {
         actor: UserId,
         cost: usize,
     ) -> Result<RateDecision, ApiError> {
+        self.check_key(redis, keys.follow_rate_limit(actor), cost)
+            .await
+    }
+
+    /// Takes `cost` tokens from the bucket at `key` at once, or none.
+    pub(crate) async fn check_key(
+        &self,
+        redis: &RedisPool,
+        key: String,
+        cost: usize,
+    ) -> Result<RateDecision, ApiError> {
         let mut conn = redis.get().await?;
         let (allowed, remaining, retry_after_ms): (i64, i64, i64) = TOKEN_BUCKET
-            .key(keys.follow_rate_limit(actor))
+            .key(key)
             .arg(self.capacity)
             .arg(self.per_sec)
             .arg(cost)

@@ -27,6 +27,7 @@ mod mutes;
 mod paging_property;
 mod persisted;
 mod pipeline;
+mod portability;
 mod private_lists;
 mod projection;
 mod queries;

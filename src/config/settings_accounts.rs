@@ -1,0 +1,58 @@
+//! The settings of accounts' limits and of import and export (a part of
+//! `settings::SECTIONS`).
+
+use super::catalog::{Section, value};
+
+/// Rate limits and caps on what one account does.
+pub(super) const RATE_LIMITS: Section = Section {
+    title: "Rate limits",
+    settings: &[
+        value(
+            "KITH_RATE_LIMIT_CAPACITY",
+            "100",
+            "follow/unfollow token bucket size, per user",
+        ),
+        value(
+            "KITH_RATE_LIMIT_PER_SEC",
+            "1",
+            "bucket refill rate, tokens per second (may be fractional)",
+        ),
+        value(
+            "KITH_MAX_FOLLOWINGS",
+            "7500",
+            "followings past which a follow needs enough followers (`KITH_FOLLOWINGS_RATIO`); 0: no cap",
+        ),
+        value(
+            "KITH_FOLLOWINGS_RATIO",
+            "1.1",
+            "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`); a number of at least 0",
+        ),
+        value(
+            "KITH_MAX_BLOCKS",
+            "10000",
+            "most accounts one account may block (a block past it: `BLOCK_LIMIT`); 0: no limit",
+        ),
+    ],
+};
+
+/// Accounts' addresses, imports and exports.
+pub(super) const PORTABILITY: Section = Section {
+    title: "Import and export",
+    settings: &[
+        value(
+            "KITH_ACCOUNT_DOMAIN",
+            "localhost",
+            "the domain of account addresses in exported and imported CSV files: the account with handle `alice` is `alice@<domain>`; an import names accounts as `alice`, `@alice` or `alice@<domain>`, and an address of any other domain is reported as an unknown account",
+        ),
+        value(
+            "KITH_IMPORT_MAX_ROWS",
+            "20000",
+            "most rows in one imported CSV file (a longer one is refused with `INVALID_INPUT`; its size is bounded by `KITH_MAX_BODY_BYTES` too)",
+        ),
+        value(
+            "KITH_IMPORT_ROWS_PER_SEC",
+            "50",
+            "rows an account's import applies per second, on a token bucket of its own (apart from the follow bucket)",
+        ),
+    ],
+};

@@ -1,0 +1,110 @@
+//! `GET /export/{following,followers,blocks,mutes}.csv`: the signed-in
+//! viewer's own lists as CSV files ([`crate::portability::export`]), for
+//! the bearer token in `Authorization`. A refusal is JSON, as GraphQL's
+//! errors are: `{"errors": [{"message", "extensions": {"code"}}]}`, with
+//! the HTTP status its code calls for.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use tokio::sync::Semaphore;
+
+use super::HttpState;
+use crate::error::ApiError;
+use crate::portability::export;
+
+/// Exports one process streams at once: each holds a PostgreSQL connection
+/// while a batch is read, so they are bounded apart from requests.
+pub(super) const AT_ONCE: usize = 8;
+
+/// The semaphore of exports in flight.
+pub(super) fn slots() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(AT_ONCE))
+}
+
+pub(super) async fn export(
+    State(state): State<HttpState>,
+    Path(file): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(list) = export::by_file_name(&file) else {
+        return refusal(&ApiError::NotFound("export"));
+    };
+    let owner = match super::viewer_of(&state, &headers).await.require() {
+        Ok(owner) => owner,
+        Err(e) => return refusal(&e),
+    };
+    let Ok(slot) = state.exports.clone().try_acquire_owned() else {
+        return refusal(&ApiError::RateLimited {
+            retry_after_ms: 1000,
+        });
+    };
+    let stream = match export::start(state.app.clone(), list, owner).await {
+        Ok(stream) => stream,
+        Err(e) => return refusal(&e),
+    };
+    // The slot is held as long as the body streams.
+    let body = Body::from_stream(stream.map(move |chunk| {
+        let _slot = &slot;
+        chunk
+    }));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(disposition) = HeaderValue::from_str(&format!("attachment; filename=\"{file}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, disposition);
+    }
+    response
+}
+
+/// A refusal as JSON, with the status its code calls for.
+fn refusal(error: &ApiError) -> Response {
+    let status = match error {
+        ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+        ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+        ApiError::Unavailable(cause) => {
+            tracing::warn!(error = ?cause, "export: dependency unavailable");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        ApiError::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ApiError::Internal(cause) => {
+            tracing::error!(error = ?cause, "export: internal error");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let mut extensions = serde_json::json!({ "code": error.code() });
+    if let ApiError::RateLimited { retry_after_ms } = error {
+        extensions["retryAfterMs"] = (*retry_after_ms).into();
+    }
+    let body = serde_json::json!({ "errors": [{ "message": error.to_string(), "extensions": extensions }] });
+    let mut response = (status, body.to_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    match error {
+        ApiError::Unauthenticated(_) => {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        ApiError::RateLimited { retry_after_ms } => {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_ms.div_ceil(1000).max(1)),
+            );
+        }
+        _ => {}
+    }
+    response
+}

@@ -1,0 +1,208 @@
+//! The writes of an import job: each row's follow, block or mute — and an
+//! overwrite's removals — through the same statements as the mutations,
+//! inside the caller's transaction (which also records the job's
+//! progress), then the caches as the mutations keep them. A follow runs in
+//! a savepoint of its own: the follow cap refuses by raising, and a refused
+//! row must leave the rest of its batch.
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::model::UserId;
+use crate::store::following::{self, EdgeChangeRow};
+use crate::store::{PgConn, blocks, failure, mutes};
+
+use super::follow::{EdgeChange, FollowOutcome};
+
+/// What an import names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ImportKind {
+    /// Accounts to follow.
+    Following,
+    /// Accounts to block.
+    Blocks,
+    /// Accounts to mute (until unmuted).
+    Mutes,
+}
+
+/// Why a row was not applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowError {
+    /// No account of Kith has that address.
+    UnknownAccount,
+    /// The row names the importing account itself.
+    SelfAccount,
+    /// One of the two accounts blocks the other.
+    Blocked,
+    /// The follow cap refuses the follow.
+    FollowLimit,
+    /// `KITH_MAX_BLOCKS` refuses the block.
+    BlockLimit,
+    /// The account cannot be followed now (suspended).
+    Unfollowable,
+    /// The line is not a CSV record with an address.
+    Malformed,
+}
+
+impl RowError {
+    /// The code as stored and as clients read it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownAccount => "UNKNOWN_ACCOUNT",
+            Self::SelfAccount => "SELF",
+            Self::Blocked => "BLOCKED",
+            Self::FollowLimit => "FOLLOW_LIMIT",
+            Self::BlockLimit => "BLOCK_LIMIT",
+            Self::Unfollowable => "UNFOLLOWABLE",
+            Self::Malformed => "MALFORMED",
+        }
+    }
+
+    /// The error a stored code names.
+    pub(crate) fn from_code(code: &str) -> Option<Self> {
+        [
+            Self::UnknownAccount,
+            Self::SelfAccount,
+            Self::Blocked,
+            Self::FollowLimit,
+            Self::BlockLimit,
+            Self::Unfollowable,
+            Self::Malformed,
+        ]
+        .into_iter()
+        .find(|e| e.as_str() == code)
+    }
+}
+
+/// How one row (or one removal) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RowOutcome {
+    /// It changed something.
+    Applied,
+    /// It was so already.
+    Skipped,
+    /// It could not apply.
+    Failed(RowError),
+}
+
+impl RowOutcome {
+    /// The outcome as stored.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Skipped => "skipped",
+            Self::Failed(e) => e.as_str(),
+        }
+    }
+}
+
+/// What a batch changed, for the caches once it commits.
+#[derive(Default)]
+pub(crate) struct Touched {
+    follows: Vec<FollowOutcome>,
+    ended: Vec<(UserId, UserId, Vec<EdgeChangeRow>)>,
+    users: Vec<UserId>,
+}
+
+/// Applies `kind` from `owner` to `target` (`add`: follow, block, mute;
+/// else their undoing) in `conn`'s transaction. `Err` stops the whole
+/// batch: the owner cannot act (suspended, gone) or PostgreSQL failed.
+pub(crate) async fn apply(
+    app: &App,
+    conn: &mut PgConn,
+    owner: UserId,
+    kind: ImportKind,
+    add: bool,
+    target: UserId,
+    touched: &mut Touched,
+) -> Result<RowOutcome, ApiError> {
+    use diesel_async::AsyncConnection as _;
+
+    if owner == target {
+        return Ok(RowOutcome::Failed(RowError::SelfAccount));
+    }
+    let event_id = uuid::Uuid::new_v4();
+    let row = match kind {
+        ImportKind::Following => {
+            let cap = super::follow::follow_cap(app);
+            let written = conn
+                .transaction::<_, diesel::result::Error, _>(async |conn| {
+                    following::change_edge(conn, owner, target, add, event_id, cap).await
+                })
+                .await;
+            match written {
+                Err(e) if failure::classify(&e) == failure::Failure::FollowLimit => {
+                    return Ok(RowOutcome::Failed(RowError::FollowLimit));
+                }
+                Err(e) => return Err(e.into()),
+                Ok(row) => row,
+            }
+        }
+        ImportKind::Blocks => {
+            let events = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+            let mut rows = blocks::change(
+                conn,
+                owner,
+                target,
+                add,
+                event_id,
+                events,
+                app.config.max_blocks,
+            )
+            .await?
+            .into_iter();
+            let first = rows.next().ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!("the block statement answered no row"))
+            })?;
+            let ended: Vec<EdgeChangeRow> = rows.collect();
+            if !ended.is_empty() {
+                touched.ended.push((owner, target, ended));
+            }
+            first
+        }
+        ImportKind::Mutes => mutes::change(conn, owner, target, add, None, event_id).await?,
+    };
+    let outcome = match row.outcome.as_str() {
+        "ok" | "requested" | "request_canceled" => {
+            if row.edge_version.is_some() {
+                RowOutcome::Applied
+            } else {
+                RowOutcome::Skipped
+            }
+        }
+        "target_unknown" => RowOutcome::Failed(RowError::UnknownAccount),
+        "target_unfollowable" => RowOutcome::Failed(RowError::Unfollowable),
+        "blocked" => RowOutcome::Failed(RowError::Blocked),
+        "block_limit" => RowOutcome::Failed(RowError::BlockLimit),
+        other => return Err(super::follow::Refusal::of(other).into()),
+    };
+    if outcome == RowOutcome::Applied {
+        touched.users.push(target);
+        if kind == ImportKind::Following {
+            let change = if add {
+                EdgeChange::Follow
+            } else {
+                EdgeChange::Unfollow
+            };
+            if let Ok(follow) = super::follow::outcome_of(row, owner, target, change, event_id) {
+                touched.follows.push(follow);
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// After a batch committed: the caches show its changes as the mutations'
+/// would, both users' boundaries are dropped, and the relays are woken.
+pub(crate) async fn after_batch(app: &App, owner: UserId, touched: Touched) {
+    if touched.users.is_empty() {
+        return;
+    }
+    let mut users = touched.users;
+    users.push(owner);
+    app.read.users.invalidate(&users);
+    for (actor, target, ended) in &touched.ended {
+        super::block::write_through(app, *actor, *target, ended).await;
+    }
+    super::follow::write_through(app, &touched.follows, &[]).await;
+    super::after_commit(app, &[], &[]).await;
+}

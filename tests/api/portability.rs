@@ -1,0 +1,466 @@
+//! Export and import of the viewer's lists as CSV files, in Mastodon's
+//! formats: `GET /export/*.csv` streams them; `importGraph` takes them back.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use kith::model::{UserId, UserStatus};
+use kith::testing::auth::Viewer;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::helpers::{TestApp, assert_ok, seed_followers, spawn_app, spawn_app_with};
+
+fn gid(user: UserId) -> String {
+    kith::testing::graph::ids::user_id(user).to_string()
+}
+
+/// `GET path` with `token`: the status, the headers that matter, the body
+/// and how many chunks it came in.
+async fn get(
+    t: &TestApp,
+    path: &str,
+    token: Option<&str>,
+) -> (StatusCode, Option<String>, String, usize) {
+    let mut request = Request::get(path);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let response = kith::testing::http::router(t.app.clone())
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_owned());
+    let mut body = response.into_body();
+    let (mut text, mut chunks) = (Vec::new(), 0);
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            chunks += 1;
+            text.extend_from_slice(&data);
+        }
+    }
+    (
+        status,
+        content_type,
+        String::from_utf8(text).unwrap(),
+        chunks,
+    )
+}
+
+async fn act(t: &TestApp, actor: UserId, mutation: &str, target: UserId) {
+    let r = t
+        .execute(
+            Viewer::User(actor),
+            &format!("mutation($id: ID!) {{ {mutation}(input: {{userId: $id}}) {{ changed }} }}"),
+            json!({ "id": gid(target) }),
+        )
+        .await;
+    assert_ok(&r);
+}
+
+#[tokio::test]
+async fn the_viewers_lists_export_in_mastodons_formats() {
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.account_domain = "kith.example".into();
+    })
+    .await;
+    let me = t.user("me").await;
+    let (a, b, fan, foe, bore) = (
+        t.user("a").await,
+        t.user("b,with \"quotes\"").await,
+        t.user("fan").await,
+        t.user("foe").await,
+        t.user("bore").await,
+    );
+    let gone = t.user("gone").await;
+    for target in [a, b, gone] {
+        assert_ok(&t.follow(me, target).await);
+    }
+    assert_ok(&t.follow(fan, me).await);
+    act(&t, me, "block", foe).await;
+    act(&t, me, "mute", bore).await;
+    kith::testing::write::lifecycle::set_status(&t.app, gone, UserStatus::Suspended)
+        .await
+        .unwrap();
+    let token = t.token(me);
+
+    let (status, content_type, body, _) = get(&t, "/export/following.csv", Some(&token)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type.as_deref(), Some("text/csv; charset=utf-8"));
+    assert_eq!(
+        body,
+        "Account address,Show boosts,Notify on new posts,Languages\n\
+         a@kith.example,true,false,\n\
+         \"b,with \"\"quotes\"\"@kith.example\",true,false,\n",
+        "a suspended account is set aside"
+    );
+    let (_, _, body, _) = get(&t, "/export/followers.csv", Some(&token)).await;
+    assert_eq!(
+        body,
+        "Account address,Show boosts,Notify on new posts,Languages\nfan@kith.example,true,false,\n"
+    );
+    let (_, _, body, _) = get(&t, "/export/blocks.csv", Some(&token)).await;
+    assert_eq!(body, "foe@kith.example\n");
+    let (_, _, body, _) = get(&t, "/export/mutes.csv", Some(&token)).await;
+    assert_eq!(body, "Account address\nbore@kith.example\n");
+
+    // Refusals are JSON with a code and the status it calls for.
+    for (path, token, status, code) in [
+        (
+            "/export/following.csv",
+            None,
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "/export/following.csv",
+            Some("not-a-token"),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+        ),
+        (
+            "/export/lists.csv",
+            Some(token.as_str()),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+    ] {
+        let (got, content_type, body, _) = get(&t, path, token).await;
+        assert_eq!(got, status, "{path}: {body}");
+        assert_eq!(content_type.as_deref(), Some("application/json"));
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["errors"][0]["extensions"]["code"], code, "{body}");
+    }
+}
+
+/// A long list streams in batches, each read after the last member sent:
+/// every member once, in more than one chunk.
+#[tokio::test]
+async fn a_long_list_streams_in_batches() {
+    let t = spawn_app().await;
+    let me = t.user("me").await;
+    seed_followers(&t, me, "fan", 2_500, 7).await;
+    let (status, _, body, chunks) = get(&t, "/export/followers.csv", Some(&t.token(me))).await;
+    assert_eq!(status, StatusCode::OK);
+    let lines: Vec<&str> = body.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2_500);
+    let distinct: std::collections::HashSet<&str> = lines.iter().copied().collect();
+    assert_eq!(distinct.len(), 2_500, "no member twice");
+    assert!(chunks >= 3, "{chunks} chunks");
+}
+
+const IMPORT: &str = "mutation($kind: ImportKind!, $mode: ImportMode, $csv: String!) {
+    importGraph(input: {kind: $kind, mode: $mode, csv: $csv, clientMutationId: \"i\"}) {
+        clientMutationId job { id state total } } }";
+
+const JOB: &str = "query($id: ID!) { importJob(id: $id) {
+    kind mode state total applied skipped failed removed failure
+    errors(first: 20) { totalCount edges { node { row handle code } } } } }";
+
+/// Imports `csv` as `owner` and waits for the job to end; its last state.
+async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -> Value {
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            IMPORT,
+            json!({ "kind": kind, "mode": mode, "csv": csv }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["importGraph"]["clientMutationId"], "i");
+    let id = r["data"]["importGraph"]["job"]["id"].clone();
+    crate::helpers::eventually("the import to end", 60, || async {
+        let r = t
+            .execute(Viewer::User(owner), JOB, json!({ "id": id }))
+            .await;
+        assert_ok(&r);
+        let job = r["data"]["importJob"].clone();
+        matches!(job["state"].as_str(), Some("DONE" | "FAILED")).then_some(job)
+    })
+    .await
+}
+
+async fn following_handles(t: &TestApp, user: UserId) -> Vec<String> {
+    let (_, _, body, _) = get(t, "/export/following.csv", Some(&t.token(user))).await;
+    let mut handles: Vec<String> = body
+        .lines()
+        .skip(1)
+        .map(|l| l.split('@').next().unwrap().to_owned())
+        .collect();
+    handles.sort();
+    handles
+}
+
+#[tokio::test]
+async fn an_import_applies_its_rows_and_reports_each_bad_one() {
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.account_domain = "kith.example".into();
+        c.import_rows_per_sec = 1000;
+    })
+    .await;
+    let me = t.user("me").await;
+    let (a, b, locked, foe) = (
+        t.user("a").await,
+        t.user("b").await,
+        t.user("locked").await,
+        t.user("foe").await,
+    );
+    assert_ok(&t.follow(me, b).await);
+    act(&t, foe, "block", me).await;
+    t.sql(&format!(
+        "UPDATE users SET locked = TRUE WHERE id = {locked}"
+    ))
+    .await;
+    let before = t.outbox_payloads().await.len();
+    let csv = "Account address,Show boosts,Notify on new posts,Languages\n\
+               a@kith.example,true,false,\n\
+               @b,true,false,\n\
+               nobody@kith.example,true,false,\n\
+               a@mastodon.social,true,false,\n\
+               me@kith.example,true,false,\n\
+               \"x\"y,true\n\
+               foe,true,false,\n\
+               locked@KITH.example\n\
+               a\n";
+    let job = import(&t, me, "FOLLOWING", "MERGE", csv).await;
+    assert_eq!(
+        json!({ "state": job["state"], "total": job["total"], "applied": job["applied"],
+                "skipped": job["skipped"], "failed": job["failed"] }),
+        json!({ "state": "DONE", "total": 9, "applied": 2, "skipped": 2, "failed": 5 })
+    );
+    assert_eq!(
+        job["errors"],
+        json!({ "totalCount": 5, "edges": [
+            { "node": { "row": 4, "handle": "nobody@kith.example", "code": "UNKNOWN_ACCOUNT" } },
+            { "node": { "row": 5, "handle": "a@mastodon.social", "code": "UNKNOWN_ACCOUNT" } },
+            { "node": { "row": 6, "handle": "me@kith.example", "code": "SELF" } },
+            { "node": { "row": 7, "handle": "", "code": "MALFORMED" } },
+            { "node": { "row": 8, "handle": "foe", "code": "BLOCKED" } },
+        ] })
+    );
+    // Through the write path: the edge, the request, their events.
+    assert_eq!(t.edge(me, a).await.map(|e| e.0), Some(true));
+    assert_eq!(t.edge(me, locked).await, None, "a request, not a follow");
+    let types: Vec<String> = t.outbox_payloads().await[before..]
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(types, ["FollowCreated", "FollowRequested"]);
+    let _ = b;
+}
+
+#[tokio::test]
+async fn an_overwrite_undoes_what_the_file_does_not_name() {
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.import_rows_per_sec = 1000;
+    })
+    .await;
+    let me = t.user("me").await;
+    let (x, y, z) = (t.user("x").await, t.user("y").await, t.user("z").await);
+    assert_ok(&t.follow(me, x).await);
+    assert_ok(&t.follow(me, y).await);
+    let job = import(
+        &t,
+        me,
+        "FOLLOWING",
+        "OVERWRITE",
+        "y@localhost\nz@localhost\n",
+    )
+    .await;
+    assert_eq!(
+        json!([job["state"], job["applied"], job["skipped"], job["removed"]]),
+        json!(["DONE", 1, 1, 1])
+    );
+    assert_eq!(following_handles(&t, me).await, ["y", "z"]);
+    let _ = (x, z);
+
+    act(&t, me, "block", x).await;
+    act(&t, me, "mute", y).await;
+    let job = import(&t, me, "BLOCKS", "OVERWRITE", "z@localhost\n").await;
+    assert_eq!(json!([job["applied"], job["removed"]]), json!([1, 1]));
+    let (_, _, blocks, _) = get(&t, "/export/blocks.csv", Some(&t.token(me))).await;
+    assert_eq!(blocks, "z@localhost\n");
+    let job = import(&t, me, "MUTES", "MERGE", "Account address\nx@localhost\n").await;
+    assert_eq!(job["applied"], 1);
+    let (_, _, mutes, _) = get(&t, "/export/mutes.csv", Some(&t.token(me))).await;
+    assert_eq!(mutes, "Account address\nx@localhost\ny@localhost\n");
+}
+
+/// What Mastodon users do when they move: export from one account, import
+/// into another; the lists match, less what cannot apply, each reported.
+#[tokio::test]
+async fn an_export_imports_into_another_account() {
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.import_rows_per_sec = 1000;
+    })
+    .await;
+    let (old, new) = (t.user("old").await, t.user("new").await);
+    let mut followed = Vec::new();
+    for i in 0..30 {
+        let user = t.user(&format!("f{i:02}")).await;
+        assert_ok(&t.follow(old, user).await);
+        followed.push(format!("f{i:02}"));
+    }
+    assert_ok(&t.follow(old, new).await);
+    // One of them blocks the new account: that row cannot apply.
+    let grudge = t.user("grudge").await;
+    assert_ok(&t.follow(old, grudge).await);
+    act(&t, grudge, "block", new).await;
+
+    let (_, _, csv, _) = get(&t, "/export/following.csv", Some(&t.token(old))).await;
+    let job = import(&t, new, "FOLLOWING", "MERGE", &csv).await;
+    assert_eq!(
+        json!([job["total"], job["applied"], job["failed"]]),
+        json!([32, 30, 2])
+    );
+    let codes: Vec<&str> = job["errors"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["SELF", "BLOCKED"]);
+    assert_eq!(following_handles(&t, new).await, followed);
+}
+
+#[tokio::test]
+async fn imports_are_the_viewers_own_one_at_a_time_and_bounded() {
+    let t = spawn_app_with(|c| {
+        c.import_max_rows = 10;
+        c.import_rows_per_sec = 1;
+    })
+    .await;
+    let (me, other) = (t.user("me").await, t.user("other").await);
+    let ask = |viewer: Viewer, csv: &str| {
+        t.execute(viewer, IMPORT, json!({ "kind": "FOLLOWING", "csv": csv }))
+    };
+    let r = ask(Viewer::Anonymous, "other").await;
+    assert_eq!(
+        crate::helpers::error_code(&r),
+        Some("UNAUTHENTICATED"),
+        "{r}"
+    );
+    let eleven = "other\n".repeat(11);
+    let r = ask(Viewer::User(me), &eleven).await;
+    assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
+    let r = ask(Viewer::User(me), "").await;
+    assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
+    // Paced at one row a second, ten rows keep the job open a while.
+    let first = ask(Viewer::User(me), &"other\n".repeat(10)).await;
+    assert_ok(&first);
+    let r = ask(Viewer::User(me), "other").await;
+    assert_eq!(
+        crate::helpers::error_code(&r),
+        Some("IMPORT_RUNNING"),
+        "{r}"
+    );
+    let id = first["data"]["importGraph"]["job"]["id"].clone();
+    let r = t
+        .execute(Viewer::User(other), JOB, json!({ "id": id }))
+        .await;
+    assert_eq!(crate::helpers::error_code(&r), Some("FORBIDDEN"), "{r}");
+}
+
+/// An import outlives the process running it: `kill -9` mid-way, and a
+/// process started afterwards takes the job over once its lease lapses and
+/// goes on from the last batch that committed — every row applied once,
+/// one event per follow, the counters right — while a subscriber watches
+/// it end.
+#[tokio::test]
+async fn an_import_survives_its_process_being_killed() {
+    use crate::helpers::{KithProcess, LiveClient, auth, eventually};
+    use crate::http_client;
+
+    let t = spawn_app().await;
+    let me = t.user("me").await;
+    kith::testing::store::users::seed(&mut *t.conn().await, "idol", 200)
+        .await
+        .unwrap();
+    let handles: Vec<String> = (0..200).map(|i| format!("idol{i}")).collect();
+    assert_eq!(
+        t.count("SELECT count(*) AS n FROM users WHERE handle = 'idol199'")
+            .await,
+        1
+    );
+    let csv = handles.join("\n");
+    let serve = |port: u16| {
+        KithProcess::start(
+            &t,
+            "serve",
+            &[
+                ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
+                // A batch of 50 at once, then one every 2.5 s.
+                ("KITH_IMPORT_ROWS_PER_SEC", "20".into()),
+            ],
+        )
+    };
+    let up = |port: u16| async move {
+        eventually("the server", 60, || async {
+            http_client::get(port, "/healthz").await.ok()
+        })
+        .await;
+    };
+    let port = http_client::free_port();
+    let mut first = serve(port);
+    up(port).await;
+    let r = http_client::graphql(
+        port,
+        &t.token(me),
+        IMPORT,
+        json!({ "kind": "FOLLOWING", "csv": csv }),
+    )
+    .await
+    .unwrap();
+    assert_ok(&r);
+    let id = r["data"]["importGraph"]["job"]["id"].clone();
+    let applied = || t.count("SELECT applied::BIGINT AS n FROM import_job");
+    eventually("a first batch", 30, || async {
+        (applied().await >= 50).then_some(())
+    })
+    .await;
+    first.kill();
+    let at_kill = applied().await;
+    assert!(at_kill < 200, "killed before the end ({at_kill} applied)");
+
+    let port = http_client::free_port();
+    let _second = serve(port);
+    up(port).await;
+    let mut client = LiveClient::connect(port, auth(&t, me)).await.unwrap();
+    client
+        .subscribe(
+            "j",
+            "subscription($id: ID!) { importJobChanged(id: $id) { state applied } }",
+            json!({ "id": id }),
+        )
+        .await;
+    let mut last = Value::Null;
+    while last["state"] != "DONE" {
+        last = client.next_of("j").await["importJobChanged"].clone();
+    }
+    assert_eq!(last["applied"], 200);
+    let job = t.execute(Viewer::User(me), JOB, json!({ "id": id })).await;
+    assert_eq!(
+        json!([
+            job["data"]["importJob"]["applied"],
+            job["data"]["importJob"]["skipped"]
+        ]),
+        json!([200, 0]),
+        "each row applied once"
+    );
+    let events = t
+        .count(&format!(
+            "SELECT count(*) AS n FROM outbox WHERE event_type = 'FollowCreated'
+              AND (payload->>'from')::BIGINT = {me}"
+        ))
+        .await;
+    assert_eq!(events, 200, "one event per follow");
+    assert_eq!(t.stats(me).await.0, 200, "followings counted once each");
+}
