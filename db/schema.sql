@@ -1351,6 +1351,16 @@ CREATE TABLE kith.reconcile_watermark (
 );
 
 --
+-- Name: suggestion_dismissal; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.suggestion_dismissal (
+    user_id bigint NOT NULL,
+    target_id bigint NOT NULL,
+    until timestamp with time zone NOT NULL
+);
+
+--
 -- Name: user_stats_tombstone; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -1496,6 +1506,13 @@ ALTER TABLE ONLY kith.projector_partition
 
 ALTER TABLE ONLY kith.reconcile_watermark
     ADD CONSTRAINT reconcile_watermark_pkey PRIMARY KEY (name);
+
+--
+-- Name: suggestion_dismissal suggestion_dismissal_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.suggestion_dismissal
+    ADD CONSTRAINT suggestion_dismissal_pkey PRIMARY KEY (user_id, target_id);
 
 --
 -- Name: user_stats user_stats_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
@@ -1756,6 +1773,20 @@ ALTER TABLE ONLY kith.mute
 
 ALTER TABLE ONLY kith.mute
     ADD CONSTRAINT mute_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: suggestion_dismissal suggestion_dismissal_target_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.suggestion_dismissal
+    ADD CONSTRAINT suggestion_dismissal_target_id_fkey FOREIGN KEY (target_id) REFERENCES kith.users(id);
+
+--
+-- Name: suggestion_dismissal suggestion_dismissal_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.suggestion_dismissal
+    ADD CONSTRAINT suggestion_dismissal_user_id_fkey FOREIGN KEY (user_id) REFERENCES kith.users(id);
 
 --
 -- Name: user_stats user_stats_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

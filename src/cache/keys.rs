@@ -67,6 +67,11 @@ impl RedisKeys {
         format!("{}rl:follow:{{{user}}}", self.prefix)
     }
 
+    /// `user`'s computed suggestions (`sugg:{uid}`), JSON.
+    pub fn suggestions(&self, user: UserId) -> String {
+        format!("{}sugg:{{{user}}}", self.prefix)
+    }
+
     /// The token bucket of `user`'s imports (`rl:import:{uid}`), apart from
     /// its follows'.
     pub fn import_rate_limit(&self, user: UserId) -> String {

@@ -211,6 +211,14 @@ pub struct Config {
     pub import_max_rows: u32,
     /// Rows an account's import applies per second.
     pub import_rows_per_sec: u32,
+    /// Followees read per computation of suggestions.
+    pub suggestions_sample: u32,
+    /// Follows read from each sampled followee.
+    pub suggestions_per_followee: u32,
+    /// How long computed suggestions are kept.
+    pub suggestions_ttl_secs: u64,
+    /// How long a dismissed suggestion stays out.
+    pub suggestion_dismiss_secs: u64,
     /// Apply pending migrations when the service starts.
     pub auto_migrate: bool,
     /// Emit logs as JSON lines instead of text.
@@ -342,6 +350,10 @@ impl Config {
             account_domain: text("KITH_ACCOUNT_DOMAIN").trim().to_owned(),
             import_max_rows: parse(&lookup, "KITH_IMPORT_MAX_ROWS")?,
             import_rows_per_sec: parse(&lookup, "KITH_IMPORT_ROWS_PER_SEC")?,
+            suggestions_sample: parse(&lookup, "KITH_SUGGESTIONS_SAMPLE")?,
+            suggestions_per_followee: parse(&lookup, "KITH_SUGGESTIONS_PER_FOLLOWEE")?,
+            suggestions_ttl_secs: parse(&lookup, "KITH_SUGGESTIONS_TTL_SECS")?,
+            suggestion_dismiss_secs: parse(&lookup, "KITH_SUGGESTION_DISMISS_SECS")?,
             auto_migrate: parse(&lookup, "KITH_AUTO_MIGRATE")?,
             apq_cache_bytes: parse(&lookup, "KITH_APQ_CACHE_BYTES")?,
             persisted_manifest: match lookup("KITH_PERSISTED_QUERIES_FILE") {

@@ -377,6 +377,7 @@ pub const SECTIONS: &[Section] = &[
     },
     super::settings_accounts::RATE_LIMITS,
     super::settings_accounts::PORTABILITY,
+    super::settings_accounts::SUGGESTIONS,
     Section {
         title: "Logs",
         settings: &[

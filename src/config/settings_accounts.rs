@@ -1,4 +1,4 @@
-//! The settings of accounts' limits and of import and export (a part of
+//! The settings of accounts' limits, suggestions, and import and export (a part of
 //! `settings::SECTIONS`).
 
 use super::catalog::{Section, value};
@@ -53,6 +53,33 @@ pub(super) const PORTABILITY: Section = Section {
             "KITH_IMPORT_ROWS_PER_SEC",
             "50",
             "rows an account's import applies per second, on a token bucket of its own (apart from the follow bucket)",
+        ),
+    ],
+};
+
+/// Follow suggestions.
+pub(super) const SUGGESTIONS: Section = Section {
+    title: "Suggestions",
+    settings: &[
+        value(
+            "KITH_SUGGESTIONS_SAMPLE",
+            "100",
+            "followees of the viewer whose follows a computation of suggestions reads: half the newest, half drawn from the rest (those that hide their lists are not read)",
+        ),
+        value(
+            "KITH_SUGGESTIONS_PER_FOLLOWEE",
+            "200",
+            "newest follows read from each sampled followee's list; with the sample, a computation reads at most `SAMPLE × PER_FOLLOWEE` + 1,200 list entries in 4 Redis round trips",
+        ),
+        value(
+            "KITH_SUGGESTIONS_TTL_SECS",
+            "900",
+            "how long a viewer's computed suggestions are kept (in Redis); a follow, unfollow, block, mute or dismissal by the viewer drops them at once",
+        ),
+        value(
+            "KITH_SUGGESTION_DISMISS_SECS",
+            "7776000",
+            "how long a dismissed suggestion stays out of the viewer's suggestions (90 days)",
         ),
     ],
 };

@@ -18,6 +18,7 @@ pub(crate) mod safety;
 pub(crate) mod state;
 pub(crate) mod stream;
 pub(crate) mod subscription;
+pub(crate) mod suggest;
 pub(crate) mod user;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub struct Mutation(
     safety::SettingsMutation,
     safety::RequestMutation,
     portability::ImportMutation,
+    suggest::SuggestionMutation,
 );
 
 /// Root subscription type.

@@ -99,6 +99,23 @@ impl UserNode {
         connection::resolve(ctx, list, args).await
     }
 
+    /// Accounts this user may want to follow, best first, each with its
+    /// reason: followed by accounts it follows, following it, or among the
+    /// most followed. Only the user itself may read it (`FORBIDDEN`).
+    /// Computed with bounded work and kept 15 minutes; the user's own
+    /// follows, blocks, mutes and dismissals compute it again.
+    #[graphql(
+        complexity = "page_args::page_cost(first, None, None, child_complexity) + page_args::INTERSECTION_COST"
+    )]
+    async fn suggested_follows(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<super::suggest::SuggestionConnection> {
+        super::suggest::resolve(ctx, self.0.id, first, after).await
+    }
+
     /// Whom this user blocks, newest first (`followedAt`: when the block
     /// was made). Only the user itself may read it (`FORBIDDEN`).
     #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]

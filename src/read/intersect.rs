@@ -169,7 +169,7 @@ pub(crate) async fn compute(
 /// from the list cache where it covers them (one Redis round trip), else
 /// from PostgreSQL (one statement per kind of list). Lists found uncached
 /// are filled in the background, as a page read would.
-async fn walk_many(
+pub(crate) async fn walk_many(
     app: &Arc<App>,
     lists_to_walk: &[ListKey],
     limit: usize,

@@ -11,6 +11,7 @@ pub(crate) mod pages;
 pub(crate) mod private;
 pub(crate) mod relations;
 pub(crate) mod state;
+pub(crate) mod suggest;
 pub(crate) mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};

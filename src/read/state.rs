@@ -14,6 +14,8 @@ use crate::paging::{ListKey, Page, Position};
 /// How long this process reads a user's relations from PostgreSQL after it
 /// failed to write that user's cached following list.
 const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
+/// How long the most followed accounts are kept in process.
+const POPULAR_TTL: Duration = Duration::from_secs(600);
 /// Members of computed intersections held in process, all together.
 const INTERSECTION_CACHE_WEIGHT: u64 = 2_000_000;
 
@@ -36,6 +38,9 @@ pub struct ReadModel {
     pub fill_permits: Arc<tokio::sync::Semaphore>,
     /// Lists reads may still fill this second (`KITH_MAX_FILLS_PER_SEC`).
     pub fill_budget: FillBudget,
+    /// The most followed accounts (suggestions' cold start), read once per
+    /// process and kept a while.
+    pub popular: moka::future::Cache<(), Arc<Vec<UserId>>>,
 }
 
 impl ReadModel {
@@ -65,6 +70,10 @@ impl ReadModel {
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
             fill_budget: FillBudget::new(config.max_fills_per_sec),
+            popular: moka::future::Cache::builder()
+                .max_capacity(1)
+                .time_to_live(POPULAR_TTL)
+                .build(),
         }
     }
 }

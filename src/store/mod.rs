@@ -22,6 +22,7 @@ pub(crate) mod requests;
 pub(crate) mod schema;
 pub(crate) mod seed;
 pub(crate) mod stats;
+pub(crate) mod suggestions;
 pub(crate) mod users;
 
 pub(crate) use pool::{PgConn, PgPool};

@@ -169,6 +169,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    suggestion_dismissal (user_id, target_id) {
+        user_id -> Int8,
+        target_id -> Int8,
+        until -> Timestamptz,
+    }
+}
+
+diesel::table! {
     user_stats (user_id) {
         user_id -> Int8,
         followings -> Int8,
@@ -223,6 +231,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     projector_member,
     projector_partition,
     reconcile_watermark,
+    suggestion_dismissal,
     user_stats,
     user_stats_tombstone,
     users,

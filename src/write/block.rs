@@ -66,6 +66,9 @@ pub(crate) async fn change_block(
     let ended: Vec<EdgeChangeRow> = rows.collect();
     app.read.users.invalidate(&[actor, target]);
     write_through(app, actor, target, &ended).await;
+    if first.edge_version.is_some() {
+        super::forget_suggestions(app, actor).await;
+    }
     Ok(BlockOutcome {
         changed: first.edge_version.is_some(),
         target: target_user,

@@ -82,6 +82,7 @@ pub async fn change_edge(
         // its event waits in the outbox.
         app.read.users.invalidate(&[actor, target]);
         super::after_commit(app, &[], &[]).await;
+        super::forget_suggestions(app, actor).await;
     }
     Ok(outcome)
 }

@@ -10,6 +10,7 @@ pub(crate) mod mute;
 pub(crate) mod rate_limit;
 pub(crate) mod requests;
 pub(crate) mod settings;
+pub(crate) mod suggestions;
 
 pub(crate) use block::change_block;
 pub use follow::{EdgeChange, change_edge};
@@ -53,6 +54,18 @@ pub(crate) async fn take_tokens(
     }
 }
 
+/// Drops `user`'s kept suggestions, after a change of its own that they
+/// depend on (a block, a mute, a request, a dismissal). Best effort: they
+/// end with their TTL anyway.
+pub(crate) async fn forget_suggestions(app: &App, user: UserId) {
+    if let Ok(mut redis) = app.redis.get().await {
+        let _: redis::RedisResult<()> = redis::cmd("DEL")
+            .arg(app.keys.suggestions(user))
+            .query_async(&mut *redis)
+            .await;
+    }
+}
+
 /// After a commit that appended outbox events: the changed counter records
 /// and following lists show it at once (read-your-writes), and every relay is
 /// woken — this process's directly, others' by a `PUBLISH` in the same Redis
@@ -68,6 +81,19 @@ pub(crate) async fn after_commit(
     app.wakes.relay.notify_one();
     let mut pipe = cache::write_through_pipe(&app.keys, records, edges);
     wake::queue_publish(&mut pipe, &app.keys);
+    // A change of whom a user follows drops its kept suggestions.
+    let mut owners: Vec<UserId> = edges
+        .iter()
+        .filter_map(|e| match e.list {
+            ListKey::Following(owner) => Some(owner),
+            ListKey::Followers(_) => None,
+        })
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    for owner in owners {
+        pipe.cmd("DEL").arg(app.keys.suggestions(owner)).ignore();
+    }
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
         cache::run_writes(&mut *redis, &pipe).await.map_err(|e| {

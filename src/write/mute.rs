@@ -69,6 +69,7 @@ pub(crate) async fn change_mute(
     if changed {
         // The event waits in the outbox: wake the relays.
         super::after_commit(app, &[], &[]).await;
+        super::forget_suggestions(app, actor).await;
     }
     Ok(MuteOutcome {
         changed,

@@ -36,6 +36,7 @@ mod read_model;
 mod schema_snapshot;
 mod seed;
 mod subscriptions;
+mod suggestions;
 mod unknown_ids;
 mod user_cache;
 mod write_path;

@@ -1,0 +1,3 @@
+-- Back to migration 000018: no dismissed suggestions.
+
+DROP TABLE suggestion_dismissal;

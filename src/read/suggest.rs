@@ -1,0 +1,332 @@
+//! Follow suggestions ("people you may know"): computed online over the
+//! cached lists, with bounded work, and kept per viewer in Redis for
+//! `KITH_SUGGESTIONS_TTL_SECS` (the viewer's own follows, blocks, mutes and
+//! dismissals drop them).
+//!
+//! One computation:
+//! 1. the viewer's following list (newest 1,000) and followers list
+//!    (newest 200) — one Redis round trip;
+//! 2. a sample of the followees (`KITH_SUGGESTIONS_SAMPLE`: half the newest,
+//!    half drawn from the rest), less those that hide their lists, with
+//!    their counters — one round trip;
+//! 3. the newest `KITH_SUGGESTIONS_PER_FOLLOWEE` follows of each sampled
+//!    followee — one round trip;
+//! 4. each account they follow scores, per followee, `w × a`: `w` =
+//!    1 / (1 + ln(1 + followings / 100)), so a prolific follower counts
+//!    less, and `a` halves every 90 days of the follow's age; an account
+//!    that follows the viewer scores 1 more (`FOLLOWS_YOU`);
+//! 5. excluded: the viewer, whom it follows (from the truth for the top
+//!    candidates when its list is longer than the walk), whom it has asked
+//!    to follow, blocks either way, mutes, dismissals, accounts not active;
+//! 6. short of [`KEPT`], the most followed accounts fill in (`POPULAR`),
+//!    read once per process and kept for 10 minutes.
+//!
+//! Lists missing from the cache are read from PostgreSQL and filled in the
+//! background, as any read does.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::batch::{self, Answer, Read};
+use super::intersect;
+use crate::app::App;
+use crate::error::ApiError;
+use crate::model::{UserId, UserStatus};
+use crate::paging::{ListKey, Position};
+use crate::store::suggestions as store;
+
+/// Suggestions kept per viewer (the pages of `suggestedFollows`).
+pub(crate) const KEPT: usize = 100;
+/// The viewer's own following list read per computation.
+const OWN_FOLLOWING: usize = 1000;
+/// The viewer's own followers read per computation.
+const OWN_FOLLOWERS: usize = 200;
+/// Followers named in a reason.
+const NAMED: usize = 3;
+/// Most followed accounts read.
+const POPULAR: i64 = 200;
+/// Half-life of a follow's weight, days.
+const HALF_LIFE_DAYS: f64 = 90.0;
+
+/// Why an account is suggested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum ReasonKind {
+    /// Followed by accounts the viewer follows.
+    FollowedByPeopleYouFollow,
+    /// It follows the viewer, who does not follow it back.
+    FollowsYou,
+    /// One of the most followed accounts.
+    Popular,
+}
+
+/// One suggestion, as kept.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Suggestion {
+    /// The account.
+    pub user: UserId,
+    /// Its score: higher first.
+    pub score: f64,
+    /// Why.
+    pub kind: ReasonKind,
+    /// Up to three followees of the viewer's who follow it, strongest first.
+    pub followed_by: Vec<UserId>,
+    /// How many of the followees read follow it.
+    pub followed_by_count: u32,
+    /// True when every followee was read in full (the count is exact).
+    pub exact: bool,
+}
+
+/// The viewer's suggestions: kept ones, else computed now and kept.
+pub(crate) async fn for_viewer(
+    app: &Arc<App>,
+    viewer: UserId,
+) -> Result<Arc<Vec<Suggestion>>, ApiError> {
+    let key = app.keys.suggestions(viewer);
+    if let Ok(mut redis) = app.redis.get().await {
+        let kept: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut *redis)
+            .await
+            .unwrap_or(None);
+        if let Some(list) = kept.and_then(|k| serde_json::from_str(&k).ok()) {
+            return Ok(Arc::new(list));
+        }
+    }
+    let list = compute(app, viewer).await?;
+    if let (Ok(text), Ok(mut redis)) = (serde_json::to_string(&list), app.redis.get().await) {
+        let kept: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&key)
+            .arg(text)
+            .arg("EX")
+            .arg(app.config.suggestions_ttl_secs.max(1))
+            .query_async(&mut *redis)
+            .await;
+        if let Err(error) = kept {
+            tracing::debug!(%error, "suggestions not kept");
+        }
+    }
+    Ok(Arc::new(list))
+}
+
+/// A candidate while scoring.
+#[derive(Default)]
+struct Candidate {
+    score: f64,
+    follows_you: bool,
+    /// (contribution, followee)
+    by: Vec<(f64, UserId)>,
+}
+
+async fn compute(app: &Arc<App>, viewer: UserId) -> Result<Vec<Suggestion>, ApiError> {
+    let config = &app.config;
+    let own = intersect::walk_many(
+        app,
+        &[ListKey::Following(viewer), ListKey::Followers(viewer)],
+        OWN_FOLLOWING,
+    )
+    .await?;
+    let (following, following_complete) = own
+        .get(&ListKey::Following(viewer))
+        .cloned()
+        .unwrap_or_default();
+    let fans: Vec<Position> = own
+        .get(&ListKey::Followers(viewer))
+        .map(|(f, _)| f.iter().take(OWN_FOLLOWERS).copied().collect())
+        .unwrap_or_default();
+    let followed: HashSet<UserId> = following.iter().map(|p| p.user).collect();
+
+    let sampled = sample(&following, config.suggestions_sample as usize, viewer);
+    let rows = app.read.users.by_ids(&app.pg, &sampled).await?;
+    let readable: Vec<UserId> = rows
+        .iter()
+        .filter(|u| u.status == UserStatus::Active && !u.hides_collections)
+        .map(|u| u.id)
+        .collect();
+    let reads: Vec<Read> = readable.iter().map(|u| Read::Counters(*u)).collect();
+    let counters = batch::load(app, &reads).await?;
+    let lists: Vec<ListKey> = readable.iter().map(|u| ListKey::Following(*u)).collect();
+    let per = config.suggestions_per_followee as usize;
+    let walked = intersect::walk_many(app, &lists, per).await?;
+
+    // Ages are measured from the newest follow seen: a time of the
+    // database's clock, as the follow times are.
+    let newest = walked
+        .values()
+        .flat_map(|(members, _)| members.iter())
+        .chain(&following)
+        .chain(&fans)
+        .map(|p| p.followed_at_ms)
+        .max()
+        .unwrap_or(0);
+    let decay = |at: i64| {
+        let days = (newest - at).max(0) as f64 / 86_400_000.0;
+        0.5_f64.powf(days / HALF_LIFE_DAYS)
+    };
+    let mut candidates: HashMap<UserId, Candidate> = HashMap::new();
+    let mut every_list_whole = following_complete && sampled.len() == following.len();
+    for followee in &readable {
+        let Some((members, complete)) = walked.get(&ListKey::Following(*followee)) else {
+            continue;
+        };
+        every_list_whole &= *complete;
+        let followings = match counters.get(&Read::Counters(*followee)) {
+            Some(Answer::Counters(record)) => f64::from(record.followings),
+            _ => members.len() as f64,
+        };
+        let weight = 1.0 / (1.0 + (1.0 + followings / 100.0).ln());
+        for member in members {
+            if member.user == viewer || followed.contains(&member.user) {
+                continue;
+            }
+            let contribution = weight * decay(member.followed_at_ms);
+            let candidate = candidates.entry(member.user).or_default();
+            candidate.score += contribution;
+            candidate.by.push((contribution, *followee));
+        }
+    }
+    for fan in &fans {
+        if fan.user != viewer && !followed.contains(&fan.user) {
+            let candidate = candidates.entry(fan.user).or_default();
+            candidate.score += decay(fan.followed_at_ms);
+            candidate.follows_you = true;
+        }
+    }
+
+    let excluded = exclusions(app, viewer).await?;
+    let mut ranked: Vec<(UserId, Candidate)> = candidates
+        .into_iter()
+        .filter(|(user, _)| !excluded.contains(user))
+        .collect();
+    ranked.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0)));
+    ranked.truncate(KEPT * 2);
+    let mut out: Vec<Suggestion> = ranked
+        .into_iter()
+        .map(|(user, mut c)| {
+            c.by.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            Suggestion {
+                user,
+                score: c.score,
+                kind: if c.follows_you {
+                    ReasonKind::FollowsYou
+                } else {
+                    ReasonKind::FollowedByPeopleYouFollow
+                },
+                followed_by: c.by.iter().take(NAMED).map(|(_, f)| *f).collect(),
+                followed_by_count: c.by.len() as u32,
+                exact: every_list_whole,
+            }
+        })
+        .collect();
+    if out.len() < KEPT {
+        let popular = popular(app).await?;
+        let mut seen: HashSet<UserId> = out.iter().map(|s| s.user).collect();
+        for user in popular.iter() {
+            if out.len() >= KEPT * 2 {
+                break;
+            }
+            if *user == viewer
+                || followed.contains(user)
+                || excluded.contains(user)
+                || !seen.insert(*user)
+            {
+                continue;
+            }
+            out.push(Suggestion {
+                user: *user,
+                score: 0.0,
+                kind: ReasonKind::Popular,
+                followed_by: Vec::new(),
+                followed_by_count: 0,
+                exact: true,
+            });
+        }
+    }
+    // What the walk of the viewer's list could not rule out, the truth does.
+    if !following_complete && !out.is_empty() {
+        let asked: Vec<UserId> = out.iter().map(|s| s.user).collect();
+        let followed: HashSet<UserId> = {
+            let mut conn = app.pg.get().await?;
+            store::followed_of(&mut conn, viewer, &asked)
+                .await?
+                .into_iter()
+                .collect()
+        };
+        out.retain(|s| !followed.contains(&s.user));
+    }
+    // Only active accounts, as any list shows them.
+    let asked: Vec<UserId> = out.iter().map(|s| s.user).collect();
+    let active: HashSet<UserId> = app
+        .read
+        .users
+        .by_ids(&app.pg, &asked)
+        .await?
+        .into_iter()
+        .filter(|u| u.status == UserStatus::Active)
+        .map(|u| u.id)
+        .collect();
+    out.retain(|s| active.contains(&s.user));
+    out.truncate(KEPT);
+    Ok(out)
+}
+
+/// Up to `n` of `following` (newest first): the newest half, then the rest
+/// drawn evenly from the others with a seed of the viewer and the hour, so
+/// a recomputation within the hour reads the same lists.
+fn sample(following: &[Position], n: usize, viewer: UserId) -> Vec<UserId> {
+    if following.len() <= n {
+        return following.iter().map(|p| p.user).collect();
+    }
+    let newest = n / 2;
+    let mut out: Vec<UserId> = following[..newest].iter().map(|p| p.user).collect();
+    let rest = &following[newest..];
+    let hour = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() / 3600)
+        .unwrap_or(0);
+    let mut state = (viewer.get() as u64) ^ hour.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut picked: HashSet<usize> = HashSet::new();
+    while out.len() < n && picked.len() < rest.len() {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let i = (z % rest.len() as u64) as usize;
+        if picked.insert(i) {
+            out.push(rest[i].user);
+        }
+    }
+    out
+}
+
+/// Who is never suggested to `viewer`: accounts in a block with it either
+/// way, accounts it mutes or has asked to follow, and its dismissals.
+async fn exclusions(app: &App, viewer: UserId) -> Result<HashSet<UserId>, ApiError> {
+    let sets = super::boundaries::sets(app, &[viewer]).await?;
+    let mut out: HashSet<UserId> = HashSet::new();
+    if let Some(b) = sets.get(&viewer) {
+        out.extend(b.blocking.iter().copied());
+        out.extend(b.blocked_by.iter().copied());
+        out.extend(b.requested.iter().copied());
+        out.extend(b.muting.keys().copied().filter(|m| b.mutes(*m)));
+    }
+    let mut conn = app.pg.get().await?;
+    out.extend(store::dismissed(&mut conn, viewer).await?);
+    Ok(out)
+}
+
+/// The most followed active accounts, read once per process and kept for
+/// 10 minutes (`read::state`).
+async fn popular(app: &App) -> Result<Arc<Vec<UserId>>, ApiError> {
+    app.read
+        .popular
+        .try_get_with((), async {
+            let mut conn = app.pg.get().await?;
+            Ok::<_, ApiError>(Arc::new(store::most_followed(&mut conn, POPULAR).await?))
+        })
+        .await
+        .map_err(|e| ApiError::shared(&e))
+}
