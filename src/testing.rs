@@ -100,6 +100,9 @@ pub mod read {
     pub mod pages {
         pub use crate::read::pages::{Source, fill, page, recheck};
     }
+    pub mod suggest {
+        pub use crate::read::suggest::{ReasonKind, Suggestion, compute, for_viewer};
+    }
 }
 
 pub mod shutdown {

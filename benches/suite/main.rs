@@ -83,6 +83,7 @@ async fn seed(run: &Run) -> Graph {
             celebrity_followers,
             prefix: "u".to_owned(),
             seed: 0.42,
+            communities: 0,
         },
         |step| eprintln!("[{:>6.1} s] {step}", seeded.elapsed().as_secs_f64()),
     )

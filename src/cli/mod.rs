@@ -90,6 +90,10 @@ pub enum Command {
         /// Seed of the generator, in [-1, 1].
         #[arg(long, default_value_t = 0.42)]
         seed: f64,
+        /// Communities: 80% of each user's follows stay within its own
+        /// (user i is in community i mod K); 0 or 1: none.
+        #[arg(long, default_value_t = 0)]
+        communities: i64,
     },
     /// Print a signed development bearer token for a user (handle or numeric id).
     Token {
@@ -212,6 +216,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             celebrity_followers,
             prefix,
             seed,
+            communities,
         } => {
             let plan = store::seed::Plan {
                 users,
@@ -220,6 +225,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
                 celebrity_followers: celebrity_followers.unwrap_or(users - 1),
                 prefix: prefix.unwrap_or_else(|| format!("s{}_", chrono::Utc::now().timestamp())),
                 seed,
+                communities,
             };
             let mut conn = session(&config).await?;
             let started = std::time::Instant::now();

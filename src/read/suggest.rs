@@ -52,7 +52,7 @@ const HALF_LIFE_DAYS: f64 = 90.0;
 
 /// Why an account is suggested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum ReasonKind {
+pub enum ReasonKind {
     /// Followed by accounts the viewer follows.
     FollowedByPeopleYouFollow,
     /// It follows the viewer, who does not follow it back.
@@ -63,7 +63,7 @@ pub(crate) enum ReasonKind {
 
 /// One suggestion, as kept.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct Suggestion {
+pub struct Suggestion {
     /// The account.
     pub user: UserId,
     /// Its score: higher first.
@@ -79,10 +79,7 @@ pub(crate) struct Suggestion {
 }
 
 /// The viewer's suggestions: kept ones, else computed now and kept.
-pub(crate) async fn for_viewer(
-    app: &Arc<App>,
-    viewer: UserId,
-) -> Result<Arc<Vec<Suggestion>>, ApiError> {
+pub async fn for_viewer(app: &Arc<App>, viewer: UserId) -> Result<Arc<Vec<Suggestion>>, ApiError> {
     let key = app.keys.suggestions(viewer);
     if let Ok(mut redis) = app.redis.get().await {
         let kept: Option<String> = redis::cmd("GET")
@@ -94,7 +91,7 @@ pub(crate) async fn for_viewer(
             return Ok(Arc::new(list));
         }
     }
-    let list = compute(app, viewer).await?;
+    let (list, _) = compute(app, viewer).await?;
     if let (Ok(text), Ok(mut redis)) = (serde_json::to_string(&list), app.redis.get().await) {
         let kept: redis::RedisResult<()> = redis::cmd("SET")
             .arg(&key)
@@ -119,7 +116,9 @@ struct Candidate {
     by: Vec<(f64, UserId)>,
 }
 
-async fn compute(app: &Arc<App>, viewer: UserId) -> Result<Vec<Suggestion>, ApiError> {
+/// Computes `viewer`'s suggestions now (nothing kept), and how many list
+/// entries the computation read.
+pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>, usize), ApiError> {
     let config = &app.config;
     let own = intersect::walk_many(
         app,
@@ -149,6 +148,12 @@ async fn compute(app: &Arc<App>, viewer: UserId) -> Result<Vec<Suggestion>, ApiE
     let lists: Vec<ListKey> = readable.iter().map(|u| ListKey::Following(*u)).collect();
     let per = config.suggestions_per_followee as usize;
     let walked = intersect::walk_many(app, &lists, per).await?;
+    let entries = following.len()
+        + fans.len()
+        + walked
+            .values()
+            .map(|(members, _)| members.len())
+            .sum::<usize>();
 
     // Ages are measured from the newest follow seen: a time of the
     // database's clock, as the follow times are.
@@ -268,7 +273,7 @@ async fn compute(app: &Arc<App>, viewer: UserId) -> Result<Vec<Suggestion>, ApiE
         .collect();
     out.retain(|s| active.contains(&s.user));
     out.truncate(KEPT);
-    Ok(out)
+    Ok((out, entries))
 }
 
 /// Up to `n` of `following` (newest first): the newest half, then the rest

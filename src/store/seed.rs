@@ -10,6 +10,10 @@
 //!   a Zipf-like tail where the top tenth of users holds most followers and
 //!   most users have few, as in real graphs. Duplicates and self-follows are
 //!   dropped and drawn again, up to four times the edges asked for.
+//! - With `communities` K > 1, user `i` (counted from the first) belongs to
+//!   community `i mod K`, and 80% of each user's ordinary follows go to its
+//!   own community (drawn log-uniformly there), the rest anywhere — the
+//!   clustered structure friends-of-friends suggestions rely on.
 //! - Follow times spread over the last three years, in whole milliseconds.
 //! - PostgreSQL's `random()` is seeded, so a plan always makes the same graph
 //!   on the same server version.
@@ -35,6 +39,8 @@ pub struct Plan {
     pub prefix: String,
     /// Seed of PostgreSQL's `random()`, in [-1, 1].
     pub seed: f64,
+    /// Communities (0 or 1: none).
+    pub communities: i64,
 }
 
 /// What was generated.
@@ -144,15 +150,33 @@ pub async fn generate(
     let mut drawn = 0;
     while edges < plan.edges && drawn < budget && others > 1 {
         let size = BATCH.min(plan.edges - edges);
-        let pairs = "SELECT $1 + floor(random() * $2)::BIGINT,
-                            $1 + $4 + least(floor(power($5::DOUBLE PRECISION, random()))::BIGINT - 1, $5 - 1)
-                       FROM generate_series(1, $3)";
+        // Any source; the target log-uniform among the others. With
+        // communities, the target's community is the source's (80%) or any,
+        // and within it log-uniform over its members among the others
+        // (relative index `celebrities + t` is in community
+        // `(celebrities + t) mod K`).
+        let pairs = if plan.communities > 1 {
+            "SELECT $1 + s,
+                    $1 + $4 + least(
+                      ((c - $4) % $6 + $6) % $6
+                        + $6 * (floor(power(greatest($5 / $6, 2)::DOUBLE PRECISION, random()))::BIGINT - 1),
+                      $5 - 1)
+               FROM (SELECT s, CASE WHEN random() < 0.8 THEN s % $6
+                                    ELSE floor(random() * $6)::BIGINT END AS c
+                       FROM (SELECT floor(random() * $2)::BIGINT AS s
+                               FROM generate_series(1, $3)) AS a) AS b"
+        } else {
+            "SELECT $1 + floor(random() * $2)::BIGINT,
+                    $1 + $4 + least(floor(power($5::DOUBLE PRECISION, random()))::BIGINT - 1, $5 - 1)
+               FROM generate_series(1, $3) WHERE $6 > 0"
+        };
         edges += diesel::sql_query(INSERT_EDGES.replace("%PAIRS%", pairs))
             .bind::<BigInt, _>(first)
             .bind::<BigInt, _>(n)
             .bind::<BigInt, _>(size)
             .bind::<BigInt, _>(plan.celebrities)
             .bind::<BigInt, _>(others)
+            .bind::<BigInt, _>(plan.communities.max(1))
             .execute(conn)
             .await? as i64;
         drawn += size;

@@ -26,6 +26,7 @@ async fn a_seeded_graph_is_consistent_and_skewed() {
         celebrity_followers: 2_999,
         prefix: "seed".into(),
         seed: 0.5,
+        communities: 0,
     };
     let mut steps = Vec::new();
     // Its own session, as `kith seed-data` has: no API statement_timeout.
@@ -70,5 +71,36 @@ async fn a_seeded_graph_is_consistent_and_skewed() {
     // Users created afterwards get fresh ids.
     let after = t.user("after").await;
     assert!(after.get() > summary.first_id + 2_999);
+    assert_consistent(&t.verify(0).await);
+}
+
+/// With communities, most follows stay within the follower's community
+/// (user `i` counted from the first is in community `i mod K`).
+#[tokio::test]
+async fn a_graph_with_communities_keeps_most_follows_within_them() {
+    let t = spawn_app().await;
+    let plan = Plan {
+        users: 2_000,
+        edges: 20_000,
+        celebrities: 0,
+        celebrity_followers: 0,
+        prefix: "c".into(),
+        seed: 0.5,
+        communities: 10,
+    };
+    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+        .await
+        .unwrap();
+    let summary = generate(&mut conn, &plan, |_| {}).await.unwrap();
+    assert_eq!(summary.edges, 20_000, "{summary:?}");
+    let within = t
+        .count(&format!(
+            "SELECT count(*) AS n FROM following
+              WHERE (from_user_id - {first}) % 10 = (to_user_id - {first}) % 10",
+            first = summary.first_id
+        ))
+        .await;
+    // 80% drawn within, and a tenth of the rest lands within by chance.
+    assert!(within > 15_000, "{within} of 20,000 within their community");
     assert_consistent(&t.verify(0).await);
 }
