@@ -126,7 +126,8 @@ async fn quality(report: &mut String) {
     let edges = env_number("KITH_BENCH_EDGES", 400_000);
     let communities = env_number("KITH_BENCH_COMMUNITIES", 40);
     let name = format!("bench_sugg_q_{}", std::process::id());
-    let app = common::isolated_app(&name, |_| {}).await;
+    // Seeding and the exact counts run long: no statement timeout here.
+    let app = common::isolated_app(&name, |c| c.statement_timeout_ms = 0).await;
     let started = Instant::now();
     {
         let mut conn = app.pg.get().await.unwrap();
@@ -315,7 +316,11 @@ async fn graphql(
 
 async fn latency(report: &mut String) {
     let name = format!("bench_sugg_l_{}", std::process::id());
-    let app = common::isolated_app(&name, |c| c.list_cache_size = 2_000).await;
+    let app = common::isolated_app(&name, |c| {
+        c.list_cache_size = 2_000;
+        c.statement_timeout_ms = 0;
+    })
+    .await;
     let started = Instant::now();
     {
         let mut conn = app.pg.get().await.unwrap();

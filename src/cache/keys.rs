@@ -67,9 +67,13 @@ impl RedisKeys {
         format!("{}rl:follow:{{{user}}}", self.prefix)
     }
 
-    /// `user`'s computed suggestions (`sugg:{uid}`), JSON.
-    pub fn suggestions(&self, user: UserId) -> String {
-        format!("{}sugg:{{{user}}}", self.prefix)
+    /// `user`'s kept suggestions (`sugg:{uid}`, JSON with the generation
+    /// they were computed at) and the generation of the changes they depend
+    /// on (`sugg:{uid}:gen`, one more per change): one slot.
+    pub fn suggestions(&self, user: UserId) -> [String; 2] {
+        let kept = format!("{}sugg:{{{user}}}", self.prefix);
+        let generation = format!("{kept}:gen");
+        [kept, generation]
     }
 
     /// The token bucket of `user`'s imports (`rl:import:{uid}`), apart from

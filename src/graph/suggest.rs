@@ -8,7 +8,8 @@ use super::count::{BoundedCount, Count};
 use super::user::UserNode;
 use super::{app, ids, page_args, viewer};
 use crate::error::{ApiError, GraphqlResultExt};
-use crate::model::{User, UserId};
+use crate::model::{User, UserId, UserStatus};
+use crate::read::boundaries;
 use crate::read::suggest::{self, ReasonKind, Suggestion};
 
 /// Why an account is suggested.
@@ -81,71 +82,82 @@ pub(crate) async fn resolve(
     }
     let start = match after {
         None => 0,
-        Some(cursor) => {
-            cursor
-                .strip_prefix("s:")
-                .and_then(|i| i.parse::<usize>().ok())
-                .ok_or(ApiError::BadCursor)
-                .gql()?
-                + 1
-        }
+        Some(cursor) => cursor
+            .strip_prefix("s:")
+            .and_then(|i| i.parse::<usize>().ok())
+            .and_then(|i| i.checked_add(1))
+            .ok_or(ApiError::BadCursor)
+            .gql()?,
     };
     let app = app(ctx);
-    let all = suggest::for_viewer(app, me).await.gql()?;
-    let page: Vec<(usize, &Suggestion)> = all
-        .iter()
-        .enumerate()
-        .skip(start)
-        .take(n as usize)
-        .collect();
+    let kept = suggest::for_viewer(app, me).await.gql()?;
+    // What was kept is checked again as it is read: a block either way, a
+    // mute, a request or an account no longer active since the list was
+    // computed leaves it out at once; a followee that hides its lists now
+    // is no longer named.
     let mut wanted: Vec<UserId> = Vec::new();
-    for (_, s) in &page {
+    for s in kept.iter() {
         wanted.push(s.user);
         wanted.extend(&s.followed_by);
     }
     wanted.sort_unstable();
     wanted.dedup();
     let users: Vec<User> = app.read.users.by_ids(&app.pg, &wanted).await.gql()?;
-    let user = |id: UserId| users.iter().find(|u| u.id == id).cloned();
-    let edges: Vec<SuggestionEdge> = page
-        .into_iter()
-        .filter_map(|(i, s)| {
-            Some(SuggestionEdge {
-                cursor: format!("s:{i}"),
-                node: UserNode(user(s.user)?),
-                score: s.score,
-                reason: SuggestionReason {
-                    kind: match s.kind {
-                        ReasonKind::FollowedByPeopleYouFollow => {
-                            SuggestionReasonKind::FollowedByPeopleYouFollow
-                        }
-                        ReasonKind::FollowsYou => SuggestionReasonKind::FollowsYou,
-                        ReasonKind::Popular => SuggestionReasonKind::Popular,
-                    },
-                    followed_by: s
-                        .followed_by
-                        .iter()
-                        .filter_map(|f| user(*f))
-                        .map(UserNode)
-                        .collect(),
-                    followed_by_count: BoundedCount {
-                        count: Count(u64::from(s.followed_by_count)),
-                        exact: s.exact,
-                    },
+    let boundaries = boundaries::sets(app, &[me]).await.gql()?;
+    let mine = boundaries.get(&me);
+    let clear = |id: UserId| mine.is_none_or(|b| !b.separates(id));
+    let user = |id: UserId| {
+        users
+            .iter()
+            .find(|u| u.id == id && u.status == UserStatus::Active && clear(id))
+            .cloned()
+    };
+    let shown: Vec<(&Suggestion, User)> = kept
+        .iter()
+        .filter(|s| mine.is_none_or(|b| !b.mutes(s.user) && !b.requested.contains(&s.user)))
+        .filter_map(|s| Some((s, user(s.user)?)))
+        .collect();
+    let edges: Vec<SuggestionEdge> = shown
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(n as usize)
+        .map(|(i, (s, node))| SuggestionEdge {
+            cursor: format!("s:{i}"),
+            node: UserNode(node.clone()),
+            score: s.score,
+            reason: SuggestionReason {
+                kind: match s.kind {
+                    ReasonKind::FollowedByPeopleYouFollow => {
+                        SuggestionReasonKind::FollowedByPeopleYouFollow
+                    }
+                    ReasonKind::FollowsYou => SuggestionReasonKind::FollowsYou,
+                    ReasonKind::Popular => SuggestionReasonKind::Popular,
                 },
-            })
+                followed_by: s
+                    .followed_by
+                    .iter()
+                    .filter_map(|f| user(*f))
+                    .filter(|u| !u.hides_collections)
+                    .map(UserNode)
+                    .collect(),
+                followed_by_count: BoundedCount {
+                    count: Count(u64::from(s.followed_by_count)),
+                    exact: s.exact,
+                },
+            },
         })
         .collect();
     let last = start + edges.len();
     Ok(SuggestionConnection {
         page_info: PageInfo {
-            has_next_page: last < all.len(),
+            has_next_page: last < shown.len(),
             has_previous_page: start > 0,
             start_cursor: edges.first().map(|e| e.cursor.clone()),
             end_cursor: edges.last().map(|e| e.cursor.clone()),
         },
         edges,
-        total_count: all.len() as i32,
+        total_count: shown.len() as i32,
     })
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 
 use super::HttpState;
 use crate::error::ApiError;
+use crate::model::UserStatus;
 use crate::portability::export;
 
 /// Exports one process streams at once: each holds a PostgreSQL connection
@@ -38,6 +39,17 @@ pub(super) async fn export(
         Ok(owner) => owner,
         Err(e) => return refusal(&e),
     };
+    // A token of no account (a deleted one) exports nothing; a suspended
+    // account may still take its data.
+    match state.app.read.users.by_ids(&state.app.pg, &[owner]).await {
+        Ok(found) if found.iter().any(|u| u.status != UserStatus::Deleted) => {}
+        Ok(_) => {
+            return refusal(&ApiError::Unauthenticated(
+                "the token's user does not exist",
+            ));
+        }
+        Err(e) => return refusal(&e),
+    }
     let Ok(slot) = state.exports.clone().try_acquire_owned() else {
         return refusal(&ApiError::RateLimited {
             retry_after_ms: 1000,

@@ -1,6 +1,8 @@
 //! Just enough CSV (RFC 4180) for Mastodon's account lists: fields quoted
-//! when they must be, on write; quoted fields, doubled quotes and CRLF or
-//! LF line ends, on read.
+//! when they must be, on write; quoted fields, doubled quotes, CRLF or LF
+//! line ends and a leading byte-order mark, on read. A record never spans
+//! lines on read (no account address holds a line break): a quote left open
+//! at the end of its line makes that line malformed, and no other.
 
 /// Appends one record (and its line end) to `out`.
 pub(crate) fn write_record(out: &mut String, fields: &[&str]) {
@@ -22,11 +24,12 @@ pub(crate) fn write_record(out: &mut String, fields: &[&str]) {
 /// One record read: its fields, or why it is not one.
 pub(crate) type Record = Result<Vec<String>, &'static str>;
 
-/// The records of `text`, each with the 1-based line it starts on. Blank
-/// lines are skipped. A record is malformed when a quote is not closed
-/// before the text ends, or a closing quote is followed by anything but a
-/// comma or the line's end; reading goes on at the next line.
+/// The records of `text`, each with its 1-based line. Blank lines are
+/// skipped. A record is malformed when a quote is not closed on its line,
+/// a closing quote is followed by anything but a comma or the line's end,
+/// or it holds a NUL; reading goes on at the next line.
 pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
     let mut line = 1;
@@ -57,20 +60,18 @@ pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
                                 field.push('"');
                             }
                             Some('"') => break,
-                            Some(c) => {
-                                line += usize::from(c == '\n');
-                                field.push(c);
-                            }
-                            None => {
-                                error = Some("a quoted field is not closed");
+                            Some('\n') | None => {
+                                error = Some("a quoted field is not closed on its line");
+                                line += 1;
                                 break;
                             }
+                            Some(c) => field.push(c),
                         }
                     }
                     if error.is_none() && !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
                         error = Some("a closing quote is followed by more text");
                     }
-                    if error.is_some() {
+                    if error == Some("a closing quote is followed by more text") {
                         // The rest of the line belongs to the bad record.
                         for c in chars.by_ref() {
                             if c == '\n' {
@@ -78,6 +79,9 @@ pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
                                 break;
                             }
                         }
+                        break;
+                    }
+                    if error.is_some() {
                         break;
                     }
                 }
@@ -95,6 +99,10 @@ pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
         if fields.len() == 1 && fields[0].trim().is_empty() {
             continue;
         }
+        if fields.iter().any(|f| f.contains('\0')) {
+            out.push((start, Err("a field holds a NUL")));
+            continue;
+        }
         out.push((start, Ok(fields)));
     }
     out
@@ -109,32 +117,33 @@ mod tests {
         let mut text = String::new();
         write_record(&mut text, &["Account address", "Show boosts"]);
         write_record(&mut text, &["a,b@x", "say \"hi\""]);
-        write_record(&mut text, &["two\nlines", ""]);
         assert_eq!(
             text,
-            "Account address,Show boosts\n\"a,b@x\",\"say \"\"hi\"\"\"\n\"two\nlines\",\n"
+            "Account address,Show boosts\n\"a,b@x\",\"say \"\"hi\"\"\"\n"
         );
-        let read: Vec<(usize, Record)> = records(&text);
+        let read: Vec<(usize, Record)> = records(&format!("\u{feff}{text}"));
         assert_eq!(
             read,
             vec![
                 (1, Ok(vec!["Account address".into(), "Show boosts".into()])),
                 (2, Ok(vec!["a,b@x".into(), "say \"hi\"".into()])),
-                (3, Ok(vec!["two\nlines".into(), String::new()])),
             ]
         );
     }
 
     #[test]
     fn bad_records_are_told_and_reading_goes_on() {
-        let text = "a@x\r\n\r\n\"b\"c,d\n  \ne@x,true\n\"open";
+        let text = "a@x\r\n\r\n\"b\"c,d\n  \ne@x,true\n\"open\nf@x\ng\0@x\n\"end";
         assert_eq!(
             records(text),
             vec![
                 (1, Ok(vec!["a@x".into()])),
                 (3, Err("a closing quote is followed by more text")),
                 (5, Ok(vec!["e@x".into(), "true".into()])),
-                (6, Err("a quoted field is not closed")),
+                (6, Err("a quoted field is not closed on its line")),
+                (7, Ok(vec!["f@x".into()])),
+                (8, Err("a field holds a NUL")),
+                (9, Err("a quoted field is not closed on its line")),
             ]
         );
     }

@@ -1,6 +1,8 @@
 //! Import jobs. `start` reads a CSV file into a queued job's rows (one job
-//! open per account); a runner then applies them in batches of [`BATCH`],
-//! paced by the account's own token bucket (`KITH_IMPORT_ROWS_PER_SEC`).
+//! open per account); a runner then applies them in batches of up to
+//! [`BATCH`] (as many as the pace allows in a few seconds, well inside the
+//! lease), paced by the account's own token bucket
+//! (`KITH_IMPORT_ROWS_PER_SEC`).
 //! Each batch is one transaction: the job's lease is checked and extended,
 //! the rows are written through the mutations' statements, and their
 //! outcomes and the job's progress are recorded — so a runner that dies
@@ -23,8 +25,11 @@ use crate::store::users;
 use crate::write::import::{self as write, ImportKind, RowError, RowOutcome, Touched};
 use crate::write::rate_limit::RateLimiter;
 
-/// Rows applied per transaction.
+/// Most rows applied per transaction.
 pub(crate) const BATCH: usize = 50;
+/// The longest a runner waits for its pace between two batches: well
+/// inside the lease, which each batch extends.
+const MAX_PACE_WAIT_SECS: u32 = 4;
 /// How long a runner's lease lasts without a batch committing.
 pub(crate) const LEASE: Duration = Duration::from_secs(10);
 /// How often every runner looks for a job whose lease lapsed.
@@ -113,7 +118,7 @@ pub(crate) async fn start(
             rows.len()
         )));
     }
-    if rows.is_empty() && mode == ImportMode::Merge {
+    if rows.is_empty() {
         return Err(ApiError::invalid("the file names no account"));
     }
     crate::write::take_tokens(app, owner, 1).await?;
@@ -135,7 +140,9 @@ pub(crate) async fn start(
     let runner = app.clone();
     let id = job.id;
     tokio::spawn(async move {
-        if let Err(error) = run_one(&runner, Some(id)).await {
+        // This run ends with its job (or its process): nothing else stops it.
+        let (_never, mut stop) = Shutdown::new();
+        if let Err(error) = run_one(&runner, Some(id), &mut stop).await {
             tracing::warn!(%error, job = id, "import: the run stopped; another runner will go on");
         }
     });
@@ -149,8 +156,8 @@ pub(crate) async fn run(app: Arc<App>, mut stop: Shutdown) {
             () = stop.wait() => return,
             () = tokio::time::sleep(POLL) => {}
         }
-        loop {
-            match run_one(&app, None).await {
+        while !stop.requested() {
+            match run_one(&app, None, &mut stop).await {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(error) => {
@@ -173,8 +180,13 @@ enum Next {
 }
 
 /// Claims an open job whose lease is free (job `id` only, when given) and
-/// runs it to its end. `Ok(false)`: there was none to claim.
-pub(crate) async fn run_one(app: &Arc<App>, id: Option<i64>) -> Result<bool, ApiError> {
+/// runs it to its end, or until `stop` (then its lease is given up, for
+/// another process to go on at once). `Ok(false)`: there was none to claim.
+pub(crate) async fn run_one(
+    app: &Arc<App>,
+    id: Option<i64>,
+    stop: &mut Shutdown,
+) -> Result<bool, ApiError> {
     let token = uuid::Uuid::new_v4();
     let lease_ms = LEASE.as_millis() as i64;
     let job = {
@@ -187,15 +199,25 @@ pub(crate) async fn run_one(app: &Arc<App>, id: Option<i64>) -> Result<bool, Api
     let Some(owner) = UserId::new(job.owner_id) else {
         return Ok(false);
     };
-    let pace = RateLimiter::new(BATCH as u32, f64::from(app.config.import_rows_per_sec));
+    // A batch is as many rows as the pace allows in a few seconds, so that
+    // waiting for it never outlasts the lease.
+    let rate = app.config.import_rows_per_sec;
+    let size = (rate.saturating_mul(MAX_PACE_WAIT_SECS) as usize).clamp(1, BATCH);
+    let pace = RateLimiter::new(size as u32, f64::from(rate));
     let pace_key = app.keys.import_rate_limit(owner);
     loop {
-        let decision = pace.check_key(&app.redis, pace_key.clone(), BATCH).await?;
+        if stop.requested() {
+            let mut conn = app.pg.get().await?;
+            imports::release(&mut conn, job.id, token).await?;
+            return Ok(true);
+        }
+        let decision = pace.check_key(&app.redis, pace_key.clone(), size).await?;
         if !decision.allowed {
-            tokio::time::sleep(Duration::from_millis(decision.retry_after_ms.max(10))).await;
+            stop.sleep(Duration::from_millis(decision.retry_after_ms.max(10)))
+                .await;
             continue;
         }
-        let outcome = batch(app, job.id, owner, token).await;
+        let outcome = batch(app, job.id, owner, token, size).await;
         let failure = match outcome {
             Ok(Next::More) => continue,
             Ok(Next::Lost) => return Ok(true),
@@ -215,7 +237,13 @@ pub(crate) async fn run_one(app: &Arc<App>, id: Option<i64>) -> Result<bool, Api
 }
 
 /// One batch of job `id`, under the lease `token`.
-async fn batch(app: &App, id: i64, owner: UserId, token: uuid::Uuid) -> Result<Next, ApiError> {
+async fn batch(
+    app: &App,
+    id: i64,
+    owner: UserId,
+    token: uuid::Uuid,
+    size: usize,
+) -> Result<Next, ApiError> {
     use diesel_async::AsyncConnection as _;
 
     let lease_ms = LEASE.as_millis() as i64;
@@ -227,7 +255,7 @@ async fn batch(app: &App, id: i64, owner: UserId, token: uuid::Uuid) -> Result<N
                 return Ok(Next::Lost);
             };
             let kind = kind_of(&job.kind);
-            let rows = imports::pending_rows(conn, id, BATCH as i64).await?;
+            let rows = imports::pending_rows(conn, id, size as i64).await?;
             if !rows.is_empty() {
                 let domain = &app.config.account_domain;
                 let handles: Vec<String> = rows
@@ -261,7 +289,9 @@ async fn batch(app: &App, id: i64, owner: UserId, token: uuid::Uuid) -> Result<N
                 imports::advance(conn, id, progress).await?;
                 return Ok(Next::More);
             }
-            if job.mode == ImportMode::Overwrite.as_str() {
+            // An overwrite whose rows named no account at all (a file of
+            // another domain, say) removes nothing: it would empty the list.
+            if job.mode == ImportMode::Overwrite.as_str() && job.applied + job.skipped > 0 {
                 let list = match kind {
                     ImportKind::Following => ExportList::Following,
                     ImportKind::Blocks => ExportList::Blocks,
@@ -269,7 +299,7 @@ async fn batch(app: &App, id: i64, owner: UserId, token: uuid::Uuid) -> Result<N
                 };
                 let after = job.removal_after.unwrap_or(0);
                 let members =
-                    crate::store::export::batch(conn, list, owner, after, BATCH as i64).await?;
+                    crate::store::export::batch(conn, list, owner, after, size as i64).await?;
                 if let Some(last) = members.last() {
                     let ids: Vec<i64> = members.iter().map(|m| m.id).collect();
                     let named = imports::named(conn, id, &ids).await?;

@@ -1,11 +1,12 @@
 //! Follow suggestions ("people you may know"): computed online over the
 //! cached lists, with bounded work, and kept per viewer in Redis for
-//! `KITH_SUGGESTIONS_TTL_SECS` (the viewer's own follows, blocks, mutes and
-//! dismissals drop them).
+//! `KITH_SUGGESTIONS_TTL_SECS` with the generation of the viewer's changes
+//! they were computed at (the viewer's own follows, blocks, mutes, requests
+//! and dismissals, and blocks of the viewer, move it on).
 //!
 //! One computation:
-//! 1. the viewer's following list (newest 1,000) and followers list
-//!    (newest 200) — one Redis round trip;
+//! 1. the viewer's following and followers lists (newest 1,000 of each; the
+//!    newest 200 followers count) — one Redis round trip;
 //! 2. a sample of the followees (`KITH_SUGGESTIONS_SAMPLE`: half the newest,
 //!    half drawn from the rest), less those that hide their lists, with
 //!    their counters — one round trip;
@@ -78,33 +79,49 @@ pub struct Suggestion {
     pub exact: bool,
 }
 
-/// The viewer's suggestions: kept ones, else computed now and kept.
+/// Suggestions as kept in Redis: the list and the generation of the
+/// viewer's changes it was computed at.
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    generation: i64,
+    list: Vec<Suggestion>,
+}
+
+/// The viewer's suggestions: kept ones when no change of the viewer's has
+/// outdated them (one Redis round trip), else computed now and kept.
 pub async fn for_viewer(app: &Arc<App>, viewer: UserId) -> Result<Arc<Vec<Suggestion>>, ApiError> {
-    let key = app.keys.suggestions(viewer);
+    let [key, generation_key] = app.keys.suggestions(viewer);
+    let mut generation = 0;
     if let Ok(mut redis) = app.redis.get().await {
-        let kept: Option<String> = redis::cmd("GET")
+        let read: redis::RedisResult<(Option<String>, Option<i64>)> = redis::cmd("MGET")
             .arg(&key)
+            .arg(&generation_key)
             .query_async(&mut *redis)
-            .await
-            .unwrap_or(None);
-        if let Some(list) = kept.and_then(|k| serde_json::from_str(&k).ok()) {
-            return Ok(Arc::new(list));
+            .await;
+        if let Ok((kept, current)) = read {
+            generation = current.unwrap_or(0);
+            if let Some(kept) = kept.and_then(|k| serde_json::from_str::<Kept>(&k).ok())
+                && kept.generation == generation
+            {
+                return Ok(Arc::new(kept.list));
+            }
         }
     }
     let (list, _) = compute(app, viewer).await?;
-    if let (Ok(text), Ok(mut redis)) = (serde_json::to_string(&list), app.redis.get().await) {
-        let kept: redis::RedisResult<()> = redis::cmd("SET")
+    let kept = Kept { generation, list };
+    if let (Ok(text), Ok(mut redis)) = (serde_json::to_string(&kept), app.redis.get().await) {
+        let stored: redis::RedisResult<()> = redis::cmd("SET")
             .arg(&key)
             .arg(text)
             .arg("EX")
             .arg(app.config.suggestions_ttl_secs.max(1))
             .query_async(&mut *redis)
             .await;
-        if let Err(error) = kept {
+        if let Err(error) = stored {
             tracing::debug!(%error, "suggestions not kept");
         }
     }
-    Ok(Arc::new(list))
+    Ok(Arc::new(kept.list))
 }
 
 /// A candidate while scoring.

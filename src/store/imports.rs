@@ -263,6 +263,24 @@ pub(crate) async fn finish(
     Ok(n == 1)
 }
 
+/// Gives up `token`'s lease of job `id` (its runner stops): the next runner
+/// may claim it at once.
+pub(crate) async fn release(
+    conn: &mut PgConn,
+    id: i64,
+    token: uuid::Uuid,
+) -> diesel::QueryResult<()> {
+    diesel::sql_query(
+        "UPDATE import_job SET lease_token = NULL, lease_until = NULL
+          WHERE id = $1 AND lease_token = $2",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Uuid, _>(token)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Job `id`, if it exists.
 pub(crate) async fn get(conn: &mut PgConn, id: i64) -> diesel::QueryResult<Option<JobRow>> {
     let rows: Vec<JobRow> = diesel::sql_query(format!(

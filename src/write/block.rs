@@ -68,6 +68,7 @@ pub(crate) async fn change_block(
     write_through(app, actor, target, &ended).await;
     if first.edge_version.is_some() {
         super::forget_suggestions(app, actor).await;
+        super::forget_suggestions(app, target).await;
     }
     Ok(BlockOutcome {
         changed: first.edge_version.is_some(),

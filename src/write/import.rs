@@ -197,6 +197,7 @@ pub(crate) async fn after_batch(app: &App, owner: UserId, touched: Touched) {
     if touched.users.is_empty() {
         return;
     }
+    super::forget_suggestions(app, owner).await;
     let mut users = touched.users;
     users.push(owner);
     app.read.users.invalidate(&users);

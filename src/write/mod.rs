@@ -54,16 +54,28 @@ pub(crate) async fn take_tokens(
     }
 }
 
-/// Drops `user`'s kept suggestions, after a change of its own that they
-/// depend on (a block, a mute, a request, a dismissal). Best effort: they
-/// end with their TTL anyway.
+/// Outdates `user`'s kept suggestions, after a change they depend on (a
+/// block either way, a mute, a request, a dismissal): their generation
+/// moves on, so the next read computes them again — even one computed
+/// while this change was being made. Best effort: they end with their TTL
+/// anyway, and reads leave out blocked, muted, requested and inactive
+/// accounts whatever was kept.
 pub(crate) async fn forget_suggestions(app: &App, user: UserId) {
+    let mut pipe = redis::pipe();
+    queue_forget_suggestions(&mut pipe, app, user);
     if let Ok(mut redis) = app.redis.get().await {
-        let _: redis::RedisResult<()> = redis::cmd("DEL")
-            .arg(app.keys.suggestions(user))
-            .query_async(&mut *redis)
-            .await;
+        let _: redis::RedisResult<()> = pipe.query_async(&mut *redis).await;
     }
+}
+
+/// Queues [`forget_suggestions`] of `user` on `pipe`.
+fn queue_forget_suggestions(pipe: &mut redis::Pipeline, app: &App, user: UserId) {
+    let [_, generation] = app.keys.suggestions(user);
+    pipe.cmd("INCR").arg(&generation).ignore();
+    pipe.cmd("EXPIRE")
+        .arg(&generation)
+        .arg(2 * app.config.suggestions_ttl_secs.max(1))
+        .ignore();
 }
 
 /// After a commit that appended outbox events: the changed counter records
@@ -92,7 +104,7 @@ pub(crate) async fn after_commit(
     owners.sort_unstable();
     owners.dedup();
     for owner in owners {
-        pipe.cmd("DEL").arg(app.keys.suggestions(owner)).ignore();
+        queue_forget_suggestions(&mut pipe, app, owner);
     }
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;

@@ -31,6 +31,10 @@ pub(crate) async fn update_settings(
         });
     };
     drop(conn);
+    if change.locked.is_some() || change.hides_collections.is_some() {
+        // A change wrote its event: wake the relays.
+        super::after_commit(app, &[], &[]).await;
+    }
     if change.locked == Some(false) {
         super::requests::start_accepting(app, actor);
     }

@@ -88,6 +88,7 @@ async fn the_viewers_lists_export_in_mastodons_formats() {
         .await
         .unwrap();
     let token = t.token(me);
+    let nobody = t.token(UserId::new(987_654_321).unwrap());
 
     let (status, content_type, body, _) = get(&t, "/export/following.csv", Some(&token)).await;
     assert_eq!(status, StatusCode::OK);
@@ -128,6 +129,12 @@ async fn the_viewers_lists_export_in_mastodons_formats() {
             Some(token.as_str()),
             StatusCode::NOT_FOUND,
             "NOT_FOUND",
+        ),
+        (
+            "/export/blocks.csv",
+            Some(nobody.as_str()),
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
         ),
     ] {
         let (got, content_type, body, _) = get(&t, path, token).await;
@@ -281,6 +288,11 @@ async fn an_overwrite_undoes_what_the_file_does_not_name() {
     assert_eq!(following_handles(&t, me).await, ["y", "z"]);
     let _ = (x, z);
 
+    // A file whose rows name no account of Kith's removes nothing.
+    let job = import(&t, me, "FOLLOWING", "OVERWRITE", "y@elsewhere.social\n").await;
+    assert_eq!(json!([job["failed"], job["removed"]]), json!([1, 0]));
+    assert_eq!(following_handles(&t, me).await, ["y", "z"]);
+
     act(&t, me, "block", x).await;
     act(&t, me, "mute", y).await;
     let job = import(&t, me, "BLOCKS", "OVERWRITE", "z@localhost\n").await;
@@ -351,9 +363,12 @@ async fn imports_are_the_viewers_own_one_at_a_time_and_bounded() {
     let eleven = "other\n".repeat(11);
     let r = ask(Viewer::User(me), &eleven).await;
     assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
-    let r = ask(Viewer::User(me), "").await;
-    assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
-    // Paced at one row a second, ten rows keep the job open a while.
+    for empty in ["", "Account address\n"] {
+        let r = ask(Viewer::User(me), empty).await;
+        assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
+    }
+    // Paced at one row a second (batches of four), ten rows keep the job
+    // open a while.
     let first = ask(Viewer::User(me), &"other\n".repeat(10)).await;
     assert_ok(&first);
     let r = ask(Viewer::User(me), "other").await;
@@ -463,4 +478,57 @@ async fn an_import_survives_its_process_being_killed() {
         .await;
     assert_eq!(events, 200, "one event per follow");
     assert_eq!(t.stats(me).await.0, 200, "followings counted once each");
+}
+
+/// An overwrite walks the whole list, batch after batch; a follow past the
+/// cap is one reported row, and the rows after it still apply.
+#[tokio::test]
+async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.import_rows_per_sec = 1000;
+    })
+    .await;
+    let me = t.user("me").await;
+    kith::testing::store::users::seed(&mut *t.conn().await, "mm", 120)
+        .await
+        .unwrap();
+    t.sql(&format!(
+        "INSERT INTO following (from_user_id, to_user_id, active, followed_at, version)
+         SELECT {me}, id, TRUE, date_trunc('milliseconds', now()), 1 FROM users WHERE handle LIKE 'mm%'"
+    ))
+    .await;
+    t.sql(&format!(
+        "UPDATE user_stats SET followings = 120 WHERE user_id = {me}"
+    ))
+    .await;
+    let job = import(&t, me, "FOLLOWING", "OVERWRITE", "mm7\n").await;
+    assert_eq!(
+        json!([job["state"], job["skipped"], job["removed"]]),
+        json!(["DONE", 1, 119])
+    );
+    assert_eq!(following_handles(&t, me).await, ["mm7"]);
+
+    // The cap: past 2 followings, a follow needs followers (ratio 0: none do).
+    let t = spawn_app_with(|c| {
+        c.rate_limit_capacity = 1000;
+        c.import_rows_per_sec = 1000;
+        c.max_followings = 2;
+        c.followings_ratio = 0.0;
+    })
+    .await;
+    let me = t.user("me").await;
+    for name in ["a", "b", "c", "d"] {
+        t.user(name).await;
+    }
+    let job = import(&t, me, "FOLLOWING", "MERGE", "a\nb\nc\nd\n").await;
+    assert_eq!(
+        json!([
+            job["applied"],
+            job["failed"],
+            job["errors"]["edges"][0]["node"]
+        ]),
+        json!([2, 2, { "row": 3, "handle": "c", "code": "FOLLOW_LIMIT" }])
+    );
+    assert_eq!(following_handles(&t, me).await, ["a", "b"]);
 }

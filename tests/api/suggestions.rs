@@ -142,6 +142,12 @@ async fn every_exclusion_holds_and_each_change_computes_them_again() {
     .await;
     t.app.read.users.invalidate(&[secret]);
 
+    // Computed and kept before any of the changes below: each change must
+    // outdate what was kept, or be checked again as it is read.
+    let before = handles(&suggestions(&t, me).await);
+    for name in ["blocked", "blocker", "muted", "locked", "dismissed", "gone"] {
+        assert!(before.contains(&name.to_owned()), "{name} in {before:?}");
+    }
     act(&t, me, "block", users["blocked"]).await;
     act(&t, users["blocker"], "block", me).await;
     act(&t, me, "mute", users["muted"]).await;
@@ -177,6 +183,30 @@ async fn every_exclusion_holds_and_each_change_computes_them_again() {
             "{left_out} in {shown:?}"
         );
     }
+    // A dismissal of an account that does not exist, and a cursor of no page.
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "mutation($id: ID!) { dismissSuggestion(input: {userId: $id}) { userId } }",
+            json!({ "id": gid(UserId::new(987_654_321).unwrap()) }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "query($id: ID!) { user(id: $id) { suggestedFollows(after: \"s:18446744073709551615\") { totalCount } } }",
+            json!({ "id": gid(me) }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("BAD_CURSOR"), "{r}");
+    // Kept now: an account suspended since is left out as it is read.
+    kith::testing::write::lifecycle::set_status(&t.app, users["later"], UserStatus::Suspended)
+        .await
+        .unwrap();
+    let shown = handles(&suggestions(&t, me).await);
+    assert!(!shown.contains(&"later".to_owned()), "{shown:?}");
+    assert!(shown.contains(&"keep".to_owned()), "{shown:?}");
     // Kept: a change elsewhere is not seen...
     let fresh = t.user("fresh").await;
     assert_ok(&t.follow(friend, fresh).await);
