@@ -23,7 +23,8 @@
 //! profile query's cost — target ≤ 2 ms over it.
 //!
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first for
-//! a clean measure). Run `cargo bench --bench suggestions`; writes
+//! a clean measure). Run `cargo bench --bench suggestions`
+//! (`KITH_BENCH_PARTS=quality` or `latency` for one part); writes
 //! `target/bench-reports/suggestions.md` and prints it.
 
 use std::collections::{HashMap, HashSet};
@@ -460,7 +461,13 @@ async fn main() {
     let mut report = String::from(
         "# Suggestions: quality and cost\n\n`cargo bench --bench suggestions`, on a clean stack.\n\n",
     );
-    quality(&mut report).await;
-    latency(&mut report).await;
+    // `KITH_BENCH_PARTS=quality` or `latency` runs one part only.
+    let parts = std::env::var("KITH_BENCH_PARTS").unwrap_or_default();
+    if parts.is_empty() || parts.contains("quality") {
+        quality(&mut report).await;
+    }
+    if parts.is_empty() || parts.contains("latency") {
+        latency(&mut report).await;
+    }
     common::write_report("suggestions.md", &report);
 }

@@ -14,8 +14,9 @@
 //!    followee — one round trip;
 //! 4. each account they follow scores, per followee, `w × a`: `w` =
 //!    1 / (1 + ln(1 + followings / 100)), so a prolific follower counts
-//!    less, and `a` halves every 90 days of the follow's age; an account
-//!    that follows the viewer scores 1 more (`FOLLOWS_YOU`);
+//!    less, and `a` = ½ + ½ × 2^(−age / 180 days), so a recent follow counts
+//!    up to twice an old one (age discounts, never erases); an account that
+//!    follows the viewer scores `a` more (`FOLLOWS_YOU`);
 //! 5. excluded: the viewer, whom it follows (from the truth for the top
 //!    candidates when its list is longer than the walk), whom it has asked
 //!    to follow, blocks either way, mutes, dismissals, accounts not active;
@@ -48,8 +49,8 @@ const OWN_FOLLOWERS: usize = 200;
 const NAMED: usize = 3;
 /// Most followed accounts read.
 const POPULAR: i64 = 200;
-/// Half-life of a follow's weight, days.
-const HALF_LIFE_DAYS: f64 = 90.0;
+/// Half-life of the recent half of a follow's weight, days.
+const HALF_LIFE_DAYS: f64 = 180.0;
 
 /// Why an account is suggested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,7 +185,7 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         .unwrap_or(0);
     let decay = |at: i64| {
         let days = (newest - at).max(0) as f64 / 86_400_000.0;
-        0.5_f64.powf(days / HALF_LIFE_DAYS)
+        0.5 + 0.5 * 0.5_f64.powf(days / HALF_LIFE_DAYS)
     };
     let mut candidates: HashMap<UserId, Candidate> = HashMap::new();
     let mut every_list_whole = following_complete && sampled.len() == following.len();
