@@ -60,6 +60,12 @@ fn size(name: &str, n: i32) -> Result<usize, ApiError> {
     Ok(n as usize)
 }
 
+/// The size a connection paged by `first` alone asks for (`DEFAULT_PAGE`
+/// when unset), or `INVALID_INPUT`.
+pub(crate) fn first_size(first: Option<i32>) -> Result<usize, ApiError> {
+    size("first", first.unwrap_or(DEFAULT_PAGE))
+}
+
 impl PageArgs {
     /// The arguments as a field received them.
     pub(crate) fn new(

@@ -226,14 +226,7 @@ impl ImportJob {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<ImportErrorConnection> {
-        let n = first.unwrap_or(page_args::DEFAULT_PAGE);
-        if !(0..=page_args::MAX_PAGE).contains(&n) {
-            return Err(ApiError::invalid(format!(
-                "`first` must be between 0 and {}",
-                page_args::MAX_PAGE
-            )))
-            .gql();
-        }
+        let n = page_args::first_size(first).gql()?;
         let after = match after {
             None => -1,
             Some(cursor) => cursor
@@ -244,13 +237,13 @@ impl ImportJob {
         };
         let mut rows = {
             let mut conn = app(ctx).pg.get().await.map_err(ApiError::from).gql()?;
-            imports::errors(&mut conn, self.0.id, after, i64::from(n) + 1)
+            imports::errors(&mut conn, self.0.id, after, n as i64 + 1)
                 .await
                 .map_err(ApiError::from)
                 .gql()?
         };
-        let has_next_page = rows.len() > n as usize;
-        rows.truncate(n as usize);
+        let has_next_page = rows.len() > n;
+        rows.truncate(n);
         let edges: Vec<ImportErrorEdge> = rows
             .into_iter()
             .map(|r| ImportErrorEdge {

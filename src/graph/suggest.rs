@@ -72,14 +72,7 @@ pub(crate) async fn resolve(
     if me != owner {
         return Err(ApiError::Forbidden("suggestions are the account's own")).gql();
     }
-    let n = first.unwrap_or(page_args::DEFAULT_PAGE);
-    if !(0..=page_args::MAX_PAGE).contains(&n) {
-        return Err(ApiError::invalid(format!(
-            "`first` must be between 0 and {}",
-            page_args::MAX_PAGE
-        )))
-        .gql();
-    }
+    let n = page_args::first_size(first).gql()?;
     let start = match after {
         None => 0,
         Some(cursor) => cursor
@@ -121,7 +114,7 @@ pub(crate) async fn resolve(
         .iter()
         .enumerate()
         .skip(start)
-        .take(n as usize)
+        .take(n)
         .map(|(i, (s, node))| SuggestionEdge {
             cursor: format!("s:{i}"),
             node: UserNode(node.clone()),
