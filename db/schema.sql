@@ -46,10 +46,10 @@ CREATE TYPE kith.kith_edge_result AS (
 );
 
 --
--- Name: kith_accept_requests(bigint, integer); Type: FUNCTION; Schema: kith; Owner: -
+-- Name: kith_accept_requests(bigint, integer, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_accept_requests(p_owner bigint, p_limit integer) RETURNS TABLE(requester bigint, outcome text)
+CREATE FUNCTION kith.kith_accept_requests(p_owner bigint, p_limit integer, p_max_followings bigint, p_followings_ratio double precision) RETURNS TABLE(requester bigint, outcome text)
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -70,10 +70,12 @@ BEGIN
     LOOP
         requester := v_from;
         SELECT a.outcome INTO outcome
-          FROM kith_answer_request(p_owner, v_from, TRUE, gen_random_uuid(), gen_random_uuid()) a;
-        IF outcome IN ('blocked', 'target_unfollowable') THEN
+          FROM kith_answer_request(p_owner, v_from, TRUE, gen_random_uuid(), gen_random_uuid(),
+                                   p_max_followings, p_followings_ratio) a;
+        IF outcome IN ('blocked', 'target_unfollowable', 'follow_limit') THEN
             -- It can never become a follow now: dropped, so batches end.
-            PERFORM kith_answer_request(p_owner, v_from, FALSE, gen_random_uuid(), NULL);
+            PERFORM kith_answer_request(p_owner, v_from, FALSE, gen_random_uuid(), NULL,
+                                        p_max_followings, p_followings_ratio);
             outcome := 'dropped';
         END IF;
         RETURN NEXT;
@@ -104,10 +106,10 @@ END
 $$;
 
 --
--- Name: kith_answer_request(bigint, bigint, boolean, uuid, uuid); Type: FUNCTION; Schema: kith; Owner: -
+-- Name: kith_answer_request(bigint, bigint, boolean, uuid, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_answer_request(p_owner bigint, p_requester bigint, p_accept boolean, p_event_id uuid, p_follow_event_id uuid) RETURNS SETOF kith.kith_edge_result
+CREATE FUNCTION kith.kith_answer_request(p_owner bigint, p_requester bigint, p_accept boolean, p_event_id uuid, p_follow_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
 DECLARE
@@ -116,6 +118,7 @@ DECLARE
     v_req RECORD;
     v_t RECORD;
     v_pair RECORD;
+    v_stats user_stats%ROWTYPE;
 BEGIN
     r.outcome := kith_actor_refusal(p_owner);
     IF r.outcome IS NOT NULL THEN
@@ -140,6 +143,15 @@ BEGIN
             r.outcome := 'target_unfollowable';
         ELSIF kith_blocked(p_owner, p_requester) THEN
             r.outcome := 'blocked';
+        ELSIF NOT EXISTS (SELECT 1 FROM following f WHERE f.from_user_id = p_requester
+                                AND f.to_user_id = p_owner AND f.active) THEN
+            -- The follow it would make, held to the requester's follow cap
+            -- as any follow is (counted as the follow would count it).
+            SELECT * INTO v_stats FROM user_stats s WHERE s.user_id = p_requester;
+            v_stats.followings := v_stats.followings + 1;
+            IF kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+                r.outcome := 'follow_limit';
+            END IF;
         END IF;
         IF r.outcome IS NOT NULL THEN
             RETURN NEXT r;
@@ -940,6 +952,13 @@ BEGIN
          WHERE NOT q.active
         RETURNING q.version, q.requested_at INTO version, requested_at;
     ELSE
+        -- Most follows and unfollows end no request: an index probe, not
+        -- an UPDATE (whose statement trigger would run for no row).
+        PERFORM 1 FROM follow_request q
+         WHERE q.from_user_id = p_from AND q.to_user_id = p_to AND q.active;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
         UPDATE follow_request AS q
            SET active = FALSE, version = q.version + 1, updated_at = now()
          WHERE q.from_user_id = p_from AND q.to_user_id = p_to AND q.active

@@ -19,8 +19,11 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Which jobs a process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Jobs {
-    /// The HTTP API (with its live-update listener and the import runner).
+    /// The HTTP API (with its live-update listener).
     pub http: bool,
+    /// The import runner (`importGraph`'s jobs); every process serving the
+    /// API runs one.
+    pub imports: bool,
     /// The outbox relay.
     pub relay: bool,
     /// The projector, with the content ledger's pruning, the account
@@ -31,24 +34,35 @@ pub struct Jobs {
 impl Jobs {
     /// `kith run`: everything.
     pub const RUN: Self = Self {
+        imports: true,
         http: true,
         relay: true,
         projector: true,
     };
     /// `kith serve`: the API.
     pub const SERVE: Self = Self {
+        imports: true,
         http: true,
         relay: false,
         projector: false,
     };
     /// `kith relay`: the outbox relay.
     pub const RELAY: Self = Self {
+        imports: false,
         http: false,
         relay: true,
         projector: false,
     };
+    /// The import runner alone (tests run it so).
+    pub const IMPORTS: Self = Self {
+        imports: true,
+        http: false,
+        relay: false,
+        projector: false,
+    };
     /// `kith project`: the projector and its companions.
     pub const PROJECT: Self = Self {
+        imports: false,
         http: false,
         relay: false,
         projector: true,
@@ -128,9 +142,11 @@ pub async fn run_until(
             );
         }
     }
+    if jobs.imports {
+        tasks.spawn(crate::portability::import::run(app.clone(), stop.clone()).map(Ok));
+    }
     if jobs.http {
         tasks.spawn(crate::live::listen(app.clone(), stop.clone()).map(Ok));
-        tasks.spawn(crate::portability::import::run(app.clone(), stop.clone()).map(Ok));
         let mut served = stop.clone();
         tasks.spawn(
             crate::http::serve(app.clone(), async move { served.wait().await })

@@ -3,12 +3,14 @@
 
 use tokio::sync::Notify;
 
-/// Wakes this process's relay after a commit, and its parked projector
-/// after the relay published events.
+/// Wakes this process's relay after a commit, its parked projector after
+/// the relay published events, and its import runner after a job is queued.
 #[derive(Default)]
 pub struct Wakes {
     /// The outbox relay's.
     pub relay: Notify,
     /// The projector's.
     pub projector: Notify,
+    /// This process's import runner's, when a job is queued here.
+    pub imports: Notify,
 }

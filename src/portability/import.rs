@@ -99,12 +99,11 @@ pub(crate) fn rows(text: &str) -> Vec<NewRow> {
     rows
 }
 
-/// Queues `owner`'s import of `text` and starts running it in this
-/// process. Refused: past `KITH_IMPORT_MAX_ROWS` or empty (`INVALID_INPUT`),
+/// Queues `owner`'s import of `text` and wakes this process's runner. Refused: past `KITH_IMPORT_MAX_ROWS` or empty (`INVALID_INPUT`),
 /// while another import of the account is open (`IMPORT_RUNNING`), for an
 /// account that is not active (`FORBIDDEN`), or past the rate limit.
 pub(crate) async fn start(
-    app: &Arc<App>,
+    app: &App,
     owner: UserId,
     kind: ImportKind,
     mode: ImportMode,
@@ -137,27 +136,24 @@ pub(crate) async fn start(
             .await?
             .ok_or(ApiError::ImportRunning)?
     };
-    let runner = app.clone();
-    let id = job.id;
-    tokio::spawn(async move {
-        // This run ends with its job (or its process): nothing else stops it.
-        let (_never, mut stop) = Shutdown::new();
-        if let Err(error) = run_one(&runner, Some(id), &mut stop).await {
-            tracing::warn!(%error, job = id, "import: the run stopped; another runner will go on");
-        }
-    });
+    // This process's runner takes it at once; the others look every POLL.
+    app.wakes.imports.notify_one();
     Ok(job)
 }
 
-/// Runs jobs whose lease lapsed (their runner died) until `stop`.
+/// Runs queued jobs, and jobs whose lease lapsed (their runner died), until
+/// `stop`: at once when a job is queued in this process, else every
+/// [`POLL`]. A stop gives up the lease of the job running, for another
+/// process to go on at once.
 pub(crate) async fn run(app: Arc<App>, mut stop: Shutdown) {
     loop {
         tokio::select! {
             () = stop.wait() => return,
+            () = app.wakes.imports.notified() => {}
             () = tokio::time::sleep(POLL) => {}
         }
         while !stop.requested() {
-            match run_one(&app, None, &mut stop).await {
+            match run_one(&app, &mut stop).await {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(error) => {
@@ -179,19 +175,15 @@ enum Next {
     Lost,
 }
 
-/// Claims an open job whose lease is free (job `id` only, when given) and
-/// runs it to its end, or until `stop` (then its lease is given up, for
-/// another process to go on at once). `Ok(false)`: there was none to claim.
-pub(crate) async fn run_one(
-    app: &Arc<App>,
-    id: Option<i64>,
-    stop: &mut Shutdown,
-) -> Result<bool, ApiError> {
+/// Claims the oldest open job whose lease is free and runs it to its end,
+/// or until `stop` (then its lease is given up, for another process to go
+/// on at once). `Ok(false)`: there was none to claim.
+async fn run_one(app: &Arc<App>, stop: &mut Shutdown) -> Result<bool, ApiError> {
     let token = uuid::Uuid::new_v4();
     let lease_ms = LEASE.as_millis() as i64;
     let job = {
         let mut conn = app.pg.get().await?;
-        imports::claim(&mut conn, id, token, lease_ms).await?
+        imports::claim(&mut conn, token, lease_ms).await?
     };
     let Some(job) = job else {
         return Ok(false);

@@ -116,11 +116,10 @@ pub(crate) async fn create(
     .await
 }
 
-/// Takes the lease of an open job whose lease is free or lapsed — job `id`
-/// only, when given — for `lease_ms`, naming the holder `token`.
+/// Takes the lease of the oldest open job whose lease is free or lapsed,
+/// for `lease_ms`, naming the holder `token`.
 pub(crate) async fn claim(
     conn: &mut PgConn,
-    id: Option<i64>,
     token: uuid::Uuid,
     lease_ms: i64,
 ) -> diesel::QueryResult<Option<JobRow>> {
@@ -131,13 +130,11 @@ pub(crate) async fn claim(
           WHERE id = (SELECT id FROM import_job
                        WHERE state IN ('queued', 'running')
                          AND (lease_until IS NULL OR lease_until < now())
-                         AND ($3::BIGINT IS NULL OR id = $3)
                        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
          RETURNING {JOB_COLUMNS}"
     ))
     .bind::<Uuid, _>(token)
     .bind::<BigInt, _>(lease_ms)
-    .bind::<Nullable<BigInt>, _>(id)
     .load(conn)
     .await?;
     Ok(super::committed(rows))

@@ -8,12 +8,13 @@ use diesel_async::RunQueryDsl;
 
 use super::PgConn;
 use super::blocks::BlockRow;
-use super::following::EdgeChangeRow;
+use super::following::{EdgeChangeRow, FollowCap};
 use crate::model::UserId;
 
 /// `owner` accepts (`accept`) or rejects the pending request of
 /// `requester`, in one statement; the request's event gets `event_id`, an
-/// accepted request's follow `follow_event_id`.
+/// accepted request's follow `follow_event_id`. An accept past the
+/// requester's follow `cap` answers `follow_limit`.
 pub(crate) async fn answer(
     conn: &mut PgConn,
     owner: UserId,
@@ -21,14 +22,17 @@ pub(crate) async fn answer(
     accept: bool,
     event_id: uuid::Uuid,
     follow_event_id: uuid::Uuid,
+    cap: FollowCap,
 ) -> QueryResult<EdgeChangeRow> {
     let rows: Vec<EdgeChangeRow> =
-        diesel::sql_query("SELECT * FROM kith_answer_request($1, $2, $3, $4, $5)")
+        diesel::sql_query("SELECT * FROM kith_answer_request($1, $2, $3, $4, $5, $6, $7)")
             .bind::<BigInt, _>(owner.get())
             .bind::<BigInt, _>(requester.get())
             .bind::<Bool, _>(accept)
             .bind::<diesel::sql_types::Uuid, _>(event_id)
             .bind::<diesel::sql_types::Uuid, _>(follow_event_id)
+            .bind::<BigInt, _>(i64::from(cap.max))
+            .bind::<diesel::sql_types::Double, _>(cap.ratio)
             .load(conn)
             .await?;
     super::committed(rows).ok_or(diesel::result::Error::NotFound)
@@ -46,15 +50,19 @@ pub(crate) struct Accepted {
 }
 
 /// Accepts up to `limit` pending requests `owner` received, oldest first,
-/// if its account is not locked: one transaction.
+/// if its account is not locked: one transaction. A request past its
+/// requester's follow `cap` is rejected (`dropped`).
 pub(crate) async fn accept_batch(
     conn: &mut PgConn,
     owner: UserId,
     limit: i32,
+    cap: FollowCap,
 ) -> QueryResult<Vec<Accepted>> {
-    diesel::sql_query("SELECT * FROM kith_accept_requests($1, $2)")
+    diesel::sql_query("SELECT * FROM kith_accept_requests($1, $2, $3, $4)")
         .bind::<BigInt, _>(owner.get())
         .bind::<Integer, _>(limit)
+        .bind::<BigInt, _>(i64::from(cap.max))
+        .bind::<diesel::sql_types::Double, _>(cap.ratio)
         .load(conn)
         .await
 }

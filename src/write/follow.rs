@@ -265,6 +265,7 @@ pub(super) enum Refusal {
     TargetUnfollowable,
     Blocked,
     BlockLimit,
+    FollowLimit,
     Unexpected(String),
 }
 
@@ -278,6 +279,7 @@ impl Refusal {
             "target_unfollowable" => Self::TargetUnfollowable,
             "blocked" => Self::Blocked,
             "block_limit" => Self::BlockLimit,
+            "follow_limit" => Self::FollowLimit,
             other => Self::Unexpected(format!("the edge transition answered {other:?}")),
         }
     }
@@ -292,6 +294,7 @@ impl From<Refusal> for ApiError {
             Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
             Refusal::Blocked => ApiError::Blocked,
             Refusal::BlockLimit => ApiError::BlockLimit,
+            Refusal::FollowLimit => ApiError::FollowLimit,
             Refusal::Unexpected(why) => ApiError::internal(anyhow::anyhow!("{why}")),
         }
     }

@@ -42,6 +42,7 @@ pub(crate) async fn answer(
             accept,
             uuid::Uuid::new_v4(),
             uuid::Uuid::new_v4(),
+            super::follow::follow_cap(app),
         )
         .await?
     };
@@ -97,7 +98,7 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
     loop {
         let batch = {
             let mut conn = app.pg.get().await?;
-            requests::accept_batch(&mut conn, owner, BATCH).await?
+            requests::accept_batch(&mut conn, owner, BATCH, super::follow::follow_cap(app)).await?
         };
         if batch.is_empty() {
             return Ok(accepted);
@@ -109,7 +110,7 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
             .collect();
         users.push(owner);
         app.read.users.invalidate(&users);
-        app.wakes.relay.notify_one();
+        crate::pipeline::wake::wake(app).await;
     }
 }
 

@@ -466,3 +466,44 @@ async fn listed(t: &TestApp, owner: UserId) -> (Vec<String>, u64) {
         .collect();
     (handles, list["totalCount"].as_u64().unwrap())
 }
+
+/// An accepted request makes a follow, so it is held to the requester's
+/// follow cap: an accept past it is `FOLLOW_LIMIT` (the request waits), and
+/// an unlock rejects such a request instead of accepting it.
+#[tokio::test]
+async fn an_accept_is_held_to_the_requesters_follow_cap() {
+    let t = spawn_app_with(|c| {
+        c.max_followings = 1;
+        c.followings_ratio = 0.0;
+    })
+    .await;
+    let (fan, other, owner) = (
+        t.user("fan").await,
+        t.user("other").await,
+        t.user("owner").await,
+    );
+    assert_ok(&follow(&t, fan, other, "follow").await);
+    settings(&t, owner, true).await;
+    assert_ok(&follow(&t, fan, owner, "follow").await);
+    let r = follow(&t, owner, fan, "acceptFollowRequest").await;
+    assert_eq!(error_code(&r), Some("FOLLOW_LIMIT"), "{r}");
+    assert_eq!(t.edge(fan, owner).await, None);
+    assert_eq!(
+        listed(&t, owner).await,
+        (vec!["fan".to_owned()], 1),
+        "it waits"
+    );
+
+    settings(&t, owner, false).await;
+    eventually("the unlock's batch is done", 10, || async {
+        let pending = t
+            .count(&format!(
+                "SELECT count(*) AS n FROM follow_request WHERE to_user_id = {owner} AND active"
+            ))
+            .await;
+        (pending == 0).then_some(())
+    })
+    .await;
+    assert_eq!(t.edge(fan, owner).await, None, "rejected, not accepted");
+    assert_eq!(t.stats(fan).await.0, 1);
+}

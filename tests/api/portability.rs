@@ -169,8 +169,10 @@ const JOB: &str = "query($id: ID!) { importJob(id: $id) {
     kind mode state total applied skipped failed removed failure
     errors(first: 20) { totalCount edges { node { row handle code } } } } }";
 
-/// Imports `csv` as `owner` and waits for the job to end; its last state.
+/// Imports `csv` as `owner` and waits for the job to end (an import runner
+/// runs meanwhile, as in every serving process); its last state.
 async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -> Value {
+    let runner = t.start_imports();
     let r = t
         .execute(
             Viewer::User(owner),
@@ -181,7 +183,7 @@ async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -
     assert_ok(&r);
     assert_eq!(r["data"]["importGraph"]["clientMutationId"], "i");
     let id = r["data"]["importGraph"]["job"]["id"].clone();
-    crate::helpers::eventually("the import to end", 60, || async {
+    let job = crate::helpers::eventually("the import to end", 60, || async {
         let r = t
             .execute(Viewer::User(owner), JOB, json!({ "id": id }))
             .await;
@@ -189,7 +191,9 @@ async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -
         let job = r["data"]["importJob"].clone();
         matches!(job["state"].as_str(), Some("DONE" | "FAILED")).then_some(job)
     })
-    .await
+    .await;
+    runner.stop().await.unwrap();
+    job
 }
 
 async fn following_handles(t: &TestApp, user: UserId) -> Vec<String> {
@@ -531,4 +535,58 @@ async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
         json!([2, 2, { "row": 3, "handle": "c", "code": "FOLLOW_LIMIT" }])
     );
     assert_eq!(following_handles(&t, me).await, ["a", "b"]);
+}
+
+/// A process that stops gracefully gives its job's lease up: the job waits,
+/// claimable at once, where its last batch left it.
+#[tokio::test]
+async fn a_stopping_process_gives_its_import_up() {
+    use crate::helpers::{KithProcess, eventually};
+    use crate::http_client;
+
+    let t = spawn_app().await;
+    let me = t.user("me").await;
+    kith::testing::store::users::seed(&mut *t.conn().await, "idol", 200)
+        .await
+        .unwrap();
+    let csv = (0..200)
+        .map(|i| format!("idol{i}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let port = http_client::free_port();
+    let mut server = KithProcess::start(
+        &t,
+        "serve",
+        &[
+            ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
+            ("KITH_IMPORT_ROWS_PER_SEC", "20".into()),
+        ],
+    );
+    eventually("the server", 60, || async {
+        http_client::get(port, "/healthz").await.ok()
+    })
+    .await;
+    let r = http_client::graphql(
+        port,
+        &t.token(me),
+        IMPORT,
+        json!({ "kind": "FOLLOWING", "csv": csv }),
+    )
+    .await
+    .unwrap();
+    assert_ok(&r);
+    let applied = || t.count("SELECT applied::BIGINT AS n FROM import_job");
+    eventually("a first batch", 30, || async {
+        (applied().await >= 50).then_some(())
+    })
+    .await;
+    server.terminate();
+    let held = t
+        .count(
+            "SELECT count(*) AS n FROM import_job
+              WHERE state = 'running' AND lease_token IS NULL AND lease_until IS NULL",
+        )
+        .await;
+    assert_eq!(held, 1, "the lease was given up");
+    assert!(applied().await < 200);
 }

@@ -51,6 +51,11 @@ impl TestApp {
         start_jobs(app, kith::jobs::Jobs::RELAY, Arc::default())
     }
 
+    /// Starts the import runner, as every serving process runs it.
+    pub fn start_imports(&self) -> Job {
+        start_jobs(self.app.clone(), kith::jobs::Jobs::IMPORTS, Arc::default())
+    }
+
     /// Starts a projector in the app's consumer group.
     pub fn start_projector(
         &self,

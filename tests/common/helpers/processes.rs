@@ -66,6 +66,16 @@ impl KithProcess {
         self.child.id()
     }
 
+    /// `kill -TERM`, then waits for the process to end (a graceful stop).
+    pub fn terminate(&mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let _ = self.child.wait();
+    }
+
     /// `kill -9`: no clean-up of any kind.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
