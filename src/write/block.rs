@@ -65,11 +65,12 @@ pub(crate) async fn change_block(
     })?;
     let ended: Vec<EdgeChangeRow> = rows.collect();
     app.read.users.invalidate(&[actor, target]);
-    write_through(app, actor, target, &ended).await;
-    if first.edge_version.is_some() {
-        super::forget_suggestions(app, actor).await;
-        super::forget_suggestions(app, target).await;
-    }
+    let changed: &[UserId] = if first.edge_version.is_some() {
+        &[actor, target]
+    } else {
+        &[]
+    };
+    write_through(app, actor, target, &ended, changed).await;
     Ok(BlockOutcome {
         changed: first.edge_version.is_some(),
         target: target_user,
@@ -81,12 +82,14 @@ pub(crate) async fn change_block(
 }
 
 /// Read-your-writes for the follows a block ended: the followers' counter
-/// records and following lists, and the followed users' followers lists.
+/// records and following lists, and the followed users' followers lists;
+/// the kept suggestions of `changed` are outdated in the same round trip.
 pub(super) async fn write_through(
     app: &App,
     actor: UserId,
     target: UserId,
     ended: &[EdgeChangeRow],
+    changed: &[UserId],
 ) {
     let mut records = Vec::new();
     let mut edges = Vec::new();
@@ -116,5 +119,5 @@ pub(super) async fn write_through(
         }
     }
     // The block's own event wakes the relays too.
-    super::after_commit(app, &records, &edges).await;
+    super::after_commit_for(app, &records, &edges, changed).await;
 }

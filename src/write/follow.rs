@@ -81,8 +81,7 @@ pub async fn change_edge(
         // A request made or cancelled: the pair's cached requests go, and
         // its event waits in the outbox.
         app.read.users.invalidate(&[actor, target]);
-        super::after_commit(app, &[], &[]).await;
-        super::forget_suggestions(app, actor).await;
+        super::after_commit_for(app, &[], &[], &[actor]).await;
     }
     Ok(outcome)
 }

@@ -197,13 +197,12 @@ pub(crate) async fn after_batch(app: &App, owner: UserId, touched: Touched) {
     if touched.users.is_empty() {
         return;
     }
-    super::forget_suggestions(app, owner).await;
     let mut users = touched.users;
     users.push(owner);
     app.read.users.invalidate(&users);
     for (actor, target, ended) in &touched.ended {
-        super::block::write_through(app, *actor, *target, ended).await;
+        super::block::write_through(app, *actor, *target, ended, &[]).await;
     }
     super::follow::write_through(app, &touched.follows, &[]).await;
-    super::after_commit(app, &[], &[]).await;
+    super::after_commit_for(app, &[], &[], &[owner]).await;
 }

@@ -54,8 +54,9 @@ pub(crate) async fn take_tokens(
     }
 }
 
-/// Outdates `user`'s kept suggestions, after a change they depend on (a
-/// block either way, a mute, a request, a dismissal): their generation
+/// Outdates `user`'s kept suggestions after a change they depend on that
+/// writes no outbox event (a dismissal; the others go through
+/// [`after_commit_for`]'s round trip): their generation
 /// moves on, so the next read computes them again — even one computed
 /// while this change was being made. Best effort: they end with their TTL
 /// anyway, and reads leave out blocked, muted, requested and inactive
@@ -90,16 +91,28 @@ pub(crate) async fn after_commit(
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
 ) {
+    after_commit_for(app, records, edges, &[]).await;
+}
+
+/// [`after_commit`], which also outdates the kept suggestions of `users`
+/// (whose blocks, mutes or requests changed) in the same round trip.
+pub(crate) async fn after_commit_for(
+    app: &App,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+    users: &[UserId],
+) {
     app.wakes.relay.notify_one();
     let mut pipe = cache::write_through_pipe(&app.keys, records, edges);
     wake::queue_publish(&mut pipe, &app.keys);
-    // A change of whom a user follows drops its kept suggestions.
+    // A change of whom a user follows outdates its kept suggestions.
     let mut owners: Vec<UserId> = edges
         .iter()
         .filter_map(|e| match e.list {
             ListKey::Following(owner) => Some(owner),
             ListKey::Followers(_) => None,
         })
+        .chain(users.iter().copied())
         .collect();
     owners.sort_unstable();
     owners.dedup();

@@ -68,8 +68,7 @@ pub(crate) async fn change_mute(
     let changed = row.edge_version.is_some();
     if changed {
         // The event waits in the outbox: wake the relays.
-        super::after_commit(app, &[], &[]).await;
-        super::forget_suggestions(app, actor).await;
+        super::after_commit_for(app, &[], &[], &[actor]).await;
     }
     Ok(MuteOutcome {
         changed,
