@@ -21,7 +21,7 @@ use crate::cache::lists::{self, Member, MembersCalls, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::paging::ListKey;
-use crate::paging::{PageRequest, Position};
+use crate::paging::Position;
 use crate::store::following;
 use crate::store::lists as store_lists;
 
@@ -166,32 +166,42 @@ pub(crate) async fn compute(
 }
 
 /// The newest `limit` members of each list, and whether that is all of it:
-/// from the list cache where it covers them (one Redis round trip), else
-/// from PostgreSQL (one statement per kind of list). Lists found uncached
-/// are filled in the background, as a page read would.
+/// from the list cache where it covers them (one Redis round trip of plain
+/// reads, see `cache::lists::queue_newest`), else from PostgreSQL (one
+/// statement per kind of list). Lists found uncached are filled in the
+/// background, as a page read would.
 pub(crate) async fn walk_many(
     app: &Arc<App>,
     lists_to_walk: &[ListKey],
     limit: usize,
 ) -> Result<HashMap<ListKey, (Vec<Position>, bool)>, ApiError> {
-    let request = PageRequest::After(None, limit);
+    let walks: Vec<(ListKey, usize)> = lists_to_walk.iter().map(|l| (*l, limit)).collect();
+    walk_each(app, &walks).await
+}
+
+/// [`walk_many`] with a limit of each list's own.
+pub(crate) async fn walk_each(
+    app: &Arc<App>,
+    walks: &[(ListKey, usize)],
+) -> Result<HashMap<ListKey, (Vec<Position>, bool)>, ApiError> {
+    let limits: HashMap<ListKey, usize> = walks.iter().copied().collect();
     // A list this process failed to update is read from PostgreSQL.
-    let (cached, mut misses): (Vec<ListKey>, Vec<ListKey>) = lists_to_walk
+    let (cached, mut misses): (Vec<ListKey>, Vec<ListKey>) = walks
         .iter()
-        .copied()
+        .map(|(list, _)| *list)
         .partition(|list| !unsynced(app, *list));
     let mut pipe = redis::pipe();
     for list in &cached {
-        lists::queue_page(&mut pipe, &app.keys, *list, request);
+        lists::queue_newest(&mut pipe, &app.keys, *list, limits[list]);
     }
     let replies = super::batch::query(app, &pipe).await;
-    let mut out = HashMap::with_capacity(lists_to_walk.len());
+    let mut out = HashMap::with_capacity(walks.len());
     let mut uncached = Vec::new();
     for (i, list) in cached.iter().enumerate() {
-        let page = replies
-            .as_ref()
-            .and_then(|r| r.get(i))
-            .map(|reply| lists::parse_page(reply, limit));
+        let page = replies.as_ref().and_then(|r| {
+            r.get(i * lists::NEWEST_REPLIES..(i + 1) * lists::NEWEST_REPLIES)
+                .map(|replies| lists::parse_newest(replies, limits[list]))
+        });
         match page {
             Some(Ok(page)) => {
                 out.insert(*list, (page.items, !page.more));
@@ -209,9 +219,11 @@ pub(crate) async fn walk_many(
     }
     let rows = {
         let mut conn = app.pg.get().await?;
-        store_lists::newest_of(&mut conn, &misses, limit + 1).await?
+        let most = misses.iter().map(|l| limits[l]).max().unwrap_or(0);
+        store_lists::newest_of(&mut conn, &misses, most + 1).await?
     };
     for (list, rows) in rows {
+        let limit = limits[&list];
         let mut members: Vec<Position> = rows
             .iter()
             .filter_map(|row| {

@@ -22,6 +22,7 @@ use crate::paging::ListKey;
 
 mod fill;
 mod inspect;
+mod newest;
 
 use crate::model::UserId;
 use crate::paging::{Page, PageRequest, Position};
@@ -29,6 +30,7 @@ pub(crate) use fill::begin_fills;
 pub use fill::{Fill, FillClaim, ListEntry, begin_fill, commit_fill, commit_fills};
 pub use inspect::{Coverage, cached_members, coverages};
 pub(crate) use inspect::{ListSnapshot, snapshot};
+pub(crate) use newest::{NEWEST_REPLIES, parse_newest, queue_newest};
 
 static APPLY_EDGE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_apply_edge.lua")));
@@ -72,6 +74,14 @@ pub(crate) fn parse_member(member: &str) -> Option<UserId> {
         return None;
     }
     member.parse::<i64>().ok().and_then(UserId::new)
+}
+
+/// The user of a ZSet member in a reply, if it is one (no copy made).
+pub(crate) fn member_bytes(value: &redis::Value) -> Option<UserId> {
+    match value {
+        redis::Value::BulkString(bytes) => parse_member(std::str::from_utf8(bytes).ok()?),
+        _ => None,
+    }
 }
 
 /// The latest state of one edge, as one list sees it.
