@@ -68,8 +68,8 @@ pub(super) const SUGGESTIONS: Section = Section {
         ),
         value(
             "KITH_SUGGESTIONS_PER_FOLLOWEE",
-            "200",
-            "newest follows read from each sampled followee's list; with the sample, a computation reads at most `SAMPLE × PER_FOLLOWEE` + 2,000 list entries in 4 Redis round trips",
+            "100",
+            "newest follows read from each sampled followee's list; with the sample, a computation reads at most `SAMPLE × PER_FOLLOWEE` + 1,200 list entries in three Redis round trips (two of them at once)",
         ),
         value(
             "KITH_SUGGESTIONS_TTL_SECS",

@@ -5,13 +5,13 @@
 //! and dismissals, and blocks of the viewer, move it on).
 //!
 //! One computation:
-//! 1. the viewer's following and followers lists (newest 1,000 of each; the
-//!    newest 200 followers count) — one Redis round trip;
+//! 1. the viewer's following and followers lists (the newest 1,000 and 200)
+//!    — one Redis round trip;
 //! 2. a sample of the followees (`KITH_SUGGESTIONS_SAMPLE`: half the newest,
-//!    half drawn from the rest), less those that hide their lists, with
-//!    their counters — one round trip;
-//! 3. the newest `KITH_SUGGESTIONS_PER_FOLLOWEE` follows of each sampled
-//!    followee — one round trip;
+//!    half drawn from the rest), their counters, and the newest
+//!    `KITH_SUGGESTIONS_PER_FOLLOWEE` follows of each — two round trips,
+//!    made at once with the reads of step 5's exclusions; the follows of
+//!    those that hide their lists or are not active do not count;
 //! 4. each account they follow scores, per followee, `w × a`: `w` =
 //!    1 / (1 + ln(1 + followings / 100)), so a prolific follower counts
 //!    less, and `a` = ½ + ½ × 2^(−age / 180 days), so a recent follow counts
@@ -130,18 +130,40 @@ pub async fn for_viewer(app: &Arc<App>, viewer: UserId) -> Result<Arc<Vec<Sugges
 struct Candidate {
     score: f64,
     follows_you: bool,
-    /// (contribution, followee)
-    by: Vec<(f64, UserId)>,
+    /// How many followees read follow it.
+    count: u32,
+    /// The strongest of them: (contribution, followee), strongest first.
+    top: Vec<(f64, UserId)>,
+}
+
+impl Candidate {
+    /// Counts `followee`'s follow of the candidate, worth `contribution`.
+    fn followed_by(&mut self, contribution: f64, followee: UserId) {
+        self.score += contribution;
+        self.count += 1;
+        let stronger = |a: &(f64, UserId)| {
+            a.0.total_cmp(&contribution)
+                .then(followee.cmp(&a.1))
+                .is_gt()
+        };
+        let at = self.top.iter().take_while(|a| stronger(a)).count();
+        if at < NAMED {
+            self.top.insert(at, (contribution, followee));
+            self.top.truncate(NAMED);
+        }
+    }
 }
 
 /// Computes `viewer`'s suggestions now (nothing kept), and how many list
 /// entries the computation read.
 pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>, usize), ApiError> {
     let config = &app.config;
-    let own = intersect::walk_many(
+    let own = intersect::walk_each(
         app,
-        &[ListKey::Following(viewer), ListKey::Followers(viewer)],
-        OWN_FOLLOWING,
+        &[
+            (ListKey::Following(viewer), OWN_FOLLOWING),
+            (ListKey::Followers(viewer), OWN_FOLLOWERS),
+        ],
     )
     .await?;
     let (following, following_complete) = own
@@ -150,22 +172,29 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         .unwrap_or_default();
     let fans: Vec<Position> = own
         .get(&ListKey::Followers(viewer))
-        .map(|(f, _)| f.iter().take(OWN_FOLLOWERS).copied().collect())
+        .map(|(f, _)| f.clone())
         .unwrap_or_default();
     let followed: HashSet<UserId> = following.iter().map(|p| p.user).collect();
 
+    // The sampled followees' rows, counters and lists, and what is never
+    // suggested, read at once.
     let sampled = sample(&following, config.suggestions_sample as usize, viewer);
-    let rows = app.read.users.by_ids(&app.pg, &sampled).await?;
+    let reads: Vec<Read> = sampled.iter().map(|u| Read::Counters(*u)).collect();
+    let lists: Vec<ListKey> = sampled.iter().map(|u| ListKey::Following(*u)).collect();
+    let per = config.suggestions_per_followee as usize;
+    let (rows, counters, walked, excluded) = tokio::try_join!(
+        app.read.users.by_ids(&app.pg, &sampled),
+        batch::load(app, &reads),
+        intersect::walk_many(app, &lists, per),
+        exclusions(app, viewer),
+    )?;
+    // A reason never names an account whose lists are hidden, nor one not
+    // active: their follows do not count.
     let readable: Vec<UserId> = rows
         .iter()
         .filter(|u| u.status == UserStatus::Active && !u.hides_collections)
         .map(|u| u.id)
         .collect();
-    let reads: Vec<Read> = readable.iter().map(|u| Read::Counters(*u)).collect();
-    let counters = batch::load(app, &reads).await?;
-    let lists: Vec<ListKey> = readable.iter().map(|u| ListKey::Following(*u)).collect();
-    let per = config.suggestions_per_followee as usize;
-    let walked = intersect::walk_many(app, &lists, per).await?;
     let entries = following.len()
         + fans.len()
         + walked
@@ -200,46 +229,49 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         };
         let weight = 1.0 / (1.0 + (1.0 + followings / 100.0).ln());
         for member in members {
-            if member.user == viewer || followed.contains(&member.user) {
+            if member.user == viewer
+                || followed.contains(&member.user)
+                || excluded.contains(&member.user)
+            {
                 continue;
             }
             let contribution = weight * decay(member.followed_at_ms);
-            let candidate = candidates.entry(member.user).or_default();
-            candidate.score += contribution;
-            candidate.by.push((contribution, *followee));
+            candidates
+                .entry(member.user)
+                .or_default()
+                .followed_by(contribution, *followee);
         }
     }
     for fan in &fans {
-        if fan.user != viewer && !followed.contains(&fan.user) {
+        if fan.user != viewer && !followed.contains(&fan.user) && !excluded.contains(&fan.user) {
             let candidate = candidates.entry(fan.user).or_default();
             candidate.score += decay(fan.followed_at_ms);
             candidate.follows_you = true;
         }
     }
 
-    let excluded = exclusions(app, viewer).await?;
-    let mut ranked: Vec<(UserId, Candidate)> = candidates
-        .into_iter()
-        .filter(|(user, _)| !excluded.contains(user))
-        .collect();
-    ranked.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0)));
-    ranked.truncate(KEPT * 2);
+    let mut ranked: Vec<(UserId, Candidate)> = candidates.into_iter().collect();
+    let by_score = |a: &(UserId, Candidate), b: &(UserId, Candidate)| {
+        b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0))
+    };
+    if ranked.len() > KEPT * 2 {
+        ranked.select_nth_unstable_by(KEPT * 2, by_score);
+        ranked.truncate(KEPT * 2);
+    }
+    ranked.sort_by(by_score);
     let mut out: Vec<Suggestion> = ranked
         .into_iter()
-        .map(|(user, mut c)| {
-            c.by.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            Suggestion {
-                user,
-                score: c.score,
-                kind: if c.follows_you {
-                    ReasonKind::FollowsYou
-                } else {
-                    ReasonKind::FollowedByPeopleYouFollow
-                },
-                followed_by: c.by.iter().take(NAMED).map(|(_, f)| *f).collect(),
-                followed_by_count: c.by.len() as u32,
-                exact: every_list_whole,
-            }
+        .map(|(user, c)| Suggestion {
+            user,
+            score: c.score,
+            kind: if c.follows_you {
+                ReasonKind::FollowsYou
+            } else {
+                ReasonKind::FollowedByPeopleYouFollow
+            },
+            followed_by: c.top.iter().map(|(_, f)| *f).collect(),
+            followed_by_count: c.count,
+            exact: every_list_whole,
         })
         .collect();
     if out.len() < KEPT {
@@ -266,30 +298,26 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
             });
         }
     }
-    // What the walk of the viewer's list could not rule out, the truth does.
-    if !following_complete && !out.is_empty() {
-        let asked: Vec<UserId> = out.iter().map(|s| s.user).collect();
-        let followed: HashSet<UserId> = {
-            let mut conn = app.pg.get().await?;
-            store::followed_of(&mut conn, viewer, &asked)
-                .await?
-                .into_iter()
-                .collect()
-        };
-        out.retain(|s| !followed.contains(&s.user));
-    }
-    // Only active accounts, as any list shows them.
+    // What the walk of the viewer's list could not rule out, the truth
+    // does; and only active accounts, as any list shows them.
     let asked: Vec<UserId> = out.iter().map(|s| s.user).collect();
-    let active: HashSet<UserId> = app
-        .read
-        .users
-        .by_ids(&app.pg, &asked)
-        .await?
+    let (followed, users) = tokio::try_join!(
+        async {
+            if following_complete || asked.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut conn = app.pg.get().await?;
+            Ok::<_, ApiError>(store::followed_of(&mut conn, viewer, &asked).await?)
+        },
+        app.read.users.by_ids(&app.pg, &asked),
+    )?;
+    let followed: HashSet<UserId> = followed.into_iter().collect();
+    let active: HashSet<UserId> = users
         .into_iter()
         .filter(|u| u.status == UserStatus::Active)
         .map(|u| u.id)
         .collect();
-    out.retain(|s| active.contains(&s.user));
+    out.retain(|s| active.contains(&s.user) && !followed.contains(&s.user));
     out.truncate(KEPT);
     Ok((out, entries))
 }
