@@ -2,7 +2,7 @@
 //! with communities, and what a computation costs.
 //!
 //! **Quality.** A graph of `KITH_BENCH_USERS` (20,000) users and
-//! `KITH_BENCH_EDGES` (400,000) follows in `KITH_BENCH_COMMUNITIES` (40)
+//! `KITH_BENCH_EDGES` (2,000,000) follows in `KITH_BENCH_COMMUNITIES` (40)
 //! communities (`kith seed-data --communities`). For a sample of 200 users
 //! that follow at least 20, 10% of their follows are hidden (deleted from
 //! the truth and the projection); each method then suggests 20 accounts
@@ -15,7 +15,11 @@
 //! - popularity alone: the most followed accounts not followed yet.
 //!
 //! Targets: Kith's recall ≥ 80% of exact friends-of-friends' and ≥ 2×
-//! popularity's.
+//! popularity's. Each row is also given for the viewers that follow more
+//! accounts than Kith's sample reads (`KITH_SUGGESTIONS_SAMPLE`), where
+//! the bound bites; and Kith runs in each of the walks
+//! `KITH_BENCH_WALKS` names (`SAMPLExPER_FOLLOWEE`, default
+//! `100x100,100x200,200x50`), on the same graph and caches.
 //!
 //! **Latency.** A viewer following 2,000 accounts that each follow 2,000:
 //! 200 cold computations (nothing kept; lists cached) — target p99 ≤ 50 ms;
@@ -124,7 +128,7 @@ impl Tally {
 
 async fn quality(report: &mut String) {
     let users = env_number("KITH_BENCH_USERS", 20_000);
-    let edges = env_number("KITH_BENCH_EDGES", 400_000);
+    let edges = env_number("KITH_BENCH_EDGES", 2_000_000);
     let communities = env_number("KITH_BENCH_COMMUNITIES", 40);
     let name = format!("bench_sugg_q_{}", std::process::id());
     // Seeding and the exact counts run long: no statement timeout here.
@@ -194,15 +198,39 @@ async fn quality(report: &mut String) {
     )
     .await;
 
-    let mut kith = Tally::default();
-    let mut exact = Tally::default();
-    let mut popular = Tally::default();
+    let walks: Vec<(u32, u32)> = std::env::var("KITH_BENCH_WALKS")
+        .unwrap_or_else(|_| "100x100,100x200,200x50".to_owned())
+        .split(',')
+        .map(|w| {
+            let (a, b) = w.split_once('x').expect("SAMPLExPER_FOLLOWEE");
+            (a.parse().expect("sample"), b.parse().expect("per followee"))
+        })
+        .collect();
+    let mut kiths: Vec<(Arc<App>, [Tally; 2])> = Vec::new();
+    for (sample, per) in &walks {
+        let mut config = app.config.clone();
+        config.suggestions_sample = *sample;
+        config.suggestions_per_followee = *per;
+        kiths.push((App::start(config).await.unwrap(), Default::default()));
+    }
+    let mut exact: [Tally; 2] = Default::default();
+    let mut popular: [Tally; 2] = Default::default();
+    let followings: HashMap<i64, i64> = pairs(
+        &app,
+        "SELECT from_user_id AS a, count(*) AS b FROM following WHERE active GROUP BY 1",
+    )
+    .await
+    .into_iter()
+    .collect();
+    let sample = i64::from(app.config.suggestions_sample);
     // Warm the caches the computations read, as a running service has them.
     for viewer in &viewers {
         let user = UserId::new(*viewer).unwrap();
-        let _ = kith::testing::read::suggest::compute(&app, user)
-            .await
-            .unwrap();
+        for (kith_app, _) in &kiths {
+            let _ = kith::testing::read::suggest::compute(kith_app, user)
+                .await
+                .unwrap();
+        }
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let most_followed = ones(
@@ -215,16 +243,24 @@ async fn quality(report: &mut String) {
             continue;
         };
         let user = UserId::new(*viewer).unwrap();
-        let (pg0, redis0) = app.round_trips.snapshot();
-        let (list, entries) = kith::testing::read::suggest::compute(&app, user)
-            .await
-            .unwrap();
-        let (pg1, redis1) = app.round_trips.snapshot();
-        let picked: Vec<i64> = list.iter().take(K).map(|s| s.user.get()).collect();
-        kith.add(&picked, hidden);
-        kith.entries += entries as u64;
-        kith.redis += redis1 - redis0;
-        kith.statements += pg1 - pg0;
+        // Both groups: every viewer, and those that follow more than the sample.
+        let heavy = followings.get(viewer).copied().unwrap_or(0) > sample;
+        let groups: &[usize] = if heavy { &[0, 1] } else { &[0] };
+        for (kith_app, tallies) in &mut kiths {
+            let (pg0, redis0) = kith_app.round_trips.snapshot();
+            let (list, entries) = kith::testing::read::suggest::compute(kith_app, user)
+                .await
+                .unwrap();
+            let (pg1, redis1) = kith_app.round_trips.snapshot();
+            let picked: Vec<i64> = list.iter().take(K).map(|s| s.user.get()).collect();
+            for g in groups {
+                let kith = &mut tallies[*g];
+                kith.add(&picked, hidden);
+                kith.entries += entries as u64;
+                kith.redis += redis1 - redis0;
+                kith.statements += pg1 - pg0;
+            }
+        }
 
         let fof = pairs(
             &app,
@@ -239,7 +275,6 @@ async fn quality(report: &mut String) {
         )
         .await;
         let picked: Vec<i64> = fof.iter().map(|(a, _)| *a).collect();
-        exact.add(&picked, hidden);
         let read = ones(
             &app,
             &format!(
@@ -248,8 +283,11 @@ async fn quality(report: &mut String) {
             ),
         )
         .await;
-        exact.entries += read[0] as u64;
-        exact.statements += 1;
+        for g in groups {
+            exact[*g].add(&picked, hidden);
+            exact[*g].entries += read[0] as u64;
+            exact[*g].statements += 1;
+        }
 
         let followed: HashSet<i64> = ones(
             &app,
@@ -266,26 +304,46 @@ async fn quality(report: &mut String) {
             .take(K)
             .copied()
             .collect();
-        popular.add(&picked, hidden);
-        popular.entries += users as u64;
-        popular.statements += 1;
+        for g in groups {
+            popular[*g].add(&picked, hidden);
+            popular[*g].entries += users as u64;
+            popular[*g].statements += 1;
+        }
     }
     report.push_str(&format!(
-        "## Quality: {users} users, {edges} follows, {communities} communities; {} viewers, {} hidden follows\n\n\
-         | method | recall@{K} | precision@{K} | entries read per viewer | Redis round trips | PostgreSQL statements |\n\
-         |---|---|---|---|---|---|\n",
-        kith.viewers, kith.hidden
+        "## Quality: {users} users, {edges} follows, {communities} communities\n\n"
     ));
-    report.push_str(&kith.row("Kith (bounded, `suggestedFollows`)"));
-    report.push_str(&exact.row("exact friends-of-friends (unbounded)"));
-    report.push_str(&popular.row("popularity alone"));
-    let vs_exact = kith.recall() / exact.recall().max(f64::EPSILON);
-    let vs_popular = kith.recall() / popular.recall().max(f64::EPSILON);
-    report.push_str(&format!(
-        "\nKith's recall is **{:.0}%** of exact friends-of-friends' (target ≥ 80%) and **{vs_popular:.1}×** popularity's (target ≥ 2×).\n\
-         Popularity's entries: the scan of `user_stats` it needs (kept once per process in Kith).\n\n",
-        100.0 * vs_exact
-    ));
+    for (g, title) in [
+        (0, "every viewer".to_owned()),
+        (1, format!("viewers following more than {sample} accounts")),
+    ] {
+        report.push_str(&format!(
+            "### {title}: {} viewers, {} hidden follows\n\n\
+             | method | recall@{K} | precision@{K} | entries read per viewer | Redis round trips | PostgreSQL statements |\n\
+             |---|---|---|---|---|---|\n",
+            exact[g].viewers, exact[g].hidden
+        ));
+        for ((sample, per), (_, tallies)) in walks.iter().zip(&kiths) {
+            report.push_str(&tallies[g].row(&format!(
+                "Kith (bounded: {sample} followees × {per} follows)"
+            )));
+        }
+        report.push_str(&exact[g].row("exact friends-of-friends (unbounded)"));
+        report.push_str(&popular[g].row("popularity alone"));
+        report.push('\n');
+        for ((sample, per), (_, tallies)) in walks.iter().zip(&kiths) {
+            let vs_exact = tallies[g].recall() / exact[g].recall().max(f64::EPSILON);
+            let vs_popular = tallies[g].recall() / popular[g].recall().max(f64::EPSILON);
+            report.push_str(&format!(
+                "- {sample} × {per}: recall **{:.0}%** of exact friends-of-friends' (target ≥ 80%), **{vs_popular:.1}×** popularity's (target ≥ 2×)\n",
+                100.0 * vs_exact
+            ));
+        }
+        report.push('\n');
+    }
+    report.push_str(
+        "Popularity's entries: the scan of `user_stats` it needs (kept once per process in Kith).\n\n",
+    );
 }
 
 async fn graphql(
