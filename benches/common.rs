@@ -69,6 +69,7 @@ pub async fn writer_app(name: &str, users: i64) -> Arc<App> {
 }
 
 /// p-th percentile of sorted samples.
+#[allow(dead_code, reason = "the export bench reads no percentiles")]
 pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {
         return T::default();

@@ -34,7 +34,9 @@ pub(crate) struct Member {
 
 /// Up to `limit` members of `owner`'s `list` with ids above `after`, by id.
 /// Each list is read along its primary key or the incoming index, so a
-/// batch costs the same at any depth.
+/// batch costs the same at any depth: `u.id > $2` repeats the bound on the
+/// users side, without which a merge join reads `users` from its first id
+/// at every batch (a million-row export took 155 s, not 3.3).
 pub(crate) async fn batch(
     conn: &mut PgConn,
     list: ExportList,
@@ -56,6 +58,7 @@ pub(crate) async fn batch(
     diesel::sql_query(format!(
         "SELECT r.{member_col} AS id, u.handle
            FROM {table} r JOIN users u ON u.id = r.{member_col} AND u.status = 'active'
+                                      AND u.id > $2
           WHERE r.{owner_col} = $1 AND r.{member_col} > $2 AND r.active{live}
           ORDER BY r.{member_col}
           LIMIT $3"
