@@ -590,3 +590,76 @@ async fn a_stopping_process_gives_its_import_up() {
     assert_eq!(held, 1, "the lease was given up");
     assert!(applied().await < 200);
 }
+
+/// Two runners over one job whose lease keeps lapsing (as when its runner
+/// stalls past it): the job changes hands, and still every row applies
+/// exactly once — each batch is fenced by the lease inside its own
+/// transaction.
+#[tokio::test]
+async fn runners_racing_over_one_job_apply_each_row_once() {
+    let t = spawn_app_with(|c| c.import_rows_per_sec = 1000).await;
+    let me = t.user("me").await;
+    kith::testing::store::users::seed(&mut *t.conn().await, "star", 1500)
+        .await
+        .unwrap();
+    let csv = (0..1500)
+        .map(|i| format!("star{i}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (first, second) = (t.start_imports(), t.start_imports());
+    let r = t
+        .execute(
+            Viewer::User(me),
+            IMPORT,
+            json!({ "kind": "FOLLOWING", "csv": csv }),
+        )
+        .await;
+    assert_ok(&r);
+    let id = r["data"]["importGraph"]["job"]["id"].clone();
+
+    // Lapse the lease again and again while the job runs, waking the idle
+    // runner each time, and note each holder seen.
+    let mut holders = std::collections::HashSet::new();
+    let state = || {
+        t.count("SELECT CASE state WHEN 'done' THEN 1 WHEN 'failed' THEN 2 ELSE 0 END::BIGINT AS n FROM import_job")
+    };
+    let started = std::time::Instant::now();
+    while state().await == 0 {
+        assert!(started.elapsed().as_secs() < 60, "the import ends");
+        holders.insert(
+            t.count(
+                "SELECT coalesce(('x' || substr(lease_token::TEXT, 1, 8))::BIT(32)::BIGINT, 0) AS n
+                   FROM import_job",
+            )
+            .await,
+        );
+        t.sql("UPDATE import_job SET lease_until = now() - interval '1 second' WHERE state = 'running'")
+            .await;
+        t.app.wakes.imports.notify_one();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    first.stop().await.unwrap();
+    second.stop().await.unwrap();
+    holders.remove(&0);
+    assert!(
+        holders.len() >= 2,
+        "the job changed hands ({} holders seen)",
+        holders.len()
+    );
+    assert_eq!(state().await, 1, "the job is done");
+    let job = t.execute(Viewer::User(me), JOB, json!({ "id": id })).await;
+    let job = &job["data"]["importJob"];
+    assert_eq!(
+        json!([job["applied"], job["skipped"], job["failed"]]),
+        json!([1500, 0, 0]),
+        "each row applied once"
+    );
+    let events = t
+        .count(&format!(
+            "SELECT count(*) AS n FROM outbox WHERE event_type = 'FollowCreated'
+              AND (payload->>'from')::BIGINT = {me}"
+        ))
+        .await;
+    assert_eq!(events, 1500, "one event per follow");
+    assert_eq!(t.stats(me).await.0, 1500, "followings counted once each");
+}
