@@ -16,7 +16,7 @@ pub(crate) type PgPool = Pool<AsyncPgConnection>;
 /// A connection checked out of [`PgPool`].
 pub(crate) type PgConn = AsyncPgConnection;
 
-/// Builds the pool and checks that one connection can be opened. Every
+/// Builds the pool; its connections open on first use. Every
 /// statement any pooled connection runs after its set-up is counted in
 /// `statements`; each connection gets `statement_timeout` (zero: none).
 /// Waiting for a connection longer than `acquire_timeout` fails (the caller

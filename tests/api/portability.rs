@@ -196,6 +196,18 @@ async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -
     job
 }
 
+/// `owner`'s `n` imported follows each wrote one event and counted once.
+async fn applied_once(t: &TestApp, owner: UserId, n: i64) {
+    let events = t
+        .count(&format!(
+            "SELECT count(*) AS n FROM outbox WHERE event_type = 'FollowCreated'
+              AND (payload->>'from')::BIGINT = {owner}"
+        ))
+        .await;
+    assert_eq!(events, n, "one event per follow");
+    assert_eq!(t.stats(owner).await.0, n, "followings counted once each");
+}
+
 async fn following_handles(t: &TestApp, user: UserId) -> Vec<String> {
     let (_, _, body, _) = get(t, "/export/following.csv", Some(&t.token(user))).await;
     let mut handles: Vec<String> = body
@@ -474,14 +486,7 @@ async fn an_import_survives_its_process_being_killed() {
         json!([200, 0]),
         "each row applied once"
     );
-    let events = t
-        .count(&format!(
-            "SELECT count(*) AS n FROM outbox WHERE event_type = 'FollowCreated'
-              AND (payload->>'from')::BIGINT = {me}"
-        ))
-        .await;
-    assert_eq!(events, 200, "one event per follow");
-    assert_eq!(t.stats(me).await.0, 200, "followings counted once each");
+    applied_once(&t, me, 200).await;
 }
 
 /// An overwrite walks the whole list, batch after batch; a follow past the
@@ -654,12 +659,5 @@ async fn runners_racing_over_one_job_apply_each_row_once() {
         json!([1500, 0, 0]),
         "each row applied once"
     );
-    let events = t
-        .count(&format!(
-            "SELECT count(*) AS n FROM outbox WHERE event_type = 'FollowCreated'
-              AND (payload->>'from')::BIGINT = {me}"
-        ))
-        .await;
-    assert_eq!(events, 1500, "one event per follow");
-    assert_eq!(t.stats(me).await.0, 1500, "followings counted once each");
+    applied_once(&t, me, 1500).await;
 }
