@@ -67,15 +67,21 @@ pub(crate) async fn connect(
 /// power) is declared dead within about 15 s instead of the kernel's two
 /// hours — for the relay's leadership session above all: its advisory lock
 /// is held by the server until the server notices, and the relay itself must
-/// notice to stop acting as leader. Settings already in `url` win.
+/// notice to stop acting as leader. And a time limit on each connection
+/// attempt: with several hosts (`postgres://h1,h2/kith?target_session_attrs=
+/// read-write`, a failover formation), a host that swallows packets would
+/// otherwise hold every reconnection for the kernel's SYN retries (about two
+/// minutes) before the next host is tried. Settings already in `url` win.
 pub(crate) fn with_keepalives(url: &str) -> String {
-    const SETTINGS: [(&str, &str); 5] = [
+    const SETTINGS: [(&str, &str); 6] = [
         ("keepalives", "1"),
         ("keepalives_idle", "5"),
         ("keepalives_interval", "2"),
         ("keepalives_retries", "3"),
         // tokio-postgres reads this one in seconds (libpq: milliseconds).
         ("tcp_user_timeout", "15"),
+        // Seconds, per host tried.
+        ("connect_timeout", "5"),
     ];
     SETTINGS.iter().fold(url.to_owned(), |url, (name, value)| {
         with_setting(&url, name, value)
@@ -128,13 +134,14 @@ mod tests {
     fn sessions_get_keepalives_in_either_url_form() {
         let url = with_keepalives("postgres://kith:kith@127.0.0.1:5432/kith");
         assert!(url.starts_with("postgres://kith:kith@127.0.0.1:5432/kith?keepalives=1&"));
-        assert!(url.contains("&keepalives_idle=5&") && url.ends_with("&tcp_user_timeout=15"));
+        assert!(url.contains("&keepalives_idle=5&") && url.contains("&tcp_user_timeout=15&"));
+        assert!(url.ends_with("&connect_timeout=5"));
         let url = with_keepalives("postgres://h/db?options=-c%20search_path%3Dx&keepalives_idle=9");
         assert!(url.contains("keepalives_idle=9") && !url.contains("keepalives_idle=5"));
         assert_eq!(
             with_keepalives("host=h dbname=kith keepalives=0"),
             "host=h dbname=kith keepalives=0 keepalives_idle=5 keepalives_interval=2 \
-             keepalives_retries=3 tcp_user_timeout=15"
+             keepalives_retries=3 tcp_user_timeout=15 connect_timeout=5"
         );
     }
 }
