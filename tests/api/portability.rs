@@ -196,6 +196,25 @@ async fn import(t: &TestApp, owner: UserId, kind: &str, mode: &str, csv: &str) -
     job
 }
 
+/// Seeds users `<prefix>0` … `<prefix>{n-1}` and returns an import file
+/// naming each.
+async fn seeded_file(t: &TestApp, prefix: &str, n: i64) -> String {
+    kith::testing::store::users::seed(&mut *t.conn().await, prefix, n)
+        .await
+        .unwrap();
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) AS n FROM users WHERE handle LIKE '{prefix}%'"
+        ))
+        .await,
+        n
+    );
+    (0..n)
+        .map(|i| format!("{prefix}{i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `owner`'s `n` imported follows each wrote one event and counted once.
 async fn applied_once(t: &TestApp, owner: UserId, n: i64) {
     let events = t
@@ -412,16 +431,7 @@ async fn an_import_survives_its_process_being_killed() {
 
     let t = spawn_app().await;
     let me = t.user("me").await;
-    kith::testing::store::users::seed(&mut *t.conn().await, "idol", 200)
-        .await
-        .unwrap();
-    let handles: Vec<String> = (0..200).map(|i| format!("idol{i}")).collect();
-    assert_eq!(
-        t.count("SELECT count(*) AS n FROM users WHERE handle = 'idol199'")
-            .await,
-        1
-    );
-    let csv = handles.join("\n");
+    let csv = seeded_file(&t, "idol", 200).await;
     let serve = |port: u16| {
         KithProcess::start(
             &t,
@@ -551,13 +561,7 @@ async fn a_stopping_process_gives_its_import_up() {
 
     let t = spawn_app().await;
     let me = t.user("me").await;
-    kith::testing::store::users::seed(&mut *t.conn().await, "idol", 200)
-        .await
-        .unwrap();
-    let csv = (0..200)
-        .map(|i| format!("idol{i}"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let csv = seeded_file(&t, "idol", 200).await;
     let port = http_client::free_port();
     let mut server = KithProcess::start(
         &t,
@@ -604,13 +608,7 @@ async fn a_stopping_process_gives_its_import_up() {
 async fn runners_racing_over_one_job_apply_each_row_once() {
     let t = spawn_app_with(|c| c.import_rows_per_sec = 1000).await;
     let me = t.user("me").await;
-    kith::testing::store::users::seed(&mut *t.conn().await, "star", 1500)
-        .await
-        .unwrap();
-    let csv = (0..1500)
-        .map(|i| format!("star{i}"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let csv = seeded_file(&t, "star", 1500).await;
     let (first, second) = (t.start_imports(), t.start_imports());
     let r = t
         .execute(
