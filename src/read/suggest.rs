@@ -195,17 +195,21 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         .filter(|u| u.status == UserStatus::Active && !u.hides_collections)
         .map(|u| u.id)
         .collect();
+    let read_lists: Vec<&(Vec<Position>, bool)> = readable
+        .iter()
+        .filter_map(|u| walked.get(&ListKey::Following(*u)))
+        .collect();
     let entries = following.len()
         + fans.len()
-        + walked
-            .values()
+        + read_lists
+            .iter()
             .map(|(members, _)| members.len())
             .sum::<usize>();
 
     // Ages are measured from the newest follow seen: a time of the
     // database's clock, as the follow times are.
-    let newest = walked
-        .values()
+    let newest = read_lists
+        .iter()
         .flat_map(|(members, _)| members.iter())
         .chain(&following)
         .chain(&fans)

@@ -69,10 +69,24 @@ pub(crate) fn parse_newest(
     let redis::Value::Array(rows) = rows else {
         return Err(NotCached);
     };
+    // RESP2 answers member, score, member, …; RESP3 [member, score] pairs.
+    let pairs: Vec<&[redis::Value]> = match rows.first() {
+        Some(redis::Value::Array(_)) => rows
+            .iter()
+            .map(|pair| match pair {
+                redis::Value::Array(pair) => pair.as_slice(),
+                _ => &[],
+            })
+            .collect(),
+        _ => rows.chunks_exact(2).collect(),
+    };
     let want = limit + 1;
-    let mut items = Vec::with_capacity(want.min(rows.len() / 2));
-    for pair in rows.chunks_exact(2) {
-        let (Some(user), Some(score)) = (member_bytes(&pair[0]), score(&pair[1])) else {
+    let mut items = Vec::with_capacity(want.min(pairs.len()));
+    for pair in pairs {
+        let [member, score_value] = pair else {
+            return Err(NotCached);
+        };
+        let (Some(user), Some(score)) = (member_bytes(member), score(score_value)) else {
             return Err(NotCached);
         };
         let position = Position {
@@ -190,6 +204,17 @@ mod tests {
             parse_newest(&[marker.clone(), rows(&[(30, 3)]), marker.clone()], 2),
             Err(super::super::PageMiss::NotCovered)
         );
+    }
+
+    #[test]
+    fn resp3_pairs_read_as_resp2_rows() {
+        let pairs = Value::Array(vec![
+            Value::Array(vec![bulk(&format!("{:019}", 3)), Value::Double(30.0)]),
+            Value::Array(vec![bulk(&format!("{:019}", 2)), Value::Double(20.0)]),
+        ]);
+        let page = parse_newest(&[bulk("all"), pairs, bulk("all")], 5).unwrap();
+        assert_eq!(page.items, vec![at(30, 3), at(20, 2)]);
+        assert!(!page.more);
     }
 
     #[test]
