@@ -84,6 +84,7 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         postgres_pool: app.pg.state().into(),
         redis_pool: app.redis.state().into(),
         fills_in_flight: app.read.fills_in_flight.lock().expect("fills lock").len(),
+        user_cache_held_answers: app.read.users.held_answers(),
     };
     (
         [(

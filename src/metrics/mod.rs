@@ -204,6 +204,8 @@ pub struct Scrape {
     pub redis_pool: PoolState,
     /// List-cache fills running in this process.
     pub fills_in_flight: usize,
+    /// Reads the user cache answered from held rows while PostgreSQL could not.
+    pub user_cache_held_answers: u64,
 }
 
 impl Metrics {

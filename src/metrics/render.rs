@@ -89,6 +89,11 @@ impl Metrics {
             ConstCounter::new(scrape.read_redis_round_trips),
         );
         kith.register(
+            "user_cache_held_answers",
+            "User reads answered from the rows held when the user cache lost its PostgreSQL session, because PostgreSQL could not answer (a failover, an outage)",
+            ConstCounter::new(scrape.user_cache_held_answers),
+        );
+        kith.register(
             "list_fills_in_flight",
             "Lists being filled into the list cache by this process",
             ConstGauge::new(i64::try_from(scrape.fills_in_flight).unwrap_or(i64::MAX)),

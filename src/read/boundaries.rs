@@ -43,14 +43,38 @@ pub(crate) async fn sets(
     if missing.is_empty() {
         return Ok(found);
     }
-    let seen = cache.generation();
-    let (block_rows, mute_rows, request_rows) = {
-        let mut conn = app.pg.get().await?;
-        let block_rows = blocks::involving(&mut conn, &missing).await?;
-        let mute_rows = mutes::made_by(&mut conn, &missing).await?;
-        let request_rows = requests::involving(&mut conn, &missing).await?;
-        (block_rows, mute_rows, request_rows)
+    let held = if cache.is_serving() {
+        None
+    } else {
+        missing
+            .iter()
+            .map(|u| cache.held_boundaries(*u).map(|set| (*u, set)))
+            .collect::<Option<Vec<_>>>()
     };
+    let seen = cache.generation();
+    let mut fresh = false;
+    let read = cache
+        .or_held(&app.pg, held, async |conn| {
+            let read = read(conn, &missing).await?;
+            fresh = true;
+            Ok(read)
+        })
+        .await?;
+    if fresh {
+        cache.insert_boundaries(seen, &read);
+    }
+    found.extend(read);
+    Ok(found)
+}
+
+/// The boundaries of `missing`, from the truth (three statements).
+async fn read(
+    conn: &mut crate::store::PgConn,
+    missing: &[UserId],
+) -> diesel::QueryResult<Vec<(UserId, Arc<Boundaries>)>> {
+    let block_rows = blocks::involving(conn, missing).await?;
+    let mute_rows = mutes::made_by(conn, missing).await?;
+    let request_rows = requests::involving(conn, missing).await?;
     let read_at = Instant::now();
     let mut read: HashMap<UserId, Boundaries> = missing
         .iter()
@@ -92,11 +116,8 @@ pub(crate) async fn sets(
             set.requested_by.insert(from);
         }
     }
-    let read: Vec<(UserId, Arc<Boundaries>)> = read
+    Ok(read
         .into_iter()
         .map(|(u, set)| (u, Arc::new(set)))
-        .collect();
-    cache.insert_boundaries(seen, &read);
-    found.extend(read);
-    Ok(found)
+        .collect())
 }

@@ -14,9 +14,15 @@
 //! ([`crate::write::lifecycle`]) is dropped locally at once as well.
 //!
 //! The cache serves only while its session listens: until `LISTEN` has
-//! succeeded, and from the moment the session breaks until it is back, it is
-//! empty and every read goes to PostgreSQL (a notice sent meanwhile would be
-//! lost). `KITH_USER_CACHE_TTL_SECS` caps the life of any entry regardless.
+//! succeeded, and from the moment the session breaks until it is back, every
+//! read goes to PostgreSQL (a notice sent meanwhile would be lost), and the
+//! cache starts empty when the session is back. What it held when the
+//! session broke is kept meanwhile for one use only: when PostgreSQL cannot
+//! answer a read (a failover, an outage) within [`HELD_WAIT`], the read is
+//! answered with the held rows instead of `UNAVAILABLE` — rows as they were
+//! when PostgreSQL was last heard from, at a moment nobody can change them
+//! through PostgreSQL. `KITH_USER_CACHE_TTL_SECS` caps the life of any
+//! entry regardless.
 //!
 //! A loader that read a row just before a change committed must not cache
 //! it after the change's notice was handled: every invalidation bumps a
@@ -42,6 +48,12 @@ const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long the listener waits before reconnecting after a failure.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
+/// How long a read that held rows could answer waits for a PostgreSQL
+/// connection while the cache has lost its session — unless held rows
+/// answered within the last [`HELD_WAIT`], when it takes only a connection
+/// that is free at once (one request asks several times).
+pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
+
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,
@@ -49,6 +61,10 @@ pub struct UserCache {
     boundaries: moka::sync::Cache<UserId, Arc<Boundaries>>,
     generation: AtomicU64,
     listening: AtomicBool,
+    held_answers: AtomicU64,
+    /// When held rows last answered, in milliseconds since `epoch`.
+    held_at_ms: AtomicU64,
+    epoch: std::time::Instant,
     enabled: bool,
     started: Once,
     database_url: String,
@@ -74,6 +90,9 @@ impl UserCache {
                 .build(),
             generation: AtomicU64::new(0),
             listening: AtomicBool::new(false),
+            held_answers: AtomicU64::new(0),
+            held_at_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
             enabled: capacity > 0 && !ttl.is_zero(),
             started: Once::new(),
             database_url: database_url.to_owned(),
@@ -105,9 +124,10 @@ impl UserCache {
 
     /// The cached user whose handle is `handle`, if any.
     pub fn get_by_handle(self: &Arc<Self>, handle: &str) -> Option<User> {
-        let id = self.by_handle.get(handle)?;
-        // A renamed user no longer answers to its old handle.
-        self.get(id).filter(|u| u.handle == handle)
+        if !self.is_serving() {
+            return None;
+        }
+        self.held_by_handle(handle)
     }
 
     /// The cached boundaries of `id`, if any.
@@ -116,6 +136,69 @@ impl UserCache {
             return None;
         }
         self.boundaries.get(&id)
+    }
+
+    /// The row of `id` the cache holds, serving or not: for answering
+    /// while PostgreSQL cannot (see the module's documentation).
+    fn held(&self, id: UserId) -> Option<User> {
+        self.enabled.then(|| self.by_id.get(&id)).flatten()
+    }
+
+    fn held_by_handle(&self, handle: &str) -> Option<User> {
+        let id = self.by_handle.get(handle)?;
+        // A renamed user no longer answers to its old handle.
+        self.held(id).filter(|u| u.handle == handle)
+    }
+
+    /// The boundaries of `id` the cache holds, serving or not, as [`Self::held`].
+    pub(crate) fn held_boundaries(&self, id: UserId) -> Option<Arc<Boundaries>> {
+        self.enabled.then(|| self.boundaries.get(&id)).flatten()
+    }
+
+    /// How many reads held rows answered while PostgreSQL could not.
+    pub fn held_answers(&self) -> u64 {
+        self.held_answers.load(Ordering::Relaxed)
+    }
+
+    /// Runs `read` with a connection of `pg`; when PostgreSQL is unavailable
+    /// and `held` has the answer, answers `held` instead (counted), waiting
+    /// at most [`HELD_WAIT`] for a connection.
+    pub(crate) async fn or_held<T>(
+        &self,
+        pg: &PgPool,
+        held: Option<T>,
+        read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let Some(held) = held else {
+            return read(&mut *pg.get().await?).await;
+        };
+        let now_ms = |epoch: std::time::Instant| {
+            u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+        };
+        let last = self.held_at_ms.load(Ordering::Relaxed);
+        let wait = if last > 0 && now_ms(self.epoch) < last + HELD_WAIT.as_millis() as u64 {
+            Duration::ZERO
+        } else {
+            HELD_WAIT
+        };
+        // A zero wait still takes a connection that is free at once.
+        let answer = match tokio::time::timeout(wait, pg.get()).await {
+            Ok(Ok(mut conn)) => read(&mut conn).await,
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(ApiError::Unavailable(anyhow::anyhow!(
+                "postgres pool: no connection within {wait:?}"
+            ))),
+        };
+        match answer {
+            Err(ApiError::Unavailable(cause)) => {
+                tracing::debug!(error = %cause, "PostgreSQL unavailable: answering with held rows");
+                self.held_answers.fetch_add(1, Ordering::Relaxed);
+                self.held_at_ms
+                    .store(now_ms(self.epoch).max(1), Ordering::Relaxed);
+                Ok(held)
+            }
+            answer => answer,
+        }
     }
 
     /// Caches boundaries read from PostgreSQL after [`Self::generation`]
@@ -204,10 +287,15 @@ impl UserCache {
     }
 
     fn set_listening(&self, on: bool) {
-        // Whatever was cached may have missed a notice: start empty either way.
-        self.clear();
-        self.listening.store(on, Ordering::SeqCst);
-        self.clear();
+        if on {
+            // Whatever is held may have missed a notice: start empty.
+            self.clear();
+            self.listening.store(true, Ordering::SeqCst);
+            self.clear();
+        } else {
+            // Kept, but only to answer while PostgreSQL cannot.
+            self.listening.store(false, Ordering::SeqCst);
+        }
     }
 }
 
@@ -306,6 +394,7 @@ impl UserCache {
             pg,
             handles,
             |h| self.get_by_handle(h),
+            |h| self.held_by_handle(h),
             async |conn, missing| crate::store::users::find_by_handles(conn, missing).await,
         )
         .await
@@ -321,6 +410,7 @@ impl UserCache {
             pg,
             ids,
             |id| self.get(*id),
+            |id| self.held(*id),
             async |conn, missing| crate::store::users::find_many(conn, missing).await,
         )
         .await
@@ -328,12 +418,14 @@ impl UserCache {
 
     /// The users `keys` name: those `cached` has, and the rest as `read`
     /// finds them in one statement (kept unless a change was noticed since
-    /// before it ran).
+    /// before it ran) — or, when PostgreSQL cannot answer and the cache has
+    /// lost its session, as `held` has them all.
     async fn lookup<K: Clone>(
         self: &Arc<Self>,
         pg: &PgPool,
         keys: &[K],
         cached: impl Fn(&K) -> Option<User>,
+        held: impl Fn(&K) -> Option<User>,
         read: impl AsyncFnOnce(&mut PgConn, &[K]) -> diesel::QueryResult<Vec<User>>,
     ) -> Result<Vec<User>, ApiError> {
         let mut found = Vec::with_capacity(keys.len());
@@ -344,13 +436,27 @@ impl UserCache {
                 None => missing.push(key.clone()),
             }
         }
-        if !missing.is_empty() {
-            let seen = self.generation();
-            let mut conn = pg.get().await?;
-            let read = read(&mut conn, &missing).await?;
-            self.insert(seen, &read);
-            found.extend(read);
+        if missing.is_empty() {
+            return Ok(found);
         }
+        let held = if self.is_serving() {
+            None
+        } else {
+            missing.iter().map(held).collect::<Option<Vec<User>>>()
+        };
+        let seen = self.generation();
+        let mut fresh = false;
+        let read = self
+            .or_held(pg, held, async |conn| {
+                let rows = read(conn, &missing).await?;
+                fresh = true;
+                Ok(rows)
+            })
+            .await?;
+        if fresh {
+            self.insert(seen, &read);
+        }
+        found.extend(read);
         Ok(found)
     }
 }
@@ -402,8 +508,22 @@ mod tests {
         assert!(cache.get_by_handle("old").is_none(), "renamed away");
         assert!(cache.get_by_handle("new").is_some());
         cache.set_listening(false);
-        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+        let one = UserId::new(1).unwrap();
+        assert!(cache.get(one).is_none());
+        assert!(cache.get_by_handle("new").is_none());
+        cache.insert(cache.generation(), &[user(1, "newer")]);
+        assert!(cache.get(one).is_none());
+        // Held as it was, for answering while PostgreSQL cannot; a local
+        // change still drops it; the session's return empties the cache.
+        assert_eq!(cache.held(one).unwrap().handle, "new");
+        assert!(cache.held_by_handle("new").is_some());
+        cache.invalidate(&[one]);
+        assert!(cache.held(one).is_none());
+        cache.set_listening(true);
         cache.insert(cache.generation(), &[user(1, "new")]);
-        assert!(cache.get(UserId::new(1).unwrap()).is_none());
+        cache.set_listening(false);
+        assert!(cache.held(one).is_some());
+        cache.set_listening(true);
+        assert!(cache.held(one).is_none() && cache.get(one).is_none());
     }
 }
