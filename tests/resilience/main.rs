@@ -14,6 +14,7 @@ mod http_client;
 mod rng;
 
 mod outage;
+mod pg_failover;
 mod postgres_outage;
 mod recovery;
 mod redis_failover;

@@ -34,12 +34,24 @@ pub async fn spawn_app() -> TestApp {
 
 /// An application whose configuration `tweak` may adjust.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let config = Config::from_env().expect("configuration");
+    spawn_app_from(config, tweak).await
+}
+
+/// An application on the PostgreSQL `database_url` names (a failover
+/// formation, say) instead of `DATABASE_URL`'s.
+pub async fn spawn_app_on(database_url: &str, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let mut config = Config::from_env().expect("configuration");
+    config.database_url = database_url.to_owned();
+    spawn_app_from(config, tweak).await
+}
+
+async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> TestApp {
     // Logs (internal errors with their cause) show in the output of failing tests.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn,kith=info"))
         .with_test_writer()
         .try_init();
-    let mut config = Config::from_env().expect("configuration");
     let base_url = config.database_url.clone();
     PRUNED.get_or_init(|| prune_old_schemas(&base_url)).await;
 
