@@ -309,12 +309,24 @@ async fn inject(stack: &Mutex<Stack>, fault: Fault, rng: &mut Rng) {
             tokio::time::sleep(Duration::from_millis(1000 + rng.below(3000))).await;
             run_script(&stack, &["up"]).await;
         }
+        // With a formation: its primary fails over, planned or by a crash
+        // (then the dead node comes back as the standby).
+        Fault::RestartPostgres if stack.ha_port.is_some() => {
+            if rng.below(2) == 0 {
+                run_script(&stack, &["ha", "failover"]).await;
+            } else {
+                run_script(&stack, &["ha", "kill"]).await;
+                run_script(&stack, &["ha", "up"]).await;
+            }
+        }
         Fault::RestartPostgres => run_script(&stack, &["restart", "postgres"]).await,
     }
 }
 
 async fn run_script(stack: &Stack, args: &[&str]) {
-    tokio::task::block_in_place(|| stack.script(args)).unwrap_or_else(|e| panic!("{e}"));
+    if let Err(e) = tokio::task::block_in_place(|| stack.script(args)) {
+        panic!("{e}");
+    }
 }
 
 #[derive(QueryableByName)]
@@ -440,6 +452,11 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     );
     let port = stack.http_port;
     let brokers = stack.brokers.clone();
+    let pg_fault = if stack.ha_port.is_some() {
+        "PostgreSQL primary failover (planned or SIGKILL)"
+    } else {
+        "PostgreSQL crash-restart"
+    };
     let stack = Arc::new(Mutex::new(stack));
     stack.lock().await.start_kith();
     stack
@@ -630,7 +647,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          | answered INTERNAL (must be 0) | {} |\n| answered TIMEOUT | {} |\n\
          | faults: kill -9 of kith run + restart | {} |\n| faults: Redis FLUSHALL | {} |\n\
          | faults: Redis stop/start | {} |\n\
-         | faults: broker stop/start | {} |\n| faults: PostgreSQL crash-restart | {} |\n\n\
+         | faults: broker stop/start | {} |\n| faults: {pg_fault} | {} |\n\n\
          drained {:.1} s after the last fault ({:.1} s after the workload; bound {} s)\n\n\
          `kith verify`: {}\n\
          edges differing from the workload's record: {}\n\

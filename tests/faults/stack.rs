@@ -1,6 +1,8 @@
 //! A private stack for the fault suite — its own PostgreSQL, Redis and tansu
 //! on free ports, brought up by `scripts/stack` — and the `kith run` process
-//! under test, so that every fault hits only this suite.
+//! under test, so that every fault hits only this suite. With
+//! `KITH_FAULT_PG_HA=1`, PostgreSQL is a private pg_auto_failover formation
+//! (`scripts/stack ha up`) and kith is given its multi-host URL.
 
 use crate::http::free_port;
 use std::path::{Path, PathBuf};
@@ -10,11 +12,15 @@ use std::time::Duration;
 /// The private stack and the kith process running on it.
 pub struct Stack {
     pub dir: PathBuf,
+    /// Kith's: the single server's, or the formation's.
     pub database_url: String,
+    single_url: String,
     pub redis_url: String,
     pub brokers: String,
     pub http_port: u16,
     pub logs: PathBuf,
+    /// The first of the formation's three ports, when PostgreSQL is one.
+    pub ha_port: Option<u16>,
     kith: Option<Child>,
     starts: u32,
 }
@@ -33,11 +39,14 @@ impl Stack {
         let dir = target.join("fault-stack");
         let logs = target.join("fault-reports");
         std::fs::create_dir_all(&logs).unwrap();
+        let single_url = format!("postgres://kith:kith@127.0.0.1:{}/kith", free_port());
         let stack = Self {
-            database_url: format!("postgres://kith:kith@127.0.0.1:{}/kith", free_port()),
+            database_url: single_url.clone(),
+            single_url,
             redis_url: format!("redis://127.0.0.1:{}/0", free_port()),
             brokers: format!("127.0.0.1:{}", free_port()),
             http_port: free_port(),
+            ha_port: (std::env::var("KITH_FAULT_PG_HA").as_deref() == Ok("1")).then(free_port),
             dir,
             logs,
             kith: None,
@@ -47,22 +56,41 @@ impl Stack {
         let _ = stack.script(&["down"]);
         let _ = std::fs::remove_dir_all(&stack.dir);
         stack.script(&["up"]).expect("the private stack starts");
+        let mut stack = stack;
+        if stack.ha_port.is_some() {
+            let line = stack.script(&["ha", "up"]).expect("the formation starts");
+            stack.database_url = line
+                .strip_prefix("DATABASE_URL=")
+                .unwrap_or_else(|| panic!("scripts/stack ha up ended with {line:?}"))
+                .to_owned();
+        }
         stack
     }
 
-    /// Runs `scripts/stack` against this stack.
-    pub fn script(&self, args: &[&str]) -> Result<(), String> {
-        let output = Command::new(repo().join("scripts/stack"))
+    /// Runs `scripts/stack` against this stack; the last line it printed.
+    pub fn script(&self, args: &[&str]) -> Result<String, String> {
+        let mut command = Command::new(repo().join("scripts/stack"));
+        command
             .args(args)
             .env("KITH_STACK_DIR", &self.dir)
-            .env("DATABASE_URL", &self.database_url)
             .env("REDIS_URL", &self.redis_url)
             .env("KAFKA_BROKERS", &self.brokers)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| e.to_string())?;
+            .stdin(Stdio::null());
+        match self.ha_port {
+            // The single server's URL names the role and database the
+            // formation gets; the formation's URL is kith's.
+            Some(port) => command
+                .env("KITH_PG_HA_PORT", port.to_string())
+                .env("DATABASE_URL", &self.single_url),
+            None => command.env("DATABASE_URL", &self.database_url),
+        };
+        let output = command.output().map_err(|e| e.to_string())?;
         if output.status.success() {
-            Ok(())
+            Ok(String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .to_owned())
         } else {
             Err(format!(
                 "scripts/stack {args:?}: {}",
