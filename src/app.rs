@@ -88,7 +88,7 @@ impl App {
         let auth = Authenticator::new(&config).map_err(StartError::Config)?;
         let operations = Operations::new(&config).map_err(StartError::Config)?;
         if config.auto_migrate {
-            let applied = store::migrate::run_pending(&config.database_url).await?;
+            let applied = store::migrate::run_pending(config.session_url()).await?;
             if !applied.is_empty() {
                 tracing::info!(?applied, "applied migrations");
             }
@@ -101,6 +101,7 @@ impl App {
             // answers UNAVAILABLE rather than TIMEOUT.
             Duration::from_millis((config.request_timeout_ms / 2).max(100)),
             Duration::from_millis(config.statement_timeout_ms),
+            config.pg_statement_cache,
             round_trips.postgres.clone(),
         )
         .await?;

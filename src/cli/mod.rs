@@ -205,7 +205,7 @@ pub enum DeadLetterAction {
 pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Migrate => {
-            let applied = store::migrate::run_pending(&config.database_url).await?;
+            let applied = store::migrate::run_pending(config.session_url()).await?;
             tracing::info!(count = applied.len(), ?applied, "migrations applied");
             Ok(())
         }
@@ -398,7 +398,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
 /// no statement timeout: these commands are the operator's).
 async fn session(config: &Config) -> anyhow::Result<diesel_async::AsyncPgConnection> {
     use diesel_async::AsyncConnection as _;
-    let url = store::pool::with_keepalives(&config.database_url);
+    let url = store::pool::with_keepalives(config.session_url());
     Ok(diesel_async::AsyncPgConnection::establish(&url).await?)
 }
 

@@ -5,6 +5,18 @@ use super::{Config, ConfigError, DEV_JWT_SECRET, invalid};
 
 impl Config {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        // A transaction pooler hands each transaction to any server
+        // session: an advisory lock, a LISTEN or a migration's lock would
+        // be held by a session nobody owns.
+        if !self.pg_statement_cache && self.database_session_url.is_none() {
+            return Err(invalid(
+                "DATABASE_SESSION_URL",
+                "",
+                "required with KITH_PG_STATEMENT_CACHE=false (DATABASE_URL is a transaction pooler): \
+                 set it to PostgreSQL itself, for migrations, the relay's leadership, the projector's \
+                 leases, the user cache's notices and reconcile's lock",
+            ));
+        }
         if self.rate_limit_capacity == 0 {
             return Err(invalid(
                 "KITH_RATE_LIMIT_CAPACITY",

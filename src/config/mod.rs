@@ -63,8 +63,12 @@ pub struct ConfigError {
 /// Everything a Kith process needs to know about its surroundings.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// PostgreSQL connection URL.
+    /// PostgreSQL connection URL of the request pool (may be a pooler).
     pub database_url: String,
+    /// PostgreSQL itself, for sessions of their own (see [`Self::session_url`]).
+    pub database_session_url: Option<String>,
+    /// Prepared statements on the request pool (false behind a transaction pooler).
+    pub pg_statement_cache: bool,
     /// Maximum PostgreSQL connections in the pool.
     pub database_pool_size: u32,
     /// Redis connection URL.
@@ -233,6 +237,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// Where sessions of their own connect — migrations, the relay's
+    /// leadership, the projector's lease keeper, the user cache's notices,
+    /// reconcile's lock, the operator commands: `DATABASE_SESSION_URL`, or
+    /// `DATABASE_URL` when it is unset.
+    pub fn session_url(&self) -> &str {
+        self.database_session_url
+            .as_deref()
+            .unwrap_or(&self.database_url)
+    }
+
     /// Reads the configuration from the process environment, including
     /// every `KITH_KAFKA_<PROPERTY>` variable.
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -252,6 +266,8 @@ impl Config {
         };
         let config = Self {
             database_url: text("DATABASE_URL"),
+            database_session_url: lookup("DATABASE_SESSION_URL").filter(|u| !u.is_empty()),
+            pg_statement_cache: parse(&lookup, "KITH_PG_STATEMENT_CACHE")?,
             database_pool_size: parse(&lookup, "DATABASE_POOL_SIZE")?,
             redis_url: text("REDIS_URL"),
             redis_pool_size: parse(&lookup, "REDIS_POOL_SIZE")?,

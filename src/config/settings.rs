@@ -16,6 +16,15 @@ pub const SECTIONS: &[Section] = &[
                 "postgres://kith:kith@127.0.0.1:5432/kith",
                 "PostgreSQL, the truth",
             ),
+            unset(
+                "DATABASE_SESSION_URL",
+                "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user cache's notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler",
+            ),
+            value(
+                "KITH_PG_STATEMENT_CACHE",
+                "true",
+                "keep prepared statements on the pooled connections of `DATABASE_URL`. `false` when `DATABASE_URL` is a transaction pooler (PgBouncer `pool_mode = transaction`): each statement is sent unnamed with its values in one round trip, no session setting is made (set `statement_timeout` in the pooler's `connect_query` or on the role), and `DATABASE_SESSION_URL` is required",
+            ),
             value(
                 "DATABASE_POOL_SIZE",
                 "16",

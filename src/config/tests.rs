@@ -111,3 +111,23 @@ fn topic_defaults_are_safe_for_a_cluster() {
         .is_err()
     );
 }
+
+#[test]
+fn a_transaction_pooler_needs_a_session_url() {
+    let pooled = |session: Option<&'static str>| {
+        Config::from_lookup(move |name| match name {
+            "DATABASE_URL" => Some("postgres://kith:kith@127.0.0.1:6432/kith".into()),
+            "KITH_PG_STATEMENT_CACHE" => Some("false".into()),
+            "DATABASE_SESSION_URL" => session.map(str::to_owned),
+            _ => None,
+        })
+    };
+    let err = pooled(None).unwrap_err().to_string();
+    assert!(err.contains("DATABASE_SESSION_URL"), "{err}");
+    let config = pooled(Some("postgres://kith:kith@127.0.0.1:5432/kith")).unwrap();
+    assert_eq!(config.session_url(), "postgres://kith:kith@127.0.0.1:5432/kith");
+    assert!(!config.pg_statement_cache);
+    // Without a pooler, sessions use DATABASE_URL.
+    let direct = Config::from_lookup(|_| None).unwrap();
+    assert_eq!(direct.session_url(), direct.database_url);
+}

@@ -429,7 +429,7 @@ pub async fn schedule(
     while shutdown.sleep(interval).await {
         let round = async {
             let mut conn: PgConn = diesel_async::AsyncPgConnection::establish(
-                &crate::store::pool::with_keepalives(&app.config.database_url),
+                &crate::store::pool::with_keepalives(app.config.session_url()),
             )
             .await?;
             #[derive(diesel::QueryableByName)]

@@ -83,7 +83,7 @@ async fn lead(
 ) -> Result<(), PipelineError> {
     // A dedicated session: the advisory lock lives and dies with it.
     let mut conn = AsyncPgConnection::establish(&crate::store::pool::with_keepalives(
-        &app.config.database_url,
+        app.config.session_url(),
     ))
     .await?;
     loop {

@@ -48,7 +48,7 @@ impl ReadModel {
     pub fn new(config: &Config) -> Self {
         Self {
             users: UserCache::new(
-                &config.database_url,
+                config.session_url(),
                 config.user_cache_capacity,
                 Duration::from_secs(config.user_cache_ttl_secs),
             ),

@@ -21,11 +21,18 @@ pub(crate) type PgConn = AsyncPgConnection;
 /// `statements`; each connection gets `statement_timeout` (zero: none).
 /// Waiting for a connection longer than `acquire_timeout` fails (the caller
 /// answers `UNAVAILABLE`).
+///
+/// Without `statement_cache` (`url` is a transaction pooler), statements go
+/// unnamed, each with its values in one round trip, and no session setting
+/// is made: the pooler hands each transaction to any server session, so a
+/// named statement or a `SET` would land on one the next transaction may
+/// not get (the pooler's `connect_query` sets `statement_timeout` there).
 pub(crate) async fn connect(
     url: &str,
     max_size: u32,
     acquire_timeout: Duration,
     statement_timeout: Duration,
+    statement_cache: bool,
     statements: Arc<AtomicU64>,
 ) -> Result<PgPool, diesel_async::pooled_connection::PoolError> {
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
@@ -35,12 +42,16 @@ pub(crate) async fn connect(
         async move {
             use diesel_async::RunQueryDsl as _;
             let mut conn = AsyncPgConnection::establish(&with_keepalives(url)).await?;
-            // A runaway statement is cancelled by the server itself, so its
-            // connection comes back even if the client has gone.
-            diesel::sql_query(format!("SET statement_timeout = {timeout_ms}"))
-                .execute(&mut conn)
-                .await
-                .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            if statement_cache {
+                // A runaway statement is cancelled by the server itself, so its
+                // connection comes back even if the client has gone.
+                diesel::sql_query(format!("SET statement_timeout = {timeout_ms}"))
+                    .execute(&mut conn)
+                    .await
+                    .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+            } else {
+                conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
+            }
             conn.set_instrumentation(StatementCounter {
                 statements,
                 // Whatever the process installed as diesel's default (a tracer,

@@ -385,6 +385,8 @@ fn kith_ahead(t: &TestApp, ahead: &str, args: &[&str]) {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
         .args(args)
         .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_SESSION_URL", c.session_url())
+        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
         .env("REDIS_URL", &c.redis_url)
         .env("KITH_REDIS_PREFIX", &c.redis_prefix)
         .env("KITH_METRICS_ADDR", "off")

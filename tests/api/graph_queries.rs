@@ -21,7 +21,7 @@ const BASE_MS: i64 = 1_700_000_000_000;
 /// Creates `n` users `{prefix}0…` and returns their ids in creation order.
 async fn users(t: &TestApp, prefix: &str, n: i64) -> Vec<UserId> {
     use diesel_async::RunQueryDsl as _;
-    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut conn = AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     kith::testing::store::users::seed(&mut conn, prefix, n)
@@ -47,7 +47,7 @@ async fn users(t: &TestApp, prefix: &str, n: i64) -> Vec<UserId> {
 /// projection and the counters as a settled pipeline leaves them.
 async fn edges(t: &TestApp, edges: &[(UserId, UserId, i64)]) {
     use diesel_async::RunQueryDsl as _;
-    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut conn = AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     let from: Vec<i64> = edges.iter().map(|e| e.0.get()).collect();

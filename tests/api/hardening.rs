@@ -180,7 +180,7 @@ async fn lock_table(t: &TestApp, table: &'static str) -> TableLocked {
     use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let (locked, is_locked) = tokio::sync::oneshot::channel::<()>();
-    let url = t.app.config.database_url.clone();
+    let url = t.app.config.session_url().to_owned();
     tokio::spawn(async move {
         let mut conn = diesel_async::AsyncPgConnection::establish(&url)
             .await
@@ -390,7 +390,12 @@ async fn a_follow_holds_no_postgres_connection_while_it_waits_for_redis() {
     let name = format!("kith_pools_{}", uuid::Uuid::new_v4().simple());
     let t = std::sync::Arc::new(
         spawn_app_with(|c| {
-            c.database_url = format!("{}&application_name={name}", c.database_url);
+            let separator = if c.database_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            c.database_url = format!("{}{separator}application_name={name}", c.database_url);
             c.database_pool_size = 1;
             c.redis_pool_size = 1;
             c.redis_timeout_ms = 3000;

@@ -263,7 +263,7 @@ async fn an_unfollow_during_a_restore_is_not_lost() {
 
     // A restore in flight, as `lifecycle` runs one batch: the account's
     // hidden edges locked, then its edges revived — not committed yet.
-    let mut restore = diesel_async::AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut restore = diesel_async::AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     for statement in [
@@ -324,7 +324,7 @@ async fn an_unfollow_during_a_suspension_is_not_undone_by_the_restore() {
 
     // A suspension in flight, as `lifecycle` runs one batch: the account's
     // edges locked and made inactive, remembered as hidden — not committed.
-    let mut hide = diesel_async::AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut hide = diesel_async::AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     let (fan_id, sus_id) = (fan.get(), sus.get());

@@ -30,7 +30,7 @@ async fn a_seeded_graph_is_consistent_and_skewed() {
     };
     let mut steps = Vec::new();
     // Its own session, as `kith seed-data` has: no API statement_timeout.
-    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut conn = AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     let summary = generate(&mut conn, &plan, |s| steps.push(s.to_owned()))
@@ -88,7 +88,7 @@ async fn a_graph_with_communities_keeps_most_follows_within_them() {
         seed: 0.5,
         communities: 10,
     };
-    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut conn = AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     let summary = generate(&mut conn, &plan, |_| {}).await.unwrap();

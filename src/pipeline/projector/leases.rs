@@ -107,7 +107,7 @@ impl Keeper {
             Some(conn) => conn,
             None => {
                 AsyncPgConnection::establish(&crate::store::pool::with_keepalives(
-                    &self.app.config.database_url,
+                    self.app.config.session_url(),
                 ))
                 .await?
             }

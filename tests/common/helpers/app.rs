@@ -64,13 +64,28 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
     let mut admin = AsyncPgConnection::establish(&base_url)
         .await
         .expect("PostgreSQL is up (scripts/stack up)");
-    diesel::sql_query(format!("CREATE SCHEMA {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-
-    let separator = if base_url.contains('?') { '&' } else { '?' };
-    config.database_url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+    match std::env::var("KITH_TEST_POOLER_URL") {
+        // Through a transaction pooler (`scripts/stack pooler up`), which
+        // carries no `options`: a database of its own (`scripts/stack pooler
+        // clean` drops them), PostgreSQL itself for the sessions.
+        Ok(pooler) => {
+            diesel::sql_query(format!("CREATE DATABASE {name}"))
+                .execute(&mut admin)
+                .await
+                .expect("CREATE DATABASE (scripts/stack pooler up grants it)");
+            config.database_session_url = Some(with_database(&base_url, &name));
+            config.database_url = with_database(&pooler, &name);
+            config.pg_statement_cache = false;
+        }
+        Err(_) => {
+            diesel::sql_query(format!("CREATE SCHEMA {name}"))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            let separator = if base_url.contains('?') { '&' } else { '?' };
+            config.database_url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
+        }
+    }
     config.database_pool_size = 8;
     config.redis_pool_size = 4;
     config.redis_prefix = format!("test:{name}:");
@@ -95,6 +110,14 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
     TestApp { app, schema }
 }
 
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let host = url.find("://").map_or(0, |i| i + 3);
+    let path = url[host..].find('/').map_or(url.len(), |i| host + i);
+    let query = url[path..].find('?').map_or(url.len(), |i| path + i);
+    format!("{}/{database}{}", &url[..path], &url[query..])
+}
+
 /// Drops test schemas left behind by runs more than an hour old.
 async fn prune_old_schemas(url: &str) {
     #[derive(QueryableByName)]
@@ -105,19 +128,21 @@ async fn prune_old_schemas(url: &str) {
     let Ok(mut conn) = AsyncPgConnection::establish(url).await else {
         return;
     };
-    let names: Vec<Name> =
-        diesel::sql_query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'kt\\_%'")
-            .load(&mut conn)
-            .await
-            .unwrap_or_default();
+    // Schemas, and the databases of runs through a pooler.
+    let names: Vec<Name> = diesel::sql_query(
+        "SELECT 'SCHEMA ' || nspname || ' CASCADE' AS nspname FROM pg_namespace WHERE nspname LIKE 'kt\\_%'
+         UNION ALL
+         SELECT 'DATABASE ' || datname || ' WITH (FORCE)' FROM pg_database WHERE datname LIKE 'kt\\_%'",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap_or_default();
     let cutoff = chrono::Utc::now().timestamp() - 3600;
-    for Name { nspname } in names {
-        let stamp = nspname
-            .split('_')
-            .nth(1)
-            .and_then(|s| s.parse::<i64>().ok());
+    for Name { nspname: what } in names {
+        let stamp = what.split('_').nth(1).and_then(|s| s.parse::<i64>().ok());
         if stamp.is_some_and(|t| t < cutoff) {
-            let _ = diesel::sql_query(format!("DROP SCHEMA IF EXISTS {nspname} CASCADE"))
+            let (kind, rest) = what.split_once(' ').unwrap_or_default();
+            let _ = diesel::sql_query(format!("DROP {kind} IF EXISTS {rest}"))
                 .execute(&mut conn)
                 .await;
         }

@@ -34,6 +34,8 @@ impl KithProcess {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
         cmd.arg(command)
             .env("DATABASE_URL", &c.database_url)
+            .env("DATABASE_SESSION_URL", c.session_url())
+            .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
             .env("DATABASE_POOL_SIZE", "4")
             .env("REDIS_URL", &c.redis_url)
             .env("REDIS_POOL_SIZE", "4")

@@ -19,7 +19,7 @@ pub async fn seed_followers(
     use diesel_async::AsyncConnection as _;
     use diesel_async::RunQueryDsl as _;
     // Its own session: a bulk load is not bound by the API's statement_timeout.
-    let mut conn = AsyncPgConnection::establish(&t.app.config.database_url)
+    let mut conn = AsyncPgConnection::establish(t.app.config.session_url())
         .await
         .unwrap();
     kith::testing::store::users::seed(&mut conn, prefix, n)

@@ -294,7 +294,7 @@ impl TestApp {
     /// Runs `statement` in another session on the test's schema: as another
     /// process (or an operator's psql) would.
     pub async fn sql_elsewhere(&self, statement: &str) {
-        let mut conn = AsyncPgConnection::establish(&self.app.config.database_url)
+        let mut conn = AsyncPgConnection::establish(self.app.config.session_url())
             .await
             .unwrap();
         diesel_async::RunQueryDsl::execute(diesel::sql_query(statement), &mut conn)
