@@ -13,19 +13,36 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     let mut admin = AsyncPgConnection::establish(&config.database_url)
         .await
         .expect("PostgreSQL is up (scripts/stack up)");
-    diesel::sql_query(format!("CREATE SCHEMA {name}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let separator = if config.database_url.contains('?') {
-        '&'
-    } else {
-        '?'
-    };
-    config.database_url = format!(
-        "{}{separator}options=-c%20search_path%3D{name}",
-        config.database_url
-    );
+    match std::env::var("KITH_BENCH_POOLER_URL") {
+        // Through a transaction pooler (`scripts/stack pooler up`), which
+        // carries no search_path: a database of its own, PostgreSQL itself
+        // for the sessions (`scripts/stack pooler clean` drops it).
+        Ok(pooler) => {
+            let name = format!("kt_{}_{name}", chrono::Utc::now().timestamp());
+            diesel::sql_query(format!("CREATE DATABASE {name}"))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            config.database_session_url = Some(with_database(&config.database_url, &name));
+            config.database_url = with_database(&pooler, &name);
+            config.pg_statement_cache = false;
+        }
+        Err(_) => {
+            diesel::sql_query(format!("CREATE SCHEMA {name}"))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            let separator = if config.database_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            config.database_url = format!(
+                "{}{separator}options=-c%20search_path%3D{name}",
+                config.database_url
+            );
+        }
+    }
     config.redis_prefix = format!("{name}:");
     config.follow_topic = format!("{name}.follow");
     config.content_topic = format!("{name}.content");
@@ -35,6 +52,14 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     config.topic_min_insync_replicas = 1;
     tweak(&mut config);
     App::start(config).await.expect("app starts")
+}
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let host = url.find("://").map_or(0, |i| i + 3);
+    let path = url[host..].find('/').map_or(url.len(), |i| host + i);
+    let query = url[path..].find('?').map_or(url.len(), |i| path + i);
+    format!("{}/{database}{}", &url[..path], &url[query..])
 }
 
 /// The allocator `kith` itself runs with.
@@ -79,9 +104,22 @@ pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
 }
 
 /// Writes `report` to `target/bench-reports/<file>` and prints it.
+///
+/// Through a pooler (`KITH_BENCH_POOLER_URL`), the report says so and goes
+/// to `<name>-pooler.md`, beside the direct run's.
 pub fn write_report(file: &str, report: &str) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(file), report).unwrap();
+    let (file, report) = match std::env::var("KITH_BENCH_POOLER_URL") {
+        Ok(pooler) => (
+            file.replace(".md", "-pooler.md"),
+            format!(
+                "{report}\nPostgreSQL through the transaction pooler at {pooler} \
+                 (unnamed statements; sessions on PostgreSQL itself).\n"
+            ),
+        ),
+        Err(_) => (file.to_owned(), report.to_owned()),
+    };
+    std::fs::write(dir.join(&file), &report).unwrap();
     println!("\n{report}");
 }

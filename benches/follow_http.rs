@@ -87,13 +87,11 @@ fn summary(samples: &mut [Duration], failed: u64, elapsed: Duration) -> String {
     )
 }
 
-fn pgbench(url: &str, schema: &str) -> f64 {
-    let script = std::env::temp_dir().join(format!("{schema}.sql"));
-    std::fs::write(
-        &script,
-        format!("INSERT INTO {schema}.bench_insert (v) VALUES (1);\n"),
-    )
-    .unwrap();
+/// pgbench's single-row inserts into `bench_insert`, on PostgreSQL itself
+/// (`url`: the app's session URL, which names its schema or database).
+fn pgbench(url: &str, name: &str) -> f64 {
+    let script = std::env::temp_dir().join(format!("{name}.sql"));
+    std::fs::write(&script, "INSERT INTO bench_insert (v) VALUES (1);\n").unwrap();
     let bin = std::fs::read_dir("/usr/lib/postgresql")
         .ok()
         .and_then(|dirs| {
@@ -162,10 +160,10 @@ async fn main() {
         client.follow(next.fetch_add(1, Ordering::Relaxed)).await;
     }
 
-    let base = kith::config::Config::from_env().unwrap().database_url;
+    let session = app.config.session_url().to_owned();
     let tps = tokio::task::spawn_blocking({
         let name = name.clone();
-        move || pgbench(&base, &name)
+        move || pgbench(&session, &name)
     })
     .await
     .unwrap();

@@ -125,7 +125,10 @@ fn a_transaction_pooler_needs_a_session_url() {
     let err = pooled(None).unwrap_err().to_string();
     assert!(err.contains("DATABASE_SESSION_URL"), "{err}");
     let config = pooled(Some("postgres://kith:kith@127.0.0.1:5432/kith")).unwrap();
-    assert_eq!(config.session_url(), "postgres://kith:kith@127.0.0.1:5432/kith");
+    assert_eq!(
+        config.session_url(),
+        "postgres://kith:kith@127.0.0.1:5432/kith"
+    );
     assert!(!config.pg_statement_cache);
     // Without a pooler, sessions use DATABASE_URL.
     let direct = Config::from_lookup(|_| None).unwrap();
