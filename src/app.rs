@@ -154,12 +154,17 @@ impl App {
     ) -> Arc<Self> {
         let metrics = Metrics::default();
         metrics.name_operations(operations.persisted.operation_names());
-        Arc::new(Self {
+        let read = ReadModel::new(
+            &config,
+            round_trips.postgres.clone(),
+            metrics.replica_reads.clone(),
+        );
+        let app = Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             metrics,
             round_trips,
             auth,
-            read: ReadModel::new(&config),
+            read,
             rate_limiter: RateLimiter::from_config(&config),
             operations,
             live: Arc::default(),
@@ -168,6 +173,10 @@ impl App {
             pg,
             redis,
             config,
-        })
+        });
+        if let Some(replica) = &app.read.replica {
+            replica.watch(app.pg.clone());
+        }
+        app
     }
 }

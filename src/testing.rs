@@ -68,6 +68,10 @@ pub mod live {
     pub use crate::live::listen;
 }
 
+pub mod metrics {
+    pub use crate::metrics::ReplicaLabels;
+}
+
 pub mod paging {
     pub use crate::paging::{ListKey, PageRequest, Position, page_of, page_of_head};
 }

@@ -69,6 +69,10 @@ pub struct Config {
     pub database_session_url: Option<String>,
     /// Prepared statements on the request pool (false behind a transaction pooler).
     pub pg_statement_cache: bool,
+    /// A read replica for what the caches miss ([`crate::read::replica`]).
+    pub database_replica_url: Option<String>,
+    /// How far behind the primary the replica may be and still answer.
+    pub replica_max_lag_ms: u64,
     /// Maximum PostgreSQL connections in the pool.
     pub database_pool_size: u32,
     /// Redis connection URL.
@@ -267,6 +271,8 @@ impl Config {
         let config = Self {
             database_url: text("DATABASE_URL"),
             database_session_url: lookup("DATABASE_SESSION_URL").filter(|u| !u.is_empty()),
+            database_replica_url: lookup("DATABASE_REPLICA_URL").filter(|u| !u.is_empty()),
+            replica_max_lag_ms: parse(&lookup, "KITH_REPLICA_MAX_LAG_MS")?,
             pg_statement_cache: parse(&lookup, "KITH_PG_STATEMENT_CACHE")?,
             database_pool_size: parse(&lookup, "DATABASE_POOL_SIZE")?,
             redis_url: text("REDIS_URL"),

@@ -20,6 +20,15 @@ pub const SECTIONS: &[Section] = &[
                 "DATABASE_SESSION_URL",
                 "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user cache's notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler",
             ),
+            unset(
+                "DATABASE_REPLICA_URL",
+                "a streaming replica (or several hosts, e.g. with `target_session_attrs=read-only`) for what the caches miss: list pages past the cached windows, the PostgreSQL side of intersections, and user rows. Only while it has replayed the reader's own last write in this process and is behind by no more than `KITH_REPLICA_MAX_LAG_MS`; otherwise, and when it fails, the primary answers (`kith_replica_reads_total`)",
+            ),
+            value(
+                "KITH_REPLICA_MAX_LAG_MS",
+                "1000",
+                "how far behind the primary the read replica may be and still answer",
+            ),
             value(
                 "KITH_PG_STATEMENT_CACHE",
                 "true",

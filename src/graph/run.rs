@@ -111,9 +111,21 @@ async fn run_timed(
             };
         }
     };
+    let user = match viewer {
+        Viewer::User(user) => Some(user),
+        Viewer::Anonymous | Viewer::Rejected(_) => None,
+    };
+    let writing = admitted.ty == Some(OperationType::Mutation);
     let request = request.data(viewer).data(loaders::Loaders::new(app));
     let deadline = std::time::Duration::from_millis(app.config.request_timeout_ms);
-    let (response, executed) = match tokio::time::timeout(deadline, schema.execute(request)).await {
+    let execution = crate::read::replica::as_reader(user, writing, schema.execute(request));
+    let answer = tokio::time::timeout(deadline, execution).await;
+    // Whatever it wrote, its viewer reads back from the primary until the
+    // replica has it.
+    if let (true, Some(user), Some(replica)) = (writing, user, app.read.replica.as_ref()) {
+        replica.wrote(user);
+    }
+    let (response, executed) = match answer {
         Ok(response) => {
             let executed = executed(&response, &admitted);
             if executed {

@@ -71,6 +71,20 @@ pub struct SkipLabels {
     pub reason: &'static str,
 }
 
+/// Labels of `kith_replica_reads_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicaLabels {
+    /// `replica` or `primary`.
+    pub answered_by: &'static str,
+    /// Why: `caught_up` (the replica answered); for the primary, `down` (no
+    /// recent check of the replica succeeded), `lagging` (behind by more
+    /// than `KITH_REPLICA_MAX_LAG_MS`), `own_write` (not yet past the
+    /// viewer's own last write, a mutation's own read, or for user rows the
+    /// last row the user cache dropped), `failed` (the replica failed the
+    /// read).
+    pub reason: &'static str,
+}
+
 /// Labels of `kith_redis_out_of_memory_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabels {
@@ -123,6 +137,8 @@ pub struct Metrics {
     pub consumer_lag: Family<PartitionLabels, Gauge>,
     /// List fills reads asked for and were not made.
     pub list_fills_skipped: Family<SkipLabels, Counter>,
+    /// Reads that could go to a read replica, by who answered.
+    pub replica_reads: Family<ReplicaLabels, Counter>,
     /// Redis writes refused for lack of memory (`OOM`), by path.
     pub redis_out_of_memory: Family<PathLabels, Counter>,
     /// Outbox rows not yet published, as last sampled (-1: not known yet).
@@ -148,6 +164,7 @@ impl Default for Metrics {
             cache: Family::default(),
             consumer_lag: Family::default(),
             list_fills_skipped: Family::default(),
+            replica_reads: Family::default(),
             redis_out_of_memory: Family::default(),
             outbox_backlog: {
                 let gauge = Gauge::default();

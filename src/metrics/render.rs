@@ -104,6 +104,11 @@ impl Metrics {
             self.list_fills_skipped.clone(),
         );
         kith.register(
+            "replica_reads",
+            "Reads that could go to the read replica, by who answered (replica, primary) and why",
+            self.replica_reads.clone(),
+        );
+        kith.register(
             "redis_out_of_memory",
             "Redis writes refused for lack of memory (OOM), by path",
             self.redis_out_of_memory.clone(),

@@ -52,13 +52,8 @@ pub(crate) async fn sets(
             .collect::<Option<Vec<_>>>()
     };
     let seen = cache.generation();
-    let mut fresh = false;
-    let read = cache
-        .or_held(&app.pg, held, async |conn| {
-            let read = read(conn, &missing).await?;
-            fresh = true;
-            Ok(read)
-        })
+    let (read, fresh) = cache
+        .or_held(&app.pg, held, async |conn| Ok(read(conn, &missing).await?))
         .await?;
     if fresh {
         cache.insert_boundaries(seen, &read);

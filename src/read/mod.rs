@@ -10,8 +10,10 @@ pub(crate) mod intersect;
 pub(crate) mod pages;
 pub(crate) mod private;
 pub(crate) mod relations;
+pub(crate) mod replica;
 pub(crate) mod state;
 pub(crate) mod suggest;
+pub(crate) mod user_lookup;
 pub(crate) mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -75,11 +75,12 @@ pub(crate) async fn complete(
         Err(Some(PageMiss::NotCached)) if request.size() > 0 => start_fill(app, list),
         Err(_) => {}
     }
-    let mut conn = app.pg.get().await?;
-    Ok((
-        store_lists::page(&mut conn, list, request).await?,
-        Source::Postgres,
-    ))
+    // Not kept anywhere: a replica caught up to the viewer's writes may answer.
+    let page = super::replica::read(app.read.replica.as_ref(), &app.pg, async |conn| {
+        Ok(store_lists::page(conn, list, request).await?)
+    })
+    .await?;
+    Ok((page, Source::Postgres))
 }
 
 /// Whether the hot cache serves `request`: a first page, or one by

@@ -6,8 +6,12 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use super::users::UserCache;
 use crate::config::Config;
+use crate::metrics::ReplicaLabels;
 use crate::model::UserId;
 use crate::paging::{ListKey, Page, Position};
 
@@ -41,17 +45,27 @@ pub struct ReadModel {
     /// The most followed accounts (suggestions' cold start), read once per
     /// process and kept a while.
     pub popular: moka::future::Cache<(), Arc<Vec<UserId>>>,
+    /// The read replica, when `DATABASE_REPLICA_URL` names one.
+    pub replica: Option<Arc<super::replica::Replica>>,
 }
 
 impl ReadModel {
-    /// Empty caches sized by `config`.
-    pub fn new(config: &Config) -> Self {
+    /// Empty caches sized by `config`; the replica's statements count in
+    /// `statements` with the primary's, its answers in `replica_answers`.
+    pub fn new(
+        config: &Config,
+        statements: Arc<std::sync::atomic::AtomicU64>,
+        replica_answers: Family<ReplicaLabels, Counter>,
+    ) -> Self {
+        let replica = super::replica::Replica::from_config(config, statements, replica_answers);
         Self {
             users: UserCache::new(
                 config.session_url(),
                 config.user_cache_capacity,
                 Duration::from_secs(config.user_cache_ttl_secs),
+                replica.clone(),
             ),
+            replica,
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))

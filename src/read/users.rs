@@ -62,6 +62,10 @@ pub struct UserCache {
     generation: AtomicU64,
     listening: AtomicBool,
     held_answers: AtomicU64,
+    /// When a row was last dropped ([`super::replica::now_ms`]): rows read
+    /// from the replica must be at least that recent.
+    dropped_ms: AtomicU64,
+    replica: Option<Arc<super::replica::Replica>>,
     /// When held rows last answered, in milliseconds since `epoch`.
     held_at_ms: AtomicU64,
     epoch: std::time::Instant,
@@ -74,7 +78,13 @@ pub struct UserCache {
 impl UserCache {
     /// A cache of up to `capacity` users, each kept at most `ttl`; a zero
     /// `ttl` or `capacity` turns it off (every read goes to PostgreSQL).
-    pub fn new(database_url: &str, capacity: u64, ttl: Duration) -> Arc<Self> {
+    /// Misses are read from `replica` when it may answer them.
+    pub fn new(
+        database_url: &str,
+        capacity: u64,
+        ttl: Duration,
+        replica: Option<Arc<super::replica::Replica>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             by_id: moka::sync::Cache::builder()
                 .max_capacity(capacity.max(1))
@@ -91,6 +101,8 @@ impl UserCache {
             generation: AtomicU64::new(0),
             listening: AtomicBool::new(false),
             held_answers: AtomicU64::new(0),
+            dropped_ms: AtomicU64::new(0),
+            replica,
             held_at_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
             enabled: capacity > 0 && !ttl.is_zero(),
@@ -140,11 +152,11 @@ impl UserCache {
 
     /// The row of `id` the cache holds, serving or not: for answering
     /// while PostgreSQL cannot (see the module's documentation).
-    fn held(&self, id: UserId) -> Option<User> {
+    pub(super) fn held(&self, id: UserId) -> Option<User> {
         self.enabled.then(|| self.by_id.get(&id)).flatten()
     }
 
-    fn held_by_handle(&self, handle: &str) -> Option<User> {
+    pub(super) fn held_by_handle(&self, handle: &str) -> Option<User> {
         let id = self.by_handle.get(handle)?;
         // A renamed user no longer answers to its old handle.
         self.held(id).filter(|u| u.handle == handle)
@@ -160,17 +172,28 @@ impl UserCache {
         self.held_answers.load(Ordering::Relaxed)
     }
 
-    /// Runs `read` with a connection of `pg`; when PostgreSQL is unavailable
-    /// and `held` has the answer, answers `held` instead (counted), waiting
-    /// at most [`HELD_WAIT`] for a connection.
+    /// Runs `read` with a connection of `pg` — or of the read replica, when
+    /// it has replayed past the last row this cache dropped and may answer
+    /// ([`super::replica`]); when PostgreSQL is unavailable and `held` has
+    /// the answer, answers `held` instead (counted), waiting at most
+    /// [`HELD_WAIT`] for a connection. True with an answer that was read.
     pub(crate) async fn or_held<T>(
         &self,
         pg: &PgPool,
         held: Option<T>,
-        read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
+        read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
+    ) -> Result<(T, bool), ApiError> {
         let Some(held) = held else {
-            return read(&mut *pg.get().await?).await;
+            let read = match &self.replica {
+                Some(replica) => {
+                    let since = replica
+                        .since_ms()
+                        .max(self.dropped_ms.load(Ordering::SeqCst));
+                    replica.read(pg, since, read).await
+                }
+                None => read(&mut *pg.get().await?).await,
+            };
+            return read.map(|answer| (answer, true));
         };
         let now_ms = |epoch: std::time::Instant| {
             u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -195,9 +218,9 @@ impl UserCache {
                 self.held_answers.fetch_add(1, Ordering::Relaxed);
                 self.held_at_ms
                     .store(now_ms(self.epoch).max(1), Ordering::Relaxed);
-                Ok(held)
+                Ok((held, false))
             }
-            answer => answer,
+            answer => answer.map(|answer| (answer, true)),
         }
     }
 
@@ -246,6 +269,8 @@ impl UserCache {
     /// Drops the rows of `ids`.
     pub fn invalidate(&self, ids: &[UserId]) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        self.dropped_ms
+            .fetch_max(super::replica::now_ms(), Ordering::SeqCst);
         for id in ids {
             self.by_id.invalidate(id);
             self.boundaries.invalidate(id);
@@ -255,6 +280,8 @@ impl UserCache {
     /// Drops every row.
     pub fn clear(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+        self.dropped_ms
+            .fetch_max(super::replica::now_ms(), Ordering::SeqCst);
         self.by_id.invalidate_all();
         self.by_handle.invalidate_all();
         self.boundaries.invalidate_all();
@@ -381,86 +408,6 @@ async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_pos
     result
 }
 
-impl UserCache {
-    /// The users with these handles: from the process cache, the rest from
-    /// PostgreSQL in one statement, kept in the cache unless a change was
-    /// noticed meanwhile. Handles nobody has are left out.
-    pub(crate) async fn by_handles(
-        self: &Arc<Self>,
-        pg: &PgPool,
-        handles: &[String],
-    ) -> Result<Vec<User>, ApiError> {
-        self.lookup(
-            pg,
-            handles,
-            |h| self.get_by_handle(h),
-            |h| self.held_by_handle(h),
-            async |conn, missing| crate::store::users::find_by_handles(conn, missing).await,
-        )
-        .await
-    }
-
-    /// The users with these ids, whatever their status, as [`Self::by_handles`].
-    pub(crate) async fn by_ids(
-        self: &Arc<Self>,
-        pg: &PgPool,
-        ids: &[UserId],
-    ) -> Result<Vec<User>, ApiError> {
-        self.lookup(
-            pg,
-            ids,
-            |id| self.get(*id),
-            |id| self.held(*id),
-            async |conn, missing| crate::store::users::find_many(conn, missing).await,
-        )
-        .await
-    }
-
-    /// The users `keys` name: those `cached` has, and the rest as `read`
-    /// finds them in one statement (kept unless a change was noticed since
-    /// before it ran) — or, when PostgreSQL cannot answer and the cache has
-    /// lost its session, as `held` has them all.
-    async fn lookup<K: Clone>(
-        self: &Arc<Self>,
-        pg: &PgPool,
-        keys: &[K],
-        cached: impl Fn(&K) -> Option<User>,
-        held: impl Fn(&K) -> Option<User>,
-        read: impl AsyncFnOnce(&mut PgConn, &[K]) -> diesel::QueryResult<Vec<User>>,
-    ) -> Result<Vec<User>, ApiError> {
-        let mut found = Vec::with_capacity(keys.len());
-        let mut missing = Vec::new();
-        for key in keys {
-            match cached(key) {
-                Some(user) => found.push(user),
-                None => missing.push(key.clone()),
-            }
-        }
-        if missing.is_empty() {
-            return Ok(found);
-        }
-        let held = if self.is_serving() {
-            None
-        } else {
-            missing.iter().map(held).collect::<Option<Vec<User>>>()
-        };
-        let seen = self.generation();
-        let mut fresh = false;
-        let read = self
-            .or_held(pg, held, async |conn| {
-                let rows = read(conn, &missing).await?;
-                fresh = true;
-                Ok(rows)
-            })
-            .await?;
-        if fresh {
-            self.insert(seen, &read);
-        }
-        found.extend(read);
-        Ok(found)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,7 +425,7 @@ mod tests {
     }
 
     fn serving_cache() -> Arc<UserCache> {
-        let cache = UserCache::new("postgres://unused", 100, Duration::from_secs(60));
+        let cache = UserCache::new("postgres://unused", 100, Duration::from_secs(60), None);
         // No runtime here: the listener is never started; pretend it listens.
         cache.started.call_once(|| {});
         cache.listening.store(true, Ordering::SeqCst);

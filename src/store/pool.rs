@@ -35,6 +35,46 @@ pub(crate) async fn connect(
     statement_cache: bool,
     statements: Arc<AtomicU64>,
 ) -> Result<PgPool, diesel_async::pooled_connection::PoolError> {
+    builder(max_size, acquire_timeout)
+        .build(manager(url, statement_timeout, statement_cache, statements))
+        .await
+}
+
+/// A pool as [`connect`] builds it, that opens no connection until asked
+/// (for a server that may be away when the process starts: a read replica).
+pub(crate) fn connect_lazy(
+    url: &str,
+    max_size: u32,
+    acquire_timeout: Duration,
+    statement_timeout: Duration,
+    statements: Arc<AtomicU64>,
+) -> PgPool {
+    builder(max_size, acquire_timeout).build_unchecked(manager(
+        url,
+        statement_timeout,
+        true,
+        statements,
+    ))
+}
+
+fn builder(
+    max_size: u32,
+    acquire_timeout: Duration,
+) -> bb8::Builder<AsyncDieselConnectionManager<AsyncPgConnection>> {
+    Pool::builder()
+        .max_size(max_size)
+        .connection_timeout(acquire_timeout)
+        // No `SELECT 1` before every checkout: a broken connection is noticed
+        // by its failed statement and not returned to the pool.
+        .test_on_check_out(false)
+}
+
+fn manager(
+    url: &str,
+    statement_timeout: Duration,
+    statement_cache: bool,
+    statements: Arc<AtomicU64>,
+) -> AsyncDieselConnectionManager<AsyncPgConnection> {
     let mut config = ManagerConfig::<AsyncPgConnection>::default();
     let timeout_ms = statement_timeout.as_millis();
     config.custom_setup = Box::new(move |url| {
@@ -62,15 +102,7 @@ pub(crate) async fn connect(
         }
         .boxed()
     });
-    let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config);
-    Pool::builder()
-        .max_size(max_size)
-        .connection_timeout(acquire_timeout)
-        // No `SELECT 1` before every checkout: a broken connection is noticed
-        // by its failed statement and not returned to the pool.
-        .test_on_check_out(false)
-        .build(manager)
-        .await
+    AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(url, config)
 }
 
 /// `url` with TCP keepalives and a TCP user timeout, so that a session whose

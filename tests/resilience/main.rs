@@ -13,8 +13,10 @@ mod http_client;
 #[path = "../common/rng.rs"]
 mod rng;
 
+mod formation;
 mod outage;
 mod pg_failover;
+mod pg_replica;
 mod postgres_outage;
 mod recovery;
 mod redis_failover;

@@ -20,7 +20,6 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -32,6 +31,7 @@ use kith::model::UserId;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::formation::{blocking, exclusive};
 use crate::helpers::{KithProcess, assert_consistent, settled, spawn_app_on};
 use crate::http_client::{free_port, get, graphql};
 
@@ -66,32 +66,6 @@ struct Answer {
     error: Option<String>,
     /// For a follow: (actor, target) as indexes of the test's users.
     pair: Option<(usize, usize)>,
-}
-
-/// `scripts/stack ha <args>`; the last line it printed.
-fn formation(args: &[&str]) -> String {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/stack"))
-        .arg("ha")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("scripts/stack runs");
-    assert!(
-        out.status.success(),
-        "scripts/stack ha {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-async fn blocking(args: &'static [&'static str]) -> String {
-    tokio::task::spawn_blocking(move || formation(args))
-        .await
-        .unwrap()
 }
 
 #[derive(QueryableByName)]
@@ -204,11 +178,8 @@ async fn the_primary_fails_over_without_losing_an_acknowledged_follow() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
-    let url = blocking(&["up"]).await;
-    let url = url
-        .strip_prefix("DATABASE_URL=")
-        .unwrap_or_else(|| panic!("scripts/stack ha up ended with {url:?}"))
-        .to_owned();
+    let _formation = exclusive().await;
+    let url = crate::formation::up().await;
     let t = Arc::new(spawn_app_on(&url, |_| {}).await);
     let mut users = Vec::with_capacity(USERS);
     for i in 0..USERS {
