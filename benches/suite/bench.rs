@@ -23,7 +23,8 @@ pub struct Run {
     pub app: Arc<App>,
     /// The bench's own PostgreSQL schema.
     pub schema: String,
-    /// The configured `DATABASE_URL`, without the bench schema.
+    /// The configured `DATABASE_URL`, without the bench schema (through a
+    /// pooler: PostgreSQL itself, on the bench's own database).
     pub base_url: String,
     /// `target/bench-reports/`.
     pub reports: std::path::PathBuf,
@@ -41,10 +42,16 @@ impl Run {
         let app = crate::common::isolated_app(&schema, |c| c.database_pool_size = 4).await;
         let reports = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
         std::fs::create_dir_all(&reports).unwrap();
+        // Through a pooler the bench has a database of its own: the limits
+        // and the reference use its `public` schema on PostgreSQL itself.
+        let (schema, base_url) = match &app.config.database_session_url {
+            Some(session) => ("public".to_owned(), session.clone()),
+            None => (schema, base_url()),
+        };
         Self {
             app,
             schema,
-            base_url: base_url(),
+            base_url,
             reports,
             users: env_number("KITH_BENCH_USERS", 1_100_000) as i64,
             edges: env_number("KITH_BENCH_EDGES", 3_000_000) as i64,
@@ -54,10 +61,10 @@ impl Run {
         }
     }
 
-    /// A new session on the bench schema.
+    /// A new session on the bench schema (on PostgreSQL itself).
     pub async fn conn(&self) -> AsyncPgConnection {
         use diesel_async::AsyncConnection as _;
-        AsyncPgConnection::establish(&self.app.config.database_url)
+        AsyncPgConnection::establish(self.app.config.session_url())
             .await
             .expect("PostgreSQL")
     }

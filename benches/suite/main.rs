@@ -24,7 +24,10 @@
 //!
 //! Environment: `KITH_BENCH_USERS` (1,100,000), `KITH_BENCH_EDGES`
 //! (3,000,000), `KITH_BENCH_CELEBRITY_FOLLOWERS` (1,000,000),
-//! `KITH_BENCH_SECONDS` per phase (10), `KITH_BENCH_CLIENTS` (16).
+//! `KITH_BENCH_SECONDS` per phase (10), `KITH_BENCH_CLIENTS` (16);
+//! `KITH_BENCH_POOLER_URL` runs Kith through a transaction pooler
+//! (`scripts/stack pooler up`), on a database of the bench's own, and
+//! writes `bench-pooler.md` and `bench-pooler.json`.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -63,9 +66,12 @@ async fn main() {
     )
     .await
     .unwrap();
-    let _ = diesel::sql_query(format!("DROP SCHEMA {} CASCADE", run.schema))
-        .execute(&mut admin)
-        .await;
+    // Through a pooler, `scripts/stack pooler clean` drops its database.
+    if run.app.config.database_session_url.is_none() {
+        let _ = diesel::sql_query(format!("DROP SCHEMA {} CASCADE", run.schema))
+            .execute(&mut admin)
+            .await;
+    }
 }
 
 /// Seeds the graph with `kith seed-data`'s generator, and picks the users
@@ -143,6 +149,8 @@ async fn start(run: &Run, graph: &Graph) -> (Bench, Child) {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
         .arg("run")
         .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_SESSION_URL", c.session_url())
+        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
         .env("KITH_REDIS_PREFIX", &c.redis_prefix)
         .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
         .env("KITH_CONTENT_TOPIC", &c.content_topic)

@@ -316,8 +316,13 @@ pub fn write(
         "targets": target_json,
         "cpu_profile_percent": cpu_profile.iter().map(|(k, v)| json!({ "part": k, "share": v })).collect::<Vec<_>>(),
     });
+    let json_file = if std::env::var("KITH_BENCH_POOLER_URL").is_ok() {
+        "bench-pooler.json"
+    } else {
+        "bench.json"
+    };
     std::fs::write(
-        reports.join("bench.json"),
+        reports.join(json_file),
         serde_json::to_string_pretty(&report).unwrap(),
     )
     .unwrap();

@@ -30,6 +30,11 @@ pub async fn main() -> anyhow::Result<()> {
         // Operator commands walk whole tables and count huge lists; a bound
         // meant for API requests would only make them fail on big accounts.
         config.statement_timeout_ms = 0;
+        // And they run on PostgreSQL itself, not through a pooler (whose
+        // sessions carry the API's statement timeout).
+        config.database_url = config.session_url().to_owned();
+        config.database_session_url = None;
+        config.pg_statement_cache = true;
     }
     match cli.command {
         Command::Run => Ok(crate::jobs::run(config, Jobs::RUN).await?),

@@ -22,7 +22,7 @@ pub const SECTIONS: &[Section] = &[
             ),
             unset(
                 "DATABASE_REPLICA_URL",
-                "a streaming replica (or several hosts, e.g. with `target_session_attrs=read-only`) for what the caches miss: list pages past the cached windows, the PostgreSQL side of intersections, and user rows. Only while it has replayed the reader's own last write in this process and is behind by no more than `KITH_REPLICA_MAX_LAG_MS`; otherwise, and when it fails, the primary answers (`kith_replica_reads_total`)",
+                "a streaming replica (or several hosts, e.g. with `target_session_attrs=read-only`) for what the caches miss: list pages past the cached windows, and user rows the process does not hold. Only while its session has replayed the reader's own last write in this process and is behind by no more than `KITH_REPLICA_MAX_LAG_MS`; otherwise, and when it fails, the primary answers (`kith_replica_reads_total`)",
             ),
             value(
                 "KITH_REPLICA_MAX_LAG_MS",

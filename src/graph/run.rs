@@ -118,6 +118,13 @@ async fn run_timed(
     let writing = admitted.ty == Some(OperationType::Mutation);
     let request = request.data(viewer).data(loaders::Loaders::new(app));
     let deadline = std::time::Duration::from_millis(app.config.request_timeout_ms);
+    // Batched loads run in tasks of their own: they see that a mutation runs.
+    let _writing = app
+        .read
+        .replica
+        .as_ref()
+        .filter(|_| writing)
+        .map(|replica| replica.writing());
     let execution = crate::read::replica::as_reader(user, writing, schema.execute(request));
     let answer = tokio::time::timeout(deadline, execution).await;
     // Whatever it wrote, its viewer reads back from the primary until the

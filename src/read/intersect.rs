@@ -217,11 +217,11 @@ pub(crate) async fn walk_each(
     if misses.is_empty() {
         return Ok(out);
     }
-    let most = misses.iter().map(|l| limits[l]).max().unwrap_or(0);
-    let rows = super::replica::read(app.read.replica.as_ref(), &app.pg, async |conn| {
-        Ok(store_lists::newest_of(conn, &misses, most + 1).await?)
-    })
-    .await?;
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        let most = misses.iter().map(|l| limits[l]).max().unwrap_or(0);
+        store_lists::newest_of(&mut conn, &misses, most + 1).await?
+    };
     for (list, rows) in rows {
         let limit = limits[&list];
         let mut members: Vec<Position> = rows
@@ -306,10 +306,10 @@ async fn probe_many(
         ListKey::Followers(owner) => (member, owner),
     };
     let pairs: Vec<(UserId, UserId)> = unknown.iter().map(|(l, m)| edge(*l, *m)).collect();
-    let rows = super::replica::read(app.read.replica.as_ref(), &app.pg, async |conn| {
-        Ok(following::rows(conn, &pairs).await?)
-    })
-    .await?;
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        following::rows(&mut conn, &pairs).await?
+    };
     let active: HashMap<(i64, i64), i64> = rows
         .into_iter()
         .filter(|r| r.active)

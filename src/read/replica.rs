@@ -1,28 +1,34 @@
 //! A read replica for what the caches miss (`DATABASE_REPLICA_URL`): list
-//! pages past the cached windows, the PostgreSQL side of intersections
-//! (the newest members of lists not cached, and pairs the caches could not
-//! answer), and user rows on a miss. Everything else stays on the primary:
+//! pages past the cached windows, and user rows (with their boundaries)
+//! the process does not hold. Everything else stays on the primary:
 //! writes, and the reads that must see them; list fills above all, because
 //! a fill marks its list complete in the cache, and a fill from a replica
 //! that has not replayed an edge the projector already applied would leave
-//! the cache without it until the list expires.
+//! the cache without it until the list expires. Intersections and
+//! suggestions stay there too: their results are kept under the counter
+//! versions or generation read before them, so a result from a replica
+//! that is behind those would be kept as current.
 //!
 //! How far behind the replica is, in time: every [`CHECK_EVERY`], a watcher
-//! reads the primary's WAL position, then the replica's replay position.
-//! Once the replica has replayed past a position read at moment `t`, it
-//! holds every commit acknowledged before `t`: it is *caught up to* `t`.
-//! A read goes to the replica only when
-//! - the watcher's last check succeeded within [`STALE_AFTER`] (otherwise
-//!   the replica is taken as down);
-//! - it is caught up to within `KITH_REPLICA_MAX_LAG_MS` of now; and
-//! - it is caught up to the reader's own last write in this process, so a
+//! reads the primary's WAL position and notes the moment it asked. Once a
+//! replica session has replayed past a position read at moment `t`, it
+//! holds every commit acknowledged before `t`. Each read checks the replay
+//! position of the session it was lent, in a statement before the read (a
+//! URL of several hosts may lend sessions on different standbys). A read
+//! goes to the replica only when
+//! - the watcher's last check of the replica succeeded within
+//!   [`STALE_AFTER`] (otherwise the replica is taken as down);
+//! - its session has replayed what the primary had written
+//!   `KITH_REPLICA_MAX_LAG_MS` ago; and
+//! - it has replayed the reader's own last write in this process, so a
 //!   viewer never reads a page older than what they were just told (a
 //!   write through another process is bounded by the lag alone). A
-//!   mutation's own reads stay on the primary; so do reads made outside a
-//!   request's task unless the replica is caught up to this process's last
-//!   write. User rows, which the process keeps, also wait for the moment
-//!   the user cache last dropped a row: a row from before a change the
-//!   process was notified of would be kept.
+//!   mutation's own reads stay on the primary; a read made outside a
+//!   request's task (a batched load) waits for this process's last write,
+//!   and while any mutation runs in this process it stays on the primary.
+//!   User rows, which the process keeps, also wait for the moment the user
+//!   cache last dropped a row: a row from before a change the process was
+//!   notified of would be kept.
 //!
 //! Otherwise the primary answers; and when the replica fails a read, the
 //! primary answers it again. `kith_replica_reads_total` counts who answered
@@ -91,12 +97,15 @@ pub(crate) async fn as_reader<F: Future>(
 pub struct Replica {
     pool: PgPool,
     max_lag_ms: u64,
-    /// The moment ([`now_ms`]) the replica is caught up to; 0: unknown.
-    caught_up_ms: AtomicU64,
-    /// When the watcher last checked it successfully; 0: never.
+    /// (moment, the primary's WAL position asked for at that moment) of
+    /// recent checks, oldest first.
+    written: std::sync::Mutex<std::collections::VecDeque<(u64, i64)>>,
+    /// When the watcher last found the replica replaying; 0: never.
     checked_ms: AtomicU64,
     /// This process's last acknowledged write.
     last_write_ms: AtomicU64,
+    /// Mutations running in this process.
+    writing: AtomicU64,
     /// Each viewer's last acknowledged write in this process.
     writes: moka::sync::Cache<UserId, u64>,
     /// `kith_replica_reads_total`.
@@ -127,9 +136,10 @@ impl Replica {
                 statements,
             ),
             max_lag_ms: config.replica_max_lag_ms,
-            caught_up_ms: AtomicU64::new(0),
+            written: std::sync::Mutex::default(),
             checked_ms: AtomicU64::new(0),
             last_write_ms: AtomicU64::new(0),
+            writing: AtomicU64::new(0),
             writes: moka::sync::Cache::builder()
                 .max_capacity(1_000_000)
                 .time_to_live(WRITES_TTL)
@@ -164,24 +174,64 @@ impl Replica {
                 ..
             }) => self.writes.get(&viewer).unwrap_or(0),
             Ok(Reader { viewer: None, .. }) => 0,
+            Err(_) if self.writing.load(Ordering::SeqCst) > 0 => u64::MAX,
             Err(_) => self.last_write_ms.load(Ordering::Relaxed),
         }
     }
 
-    /// Why the replica may not answer a read that must not go back before
-    /// `since` (a moment of [`now_ms`]), if it may not.
-    fn refusal(&self, since: u64) -> Option<&'static str> {
+    /// Counts a mutation running in this process until the guard drops.
+    pub(crate) fn writing(self: &Arc<Self>) -> Writing {
+        self.writing.fetch_add(1, Ordering::SeqCst);
+        Writing(self.clone())
+    }
+
+    /// The WAL position a replica session must have replayed to answer a
+    /// read that must not go back before `since` (a moment of [`now_ms`]),
+    /// or why no session may.
+    fn required(&self, since: u64) -> Result<i64, &'static str> {
         let now = now_ms();
         let checked = self.checked_ms.load(Ordering::Relaxed);
         if checked == 0 || now.saturating_sub(checked) > STALE_AFTER.as_millis() as u64 {
-            return Some("down");
+            return Err("down");
         }
-        let caught_up = self.caught_up_ms.load(Ordering::Relaxed);
-        if caught_up == 0 || now.saturating_sub(caught_up) > self.max_lag_ms {
-            return Some("lagging");
+        let bound = now.saturating_sub(self.max_lag_ms);
+        let written = self.written.lock().expect("positions lock");
+        // The first position asked for at or after the moment: every commit
+        // acknowledged before that moment is at or below it.
+        let at = |moment: u64| written.iter().find(|(m, _)| *m >= moment).map(|(_, p)| *p);
+        match (at(since.max(bound)), since > bound) {
+            (Some(position), _) => Ok(position),
+            (None, true) => Err("own_write"),
+            (None, false) => Err("lagging"),
         }
-        (caught_up < since).then_some("own_write")
     }
+}
+
+/// A mutation running (see [`Replica::writing`]).
+pub(crate) struct Writing(Arc<Replica>);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        self.0.writing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[derive(QueryableByName)]
+struct Replay {
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    lsn: Option<i64>,
+}
+
+/// The replay position of a replica session (None: not a standby).
+async fn replayed(conn: &mut PgConn) -> Result<Option<i64>, ApiError> {
+    use diesel_async::RunQueryDsl as _;
+    let replay: Replay = diesel::sql_query(
+        "SELECT CASE WHEN pg_is_in_recovery()
+                THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint END AS lsn",
+    )
+    .get_result(conn)
+    .await?;
+    Ok(replay.lsn)
 }
 
 /// Runs `read` on the replica when it may answer (see the module's
@@ -206,18 +256,27 @@ impl Replica {
         since: u64,
         read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
     ) -> Result<T, ApiError> {
-        let reason = match self.refusal(since) {
-            Some(reason) => reason,
-            None => {
-                let answer = match self.pool.get().await {
-                    Ok(mut conn) => read.clone()(&mut conn).await,
-                    Err(e) => Err(e.into()),
-                };
+        let reason = match self.required(since) {
+            Err(reason) => reason,
+            Ok(required) => {
+                let answer = async {
+                    let mut conn = self.pool.get().await?;
+                    match replayed(&mut conn).await? {
+                        Some(position) if position >= required => {
+                            Ok(Some(read.clone()(&mut conn).await?))
+                        }
+                        _ => Ok(None),
+                    }
+                }
+                .await;
                 match answer {
-                    Ok(answer) => {
+                    Ok(Some(answer)) => {
                         self.answered("replica", "caught_up");
                         return Ok(answer);
                     }
+                    // This session has not replayed far enough.
+                    Ok(None) if since >= now_ms().saturating_sub(self.max_lag_ms) => "own_write",
+                    Ok(None) => "lagging",
                     Err(ApiError::Unavailable(cause)) => {
                         tracing::debug!(error = %cause, "read replica failed a read; asking the primary");
                         "failed"
@@ -240,11 +299,10 @@ impl Replica {
     }
 }
 
-/// Compares the two positions every [`CHECK_EVERY`] while the replica lives.
+/// Notes the primary's WAL position, and checks that the replica is
+/// replaying, every [`CHECK_EVERY`] while the replica lives.
 async fn watch(replica: Weak<Replica>, primary: PgPool) {
     use diesel_async::RunQueryDsl as _;
-    // (moment, primary position) of recent checks, oldest first.
-    let mut seen: std::collections::VecDeque<(u64, i64)> = std::collections::VecDeque::new();
     let mut tick = tokio::time::interval(CHECK_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -260,38 +318,31 @@ async fn watch(replica: Weak<Replica>, primary: PgPool) {
                 diesel::sql_query("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn")
                     .get_result(&mut *primary.get().await?)
                     .await?;
-            let replayed: Position = diesel::sql_query(
-                "SELECT (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint AS lsn",
-            )
-            .get_result(&mut *replica.pool.get().await?)
-            .await?;
-            Ok::<_, ApiError>((written.lsn, replayed.lsn))
+            let replaying = replayed(&mut *replica.pool.get().await?).await?;
+            Ok::<_, ApiError>((written.lsn, replaying))
         };
         match tokio::time::timeout(STALE_AFTER, checked).await {
-            Ok(Ok((Some(written), Some(replayed)))) => {
-                seen.push_back((at, written));
-                // The newest check the replica has replayed past.
-                let caught_up = seen
-                    .iter()
-                    .rev()
-                    .find(|(_, position)| *position <= replayed)
-                    .map(|(moment, _)| *moment);
-                if let Some(moment) = caught_up {
-                    replica.caught_up_ms.fetch_max(moment, Ordering::Relaxed);
-                    seen.retain(|(m, _)| *m >= moment);
+            Ok(Ok((Some(written), replaying))) => {
+                {
+                    let mut positions = replica.written.lock().expect("positions lock");
+                    positions.push_back((at, written));
+                    // Older than any lag worth waiting for.
+                    let horizon = at.saturating_sub(replica.max_lag_ms.max(1000) * 4);
+                    while positions.front().is_some_and(|(m, _)| *m < horizon) {
+                        positions.pop_front();
+                    }
                 }
-                // Checks older than any lag worth waiting for are dropped.
-                let horizon = at.saturating_sub(replica.max_lag_ms.max(1) * 4);
-                seen.retain(|(m, _)| *m >= horizon);
-                replica.checked_ms.store(now_ms(), Ordering::Relaxed);
+                match replaying {
+                    Some(_) => replica.checked_ms.store(now_ms(), Ordering::Relaxed),
+                    // Once per change: a promoted replica, or a URL that
+                    // names a primary.
+                    None if replica.checked_ms.swap(0, Ordering::Relaxed) != 0 => tracing::warn!(
+                        "DATABASE_REPLICA_URL names a server that is not a standby: reads stay on the primary"
+                    ),
+                    None => {}
+                }
             }
-            // Not a replica (promoted, or the URL names a primary): it has
-            // no replay position and answers nothing.
-            Ok(Ok(_)) => {
-                tracing::warn!(
-                    "DATABASE_REPLICA_URL names a server that is not replaying: reads stay on the primary"
-                );
-            }
+            Ok(Ok((None, _))) => {}
             Ok(Err(error)) => tracing::debug!(%error, "read replica check failed"),
             Err(_) => tracing::debug!("read replica check timed out"),
         }

@@ -18,10 +18,10 @@
 //! read goes to PostgreSQL (a notice sent meanwhile would be lost), and the
 //! cache starts empty when the session is back. What it held when the
 //! session broke is kept meanwhile for one use only: when PostgreSQL cannot
-//! answer a read (a failover, an outage) within [`HELD_WAIT`], the read is
-//! answered with the held rows instead of `UNAVAILABLE` — rows as they were
-//! when PostgreSQL was last heard from, at a moment nobody can change them
-//! through PostgreSQL. `KITH_USER_CACHE_TTL_SECS` caps the life of any
+//! lend a connection within [`HELD_WAIT`], or fails the read as unavailable
+//! (a failover, an outage), the read is answered with the held rows instead
+//! of `UNAVAILABLE` — rows as they were when the session broke, at a time
+//! PostgreSQL cannot be asked. `KITH_USER_CACHE_TTL_SECS` caps the life of any
 //! entry regardless.
 //!
 //! A loader that read a row just before a change committed must not cache
@@ -49,9 +49,7 @@ const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
 /// How long a read that held rows could answer waits for a PostgreSQL
-/// connection while the cache has lost its session — unless held rows
-/// answered within the last [`HELD_WAIT`], when it takes only a connection
-/// that is free at once (one request asks several times).
+/// connection while the cache has lost its session.
 pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
 
 /// In-process user rows, by id and by handle.
@@ -66,9 +64,6 @@ pub struct UserCache {
     /// from the replica must be at least that recent.
     dropped_ms: AtomicU64,
     replica: Option<Arc<super::replica::Replica>>,
-    /// When held rows last answered, in milliseconds since `epoch`.
-    held_at_ms: AtomicU64,
-    epoch: std::time::Instant,
     enabled: bool,
     started: Once,
     database_url: String,
@@ -103,8 +98,6 @@ impl UserCache {
             held_answers: AtomicU64::new(0),
             dropped_ms: AtomicU64::new(0),
             replica,
-            held_at_ms: AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
             enabled: capacity > 0 && !ttl.is_zero(),
             started: Once::new(),
             database_url: database_url.to_owned(),
@@ -195,29 +188,17 @@ impl UserCache {
             };
             return read.map(|answer| (answer, true));
         };
-        let now_ms = |epoch: std::time::Instant| {
-            u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-        };
-        let last = self.held_at_ms.load(Ordering::Relaxed);
-        let wait = if last > 0 && now_ms(self.epoch) < last + HELD_WAIT.as_millis() as u64 {
-            Duration::ZERO
-        } else {
-            HELD_WAIT
-        };
-        // A zero wait still takes a connection that is free at once.
-        let answer = match tokio::time::timeout(wait, pg.get()).await {
+        let answer = match tokio::time::timeout(HELD_WAIT, pg.get()).await {
             Ok(Ok(mut conn)) => read(&mut conn).await,
             Ok(Err(e)) => Err(e.into()),
             Err(_) => Err(ApiError::Unavailable(anyhow::anyhow!(
-                "postgres pool: no connection within {wait:?}"
+                "postgres pool: no connection within {HELD_WAIT:?}"
             ))),
         };
         match answer {
             Err(ApiError::Unavailable(cause)) => {
                 tracing::debug!(error = %cause, "PostgreSQL unavailable: answering with held rows");
                 self.held_answers.fetch_add(1, Ordering::Relaxed);
-                self.held_at_ms
-                    .store(now_ms(self.epoch).max(1), Ordering::Relaxed);
                 Ok((held, false))
             }
             answer => answer.map(|answer| (answer, true)),

@@ -24,13 +24,18 @@ pub(crate) enum Failure {
     Other,
 }
 
-/// Server messages of failures that pass.
-const PASSING: [&str; 5] = [
+/// Server messages of failures that pass — PostgreSQL's, and a pooler's
+/// (PgBouncer) when its server is away or its pool is spent.
+const PASSING: [&str; 9] = [
     "terminating connection",
     "the database system is",
     "server closed the connection",
     "connection closed",
     "deadlock detected",
+    "server conn crashed",
+    "cannot connect to server",
+    "query_wait_timeout",
+    "no more connections allowed",
 ];
 
 /// The message of the error a follow past the follow cap raises.

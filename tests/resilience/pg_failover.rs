@@ -246,6 +246,21 @@ async fn the_primary_fails_over_without_losing_an_acknowledged_follow() {
             }
         }));
     }
+    // Every user row in the process (any of them may show among the
+    // readers' followers), and the readers' profiles, before anything fails.
+    for (i, id) in ids.iter().enumerate() {
+        let answer = graphql(
+            port,
+            &tokens[i],
+            "query($id: ID!) { user(id: $id) { handle } }",
+            json!({ "id": id }),
+        )
+        .await;
+        assert_eq!(
+            error_of(&answer, |v| v["data"]["user"]["handle"].is_string()),
+            None
+        );
+    }
     // Warm the readers' profiles before anything fails.
     for r in 0..READERS {
         let answer = graphql(

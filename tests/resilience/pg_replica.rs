@@ -217,6 +217,17 @@ async fn cache_misses_read_the_replica_never_before_the_viewers_write() {
         "SELECT 0::bigint AS n FROM (SELECT pg_wal_replay_pause()) AS p",
     )
     .await;
+    // A pause takes effect between records: until it has, a write may
+    // still be replayed.
+    eventually("the replay to pause", 10, || async {
+        let paused: Count = superuser(
+            standby,
+            "SELECT (pg_get_wal_replay_pause_state() = 'paused')::int::bigint AS n",
+        )
+        .await;
+        (paused.n == 1).then_some(())
+    })
+    .await;
     let own = answered(&t, "primary", "own_write");
     assert!(t.unfollow(viewer, followed[0]).await["errors"].is_null());
     let ids = page(&t, Viewer::User(viewer), viewer, &after).await;
