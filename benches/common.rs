@@ -2,47 +2,22 @@
 
 use std::sync::Arc;
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 use kith::app::App;
 use kith::config::Config;
 
 /// An `App` with its own PostgreSQL schema, Redis prefix, topics and group.
 pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<App> {
-    use diesel_async::RunQueryDsl;
     let mut config = Config::from_env().expect("configuration");
-    let mut admin = AsyncPgConnection::establish(&config.database_url)
+    // Through a transaction pooler (`scripts/stack pooler up`): a database
+    // of its own, named for `scripts/stack pooler clean`.
+    let pooler = std::env::var("KITH_BENCH_POOLER_URL").ok();
+    let place = match pooler {
+        Some(_) => format!("kt_{}_{name}", chrono::Utc::now().timestamp()),
+        None => name.to_owned(),
+    };
+    kith::testing::isolate_postgres(&mut config, &place, pooler.as_deref())
         .await
         .expect("PostgreSQL is up (scripts/stack up)");
-    match std::env::var("KITH_BENCH_POOLER_URL") {
-        // Through a transaction pooler (`scripts/stack pooler up`), which
-        // carries no search_path: a database of its own, PostgreSQL itself
-        // for the sessions (`scripts/stack pooler clean` drops it).
-        Ok(pooler) => {
-            let name = format!("kt_{}_{name}", chrono::Utc::now().timestamp());
-            diesel::sql_query(format!("CREATE DATABASE {name}"))
-                .execute(&mut admin)
-                .await
-                .unwrap();
-            config.database_session_url = Some(with_database(&config.database_url, &name));
-            config.database_url = with_database(&pooler, &name);
-            config.pg_statement_cache = false;
-        }
-        Err(_) => {
-            diesel::sql_query(format!("CREATE SCHEMA {name}"))
-                .execute(&mut admin)
-                .await
-                .unwrap();
-            let separator = if config.database_url.contains('?') {
-                '&'
-            } else {
-                '?'
-            };
-            config.database_url = format!(
-                "{}{separator}options=-c%20search_path%3D{name}",
-                config.database_url
-            );
-        }
-    }
     config.redis_prefix = format!("{name}:");
     config.follow_topic = format!("{name}.follow");
     config.content_topic = format!("{name}.content");
@@ -52,14 +27,6 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     config.topic_min_insync_replicas = 1;
     tweak(&mut config);
     App::start(config).await.expect("app starts")
-}
-
-/// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
-    let host = url.find("://").map_or(0, |i| i + 3);
-    let path = url[host..].find('/').map_or(url.len(), |i| host + i);
-    let query = url[path..].find('?').map_or(url.len(), |i| path + i);
-    format!("{}/{database}{}", &url[..path], &url[query..])
 }
 
 /// The allocator `kith` itself runs with.

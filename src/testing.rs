@@ -155,3 +155,47 @@ pub mod write {
         pub use crate::write::lifecycle::{set_status, sweep};
     }
 }
+
+/// Gives `config` a PostgreSQL place of its own named `name`, for a test or
+/// a bench: a schema of `DATABASE_URL`'s database, reached through the
+/// `search_path` in the URL's `options` — or, through a transaction pooler
+/// (`pooler`, which carries no `options`), a database of its own, with
+/// sessions on PostgreSQL itself (`scripts/stack pooler clean` drops the
+/// databases named `kt_*`).
+pub async fn isolate_postgres(
+    config: &mut crate::config::Config,
+    name: &str,
+    pooler: Option<&str>,
+) -> Result<(), diesel::result::Error> {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let base = config.database_url.clone();
+    let mut admin = diesel_async::AsyncPgConnection::establish(&base)
+        .await
+        .map_err(|e| diesel::result::Error::QueryBuilderError(e.into()))?;
+    match pooler {
+        Some(pooler) => {
+            diesel::sql_query(format!("CREATE DATABASE {name}"))
+                .execute(&mut admin)
+                .await?;
+            config.database_session_url = Some(with_database(&base, name));
+            config.database_url = with_database(pooler, name);
+            config.pg_statement_cache = false;
+        }
+        None => {
+            diesel::sql_query(format!("CREATE SCHEMA {name}"))
+                .execute(&mut admin)
+                .await?;
+            let separator = if base.contains('?') { '&' } else { '?' };
+            config.database_url = format!("{base}{separator}options=-c%20search_path%3D{name}");
+        }
+    }
+    Ok(())
+}
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> String {
+    let host = url.find("://").map_or(0, |i| i + 3);
+    let path = url[host..].find('/').map_or(url.len(), |i| host + i);
+    let query = url[path..].find('?').map_or(url.len(), |i| path + i);
+    format!("{}/{database}{}", &url[..path], &url[query..])
+}

@@ -116,6 +116,12 @@ fn error_of(answer: &Result<Value, String>, done: impl Fn(&Value) -> bool) -> Op
     }
 }
 
+/// The profile of `id` as `token`'s user: the error it answered, if any.
+async fn profile(port: u16, token: &str, id: &str) -> Option<String> {
+    let answer = graphql(port, token, PROFILE, json!({ "id": id })).await;
+    error_of(&answer, |v| v["data"]["user"]["handle"].is_string())
+}
+
 /// What one round measured.
 struct Round {
     kind: Kind,
@@ -263,18 +269,7 @@ async fn the_primary_fails_over_without_losing_an_acknowledged_follow() {
     }
     // Warm the readers' profiles before anything fails.
     for r in 0..READERS {
-        let answer = graphql(
-            port,
-            &tokens[USERS - 1 - r],
-            PROFILE,
-            json!({ "id": ids[r] }),
-        )
-        .await;
-        assert_eq!(
-            error_of(&answer, |v| v["data"]["user"]["handle"].is_string()),
-            None,
-            "{answer:?}"
-        );
+        assert_eq!(profile(port, &tokens[USERS - 1 - r], &ids[r]).await, None);
     }
     for r in 0..READERS {
         let (ids, tokens, stop, log) = (ids.clone(), tokens.clone(), stop.clone(), reads.clone());
@@ -284,14 +279,7 @@ async fn the_primary_fails_over_without_losing_an_acknowledged_follow() {
             while !stop.load(Ordering::Relaxed) {
                 tick.tick().await;
                 let started = Instant::now();
-                let answer = graphql(
-                    port,
-                    &tokens[USERS - 1 - r],
-                    PROFILE,
-                    json!({ "id": ids[r] }),
-                )
-                .await;
-                let error = error_of(&answer, |v| v["data"]["user"]["handle"].is_string());
+                let error = profile(port, &tokens[USERS - 1 - r], &ids[r]).await;
                 log.lock().await.push(Answer {
                     started,
                     ended: Instant::now(),

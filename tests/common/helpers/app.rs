@@ -61,31 +61,12 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
-    let mut admin = AsyncPgConnection::establish(&base_url)
+    // Through a transaction pooler (`scripts/stack pooler up`): a database
+    // of its own.
+    let pooler = std::env::var("KITH_TEST_POOLER_URL").ok();
+    kith::testing::isolate_postgres(&mut config, &name, pooler.as_deref())
         .await
-        .expect("PostgreSQL is up (scripts/stack up)");
-    match std::env::var("KITH_TEST_POOLER_URL") {
-        // Through a transaction pooler (`scripts/stack pooler up`), which
-        // carries no `options`: a database of its own (`scripts/stack pooler
-        // clean` drops them), PostgreSQL itself for the sessions.
-        Ok(pooler) => {
-            diesel::sql_query(format!("CREATE DATABASE {name}"))
-                .execute(&mut admin)
-                .await
-                .expect("CREATE DATABASE (scripts/stack pooler up grants it)");
-            config.database_session_url = Some(with_database(&base_url, &name));
-            config.database_url = with_database(&pooler, &name);
-            config.pg_statement_cache = false;
-        }
-        Err(_) => {
-            diesel::sql_query(format!("CREATE SCHEMA {name}"))
-                .execute(&mut admin)
-                .await
-                .unwrap();
-            let separator = if base_url.contains('?') { '&' } else { '?' };
-            config.database_url = format!("{base_url}{separator}options=-c%20search_path%3D{name}");
-        }
-    }
+        .expect("PostgreSQL is up (scripts/stack up; pooler up grants CREATE DATABASE)");
     config.database_pool_size = 8;
     config.redis_pool_size = 4;
     config.redis_prefix = format!("test:{name}:");
@@ -108,14 +89,6 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
     let app = App::start(config).await.expect("app starts");
     let schema = graph::schema(app.clone());
     TestApp { app, schema }
-}
-
-/// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> String {
-    let host = url.find("://").map_or(0, |i| i + 3);
-    let path = url[host..].find('/').map_or(url.len(), |i| host + i);
-    let query = url[path..].find('?').map_or(url.len(), |i| path + i);
-    format!("{}/{database}{}", &url[..path], &url[query..])
 }
 
 /// Drops test schemas left behind by runs more than an hour old.
