@@ -279,51 +279,59 @@ async fn repair_edges(
     }
     // The projector's lock order: projection rows by their key.
     behind.sort_by_key(|e| (e.to, e.from));
-    let mut conn = app.pg.get().await?;
-    let fixed = conn
-        .transaction::<_, PipelineError, _>(async |conn| {
-            let mut touched: BTreeSet<UserId> = BTreeSet::new();
-            let mut fixed = (0u64, 0u64, 0u64, Vec::new(), 0u64);
-            for (event, applied) in behind
-                .iter()
-                .zip(follower::apply_many(conn, &behind).await?)
-            {
-                if let Applied::Changed { .. } = applied {
-                    touched.insert(event.to);
-                    fixed.0 += 1;
-                    fixed.3.push(format!(
-                        "projection {} -> {} brought to version {}",
-                        event.from, event.to, event.version
-                    ));
+    // The projector's batch locks the same rows and counters: a repair
+    // PostgreSQL ends to break a deadlock runs again.
+    let mut attempts = 0;
+    let fixed = loop {
+        let mut conn = app.pg.get().await?;
+        let repaired = conn
+            .transaction::<_, PipelineError, _>(async |conn| {
+                let mut touched: BTreeSet<UserId> = BTreeSet::new();
+                let mut fixed = (0u64, 0u64, 0u64, Vec::new(), 0u64);
+                for (event, applied) in behind
+                    .iter()
+                    .zip(follower::apply_many(conn, &behind).await?)
+                {
+                    if let Applied::Changed { .. } = applied {
+                        touched.insert(event.to);
+                        fixed.0 += 1;
+                        fixed.3.push(format!(
+                            "projection {} -> {} brought to version {}",
+                            event.from, event.to, event.version
+                        ));
+                    }
                 }
-            }
-            for truth in &same_version {
-                if follower::overwrite(conn, truth).await?.is_some() {
-                    touched.extend(UserId::new(truth.to_user_id));
-                    fixed.1 += 1;
-                    fixed.3.push(format!(
-                        "projection {} -> {} overwritten at version {}",
-                        truth.from_user_id, truth.to_user_id, truth.version
-                    ));
+                for truth in &same_version {
+                    if follower::overwrite(conn, truth).await?.is_some() {
+                        touched.extend(UserId::new(truth.to_user_id));
+                        fixed.1 += 1;
+                        fixed.3.push(format!(
+                            "projection {} -> {} overwritten at version {}",
+                            truth.from_user_id, truth.to_user_id, truth.version
+                        ));
+                    }
                 }
-            }
-            for (from, to) in &orphans {
-                if follower::delete_orphan(conn, *from, *to).await?.is_some() {
-                    touched.insert(*to);
-                    fixed.2 += 1;
-                    fixed
-                        .3
-                        .push(format!("projection {from} -> {to} deleted (no truth edge)"));
+                for (from, to) in &orphans {
+                    if follower::delete_orphan(conn, *from, *to).await?.is_some() {
+                        touched.insert(*to);
+                        fixed.2 += 1;
+                        fixed
+                            .3
+                            .push(format!("projection {from} -> {to} deleted (no truth edge)"));
+                    }
                 }
-            }
-            let touched: Vec<UserId> = touched.into_iter().collect();
-            let counters = stats::repair_counts(conn, &touched).await?;
-            fixed.4 = counters.len() as u64;
-            fixed.3.extend(counters.iter().map(describe_fix));
-            Ok(fixed)
-        })
-        .await?;
-    drop(conn);
+                let touched: Vec<UserId> = touched.into_iter().collect();
+                let counters = stats::repair_counts(conn, &touched).await?;
+                fixed.4 = counters.len() as u64;
+                fixed.3.extend(counters.iter().map(describe_fix));
+                Ok(fixed)
+            })
+            .await;
+        match repaired {
+            Err(e) if attempts < DEADLOCK_RETRIES && e.is_deadlock() => attempts += 1,
+            repaired => break repaired?,
+        }
+    };
     summary.projection_updated += fixed.0;
     summary.projection_overwritten += fixed.1;
     summary.orphans_deleted += fixed.2;
@@ -343,6 +351,10 @@ async fn repair_edges(
     resync::resync_state(app, users, pairs).await
 }
 
+/// How many times a repair PostgreSQL ended to break a deadlock (with the
+/// projector's batch, which locks the same rows and counters) runs again.
+const DEADLOCK_RETRIES: u32 = 3;
+
 /// Sets the counters of `users` right where they drifted.
 pub(crate) async fn repair_counters(
     app: &App,
@@ -350,13 +362,19 @@ pub(crate) async fn repair_counters(
     summary: &mut Summary,
 ) -> Result<(), PipelineError> {
     summary.users_checked += users.len() as u64;
-    let mut conn = app.pg.get().await?;
-    let fixes = conn
-        .transaction::<_, PipelineError, _>(async |conn| {
-            Ok(stats::repair_counts(conn, users).await?)
-        })
-        .await?;
-    drop(conn);
+    let mut attempts = 0;
+    let fixes = loop {
+        let mut conn = app.pg.get().await?;
+        let repaired = conn
+            .transaction::<_, PipelineError, _>(async |conn| {
+                Ok(stats::repair_counts(conn, users).await?)
+            })
+            .await;
+        match repaired {
+            Err(e) if attempts < DEADLOCK_RETRIES && e.is_deadlock() => attempts += 1,
+            repaired => break repaired?,
+        }
+    };
     if fixes.is_empty() {
         return Ok(());
     }

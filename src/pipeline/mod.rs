@@ -45,6 +45,13 @@ impl PipelineError {
         use crate::store::failure::{Failure, classify};
         matches!(self, Self::Postgres(e) if classify(e) == Failure::Rejected)
     }
+
+    /// True when PostgreSQL ended the transaction to break a deadlock:
+    /// running it again may succeed.
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Self::Postgres(diesel::result::Error::DatabaseError(_, info))
+            if info.message().contains("deadlock detected"))
+    }
 }
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for PipelineError {
