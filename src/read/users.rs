@@ -16,13 +16,16 @@
 //! The cache serves only while its session listens: until `LISTEN` has
 //! succeeded, and from the moment the session breaks until it is back, every
 //! read goes to PostgreSQL (a notice sent meanwhile would be lost), and the
-//! cache starts empty when the session is back. What it held when the
-//! session broke is kept meanwhile for one use only: when PostgreSQL cannot
-//! lend a connection within [`HELD_WAIT`], or fails the read as unavailable
-//! (a failover, an outage), the read is answered with the held rows instead
-//! of `UNAVAILABLE` — rows as they were when the session broke, at a time
-//! PostgreSQL cannot be asked. `KITH_USER_CACHE_TTL_SECS` caps the life of any
-//! entry regardless.
+//! cache serves none of its old rows when the session is back: each row is
+//! stamped with the session it was read under, and only rows of the current
+//! session serve. The older rows are kept for one use only: when PostgreSQL
+//! cannot lend a connection within [`HELD_WAIT`], or fails the read as
+//! unavailable (a failover, an outage — also just after the session came
+//! back, while the pool still lends sessions of the old primary), the read is
+//! answered with the held rows instead of `UNAVAILABLE` — rows as they were
+//! when a session broke, at a time PostgreSQL cannot be asked. A notice
+//! drops a row of any session. `KITH_USER_CACHE_TTL_SECS` caps the life of
+//! any entry regardless.
 //!
 //! A loader that read a row just before a change committed must not cache
 //! it after the change's notice was handled: every invalidation bumps a
@@ -54,10 +57,13 @@ pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
 
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
-    by_id: moka::sync::Cache<UserId, User>,
+    /// Rows and boundaries with the [`Self::session`] they were read under.
+    by_id: moka::sync::Cache<UserId, (u64, User)>,
     by_handle: moka::sync::Cache<String, UserId>,
-    boundaries: moka::sync::Cache<UserId, Arc<Boundaries>>,
+    boundaries: moka::sync::Cache<UserId, (u64, Arc<Boundaries>)>,
     generation: AtomicU64,
+    /// Counts the listening sessions: rows of older ones only answer as held.
+    session: AtomicU64,
     listening: AtomicBool,
     held_answers: AtomicU64,
     /// When a row was last dropped ([`super::replica::now_ms`]): rows read
@@ -94,6 +100,7 @@ impl UserCache {
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
             generation: AtomicU64::new(0),
+            session: AtomicU64::new(0),
             listening: AtomicBool::new(false),
             held_answers: AtomicU64::new(0),
             dropped_ms: AtomicU64::new(0),
@@ -124,7 +131,7 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        self.by_id.get(&id)
+        self.current(self.by_id.get(&id))
     }
 
     /// The cached user whose handle is `handle`, if any.
@@ -132,7 +139,8 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        self.held_by_handle(handle)
+        let id = self.by_handle.get(handle)?;
+        self.get(id).filter(|u| u.handle == handle)
     }
 
     /// The cached boundaries of `id`, if any.
@@ -140,13 +148,23 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        self.boundaries.get(&id)
+        self.current(self.boundaries.get(&id))
+    }
+
+    /// `entry` if it was read under the current listening session.
+    fn current<T>(&self, entry: Option<(u64, T)>) -> Option<T> {
+        entry
+            .filter(|(session, _)| *session == self.session.load(Ordering::SeqCst))
+            .map(|(_, value)| value)
     }
 
     /// The row of `id` the cache holds, serving or not: for answering
     /// while PostgreSQL cannot (see the module's documentation).
     pub(super) fn held(&self, id: UserId) -> Option<User> {
-        self.enabled.then(|| self.by_id.get(&id)).flatten()
+        self.enabled
+            .then(|| self.by_id.get(&id))
+            .flatten()
+            .map(|(_, user)| user)
     }
 
     pub(super) fn held_by_handle(&self, handle: &str) -> Option<User> {
@@ -157,7 +175,10 @@ impl UserCache {
 
     /// The boundaries of `id` the cache holds, serving or not, as [`Self::held`].
     pub(crate) fn held_boundaries(&self, id: UserId) -> Option<Arc<Boundaries>> {
-        self.enabled.then(|| self.boundaries.get(&id)).flatten()
+        self.enabled
+            .then(|| self.boundaries.get(&id))
+            .flatten()
+            .map(|(_, set)| set)
     }
 
     /// How many reads held rows answered while PostgreSQL could not.
@@ -215,8 +236,9 @@ impl UserCache {
         if sets.is_empty() || !self.is_serving() || self.generation() != seen {
             return;
         }
+        let session = self.session.load(Ordering::SeqCst);
         for (user, set) in sets {
-            self.boundaries.insert(*user, set.clone());
+            self.boundaries.insert(*user, (session, set.clone()));
         }
         if self.generation() != seen {
             for (user, _) in sets {
@@ -236,9 +258,10 @@ impl UserCache {
         if users.is_empty() || !self.is_serving() || self.generation() != seen {
             return;
         }
+        let session = self.session.load(Ordering::SeqCst);
         for user in users {
             self.by_handle.insert(user.handle.clone(), user.id);
-            self.by_id.insert(user.id, user.clone());
+            self.by_id.insert(user.id, (session, user.clone()));
         }
         if self.generation() != seen {
             for user in users {
@@ -260,12 +283,18 @@ impl UserCache {
 
     /// Drops every row.
     pub fn clear(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        self.dropped_ms
-            .fetch_max(super::replica::now_ms(), Ordering::SeqCst);
+        self.forget();
         self.by_id.invalidate_all();
         self.by_handle.invalidate_all();
         self.boundaries.invalidate_all();
+    }
+
+    /// Marks every row read so far as possibly stale: no loader that read
+    /// before this point caches, and replica reads must be newer.
+    fn forget(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.dropped_ms
+            .fetch_max(super::replica::now_ms(), Ordering::SeqCst);
     }
 
     /// Applies one notice: comma-separated ids, or `*` for everything.
@@ -296,10 +325,13 @@ impl UserCache {
 
     fn set_listening(&self, on: bool) {
         if on {
-            // Whatever is held may have missed a notice: start empty.
-            self.clear();
+            // Whatever is held may have missed a notice: serve none of it,
+            // and keep no row read before this point (a loader's
+            // generation check).
+            self.forget();
+            self.session.fetch_add(1, Ordering::SeqCst);
             self.listening.store(true, Ordering::SeqCst);
-            self.clear();
+            self.forget();
         } else {
             // Kept, but only to answer while PostgreSQL cannot.
             self.listening.store(false, Ordering::SeqCst);
@@ -442,7 +474,8 @@ mod tests {
         cache.insert(cache.generation(), &[user(1, "newer")]);
         assert!(cache.get(one).is_none());
         // Held as it was, for answering while PostgreSQL cannot; a local
-        // change still drops it; the session's return empties the cache.
+        // change still drops it; after the session's return old rows stay
+        // held but do not serve.
         assert_eq!(cache.held(one).unwrap().handle, "new");
         assert!(cache.held_by_handle("new").is_some());
         cache.invalidate(&[one]);
@@ -452,6 +485,12 @@ mod tests {
         cache.set_listening(false);
         assert!(cache.held(one).is_some());
         cache.set_listening(true);
-        assert!(cache.held(one).is_none() && cache.get(one).is_none());
+        assert!(cache.get(one).is_none() && cache.get_by_handle("new").is_none());
+        assert_eq!(cache.held(one).unwrap().handle, "new");
+        let seen = cache.generation();
+        cache.insert(seen, &[user(1, "new")]);
+        assert!(cache.get(one).is_some() && cache.get_by_handle("new").is_some());
+        cache.apply_notice("1");
+        assert!(cache.held(one).is_none());
     }
 }
