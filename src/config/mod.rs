@@ -121,6 +121,10 @@ pub struct Config {
     pub counter_check_interval_secs: u64,
     /// Newest edges a list cache holds after a fill.
     pub list_cache_size: usize,
+    /// Newest edges a following list cache holds after a fill (at least
+    /// `list_cache_size`): whole lists up to it, so that relations are
+    /// answered from the cache.
+    pub following_cache_size: usize,
     /// Life of a list cache, seconds.
     pub list_cache_ttl_secs: u64,
     /// List size from which first pages are also held in process.
@@ -304,6 +308,7 @@ impl Config {
             reconcile_interval_secs: parse(&lookup, "KITH_RECONCILE_INTERVAL_SECS")?,
             counter_check_interval_secs: parse(&lookup, "KITH_COUNTER_CHECK_INTERVAL_SECS")?,
             list_cache_size: parse(&lookup, "KITH_LIST_CACHE_SIZE")?,
+            following_cache_size: parse(&lookup, "KITH_FOLLOWING_CACHE_SIZE")?,
             list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS")?,
             hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS")?,
             hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS")?,

@@ -38,7 +38,8 @@ const NOTES: &str = "Redis must not evict keys (`maxmemory-policy noeviction`, R
 a cached list spans three keys that must expire together, and one evicted alone would make a \
 list read as emptier than it is, so Kith refuses to start on an evicting Redis. Size it for the \
 caches: a counter record is about 100 bytes with its key, a cached list about 120 bytes per \
-member (ZSet entry and version) — at most `KITH_LIST_CACHE_SIZE` members after a fill, more as \
+member (ZSet entry and version) — at most `KITH_LIST_CACHE_SIZE` members after a fill \
+(`KITH_FOLLOWING_CACHE_SIZE` for a following list: about 1.2 MB for one of 10,000), more as \
 events arrive, for `KITH_LIST_CACHE_TTL_SECS` (the versions of removed members ten minutes \
 longer). Should Redis fill up anyway, its writes fail with `OOM`, on purpose: the rate limiter \
 cannot keep its bucket, so edge writes are refused `UNAVAILABLE` (never let through \

@@ -179,7 +179,12 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_LIST_CACHE_SIZE",
                 "1000",
-                "newest edges a list cache holds after a fill",
+                "newest edges a followers list cache holds after a fill",
+            ),
+            value(
+                "KITH_FOLLOWING_CACHE_SIZE",
+                "10000",
+                "newest edges a following list cache holds after a fill (at least `KITH_LIST_CACHE_SIZE`). A following list up to this size is cached whole, so that whether its owner follows anyone is answered from Redis alone: above `KITH_MAX_FOLLOWINGS`, every ordinary account's list is whole",
             ),
             value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache"),
             value(

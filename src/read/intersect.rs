@@ -220,7 +220,7 @@ pub(crate) async fn walk_each(
     let rows = {
         let mut conn = app.pg.get().await?;
         let most = misses.iter().map(|l| limits[l]).max().unwrap_or(0);
-        store_lists::newest_of(&mut conn, &misses, most + 1).await?
+        store_lists::newest_of(&mut conn, &misses, store_lists::Limits::both(most + 1)).await?
     };
     for (list, rows) in rows {
         let limit = limits[&list];

@@ -239,10 +239,10 @@ pub(crate) async fn fill_many(
     if granted.is_empty() {
         return Ok(0);
     }
-    let size = app.config.list_cache_size;
+    let limits = fill_limits(&app.config);
     let read = {
         let mut conn = app.pg.get().await?;
-        store_lists::newest_of(&mut conn, &granted, size).await?
+        store_lists::newest_of(&mut conn, &granted, limits).await?
     };
     let rows: HashMap<ListKey, Vec<ListEntry>> = read
         .into_iter()
@@ -267,7 +267,7 @@ pub(crate) async fn fill_many(
             Fill {
                 list: *list,
                 entries,
-                complete: entries.len() < size,
+                complete: entries.len() < limits.of(*list),
             }
         })
         .collect();
@@ -366,4 +366,13 @@ async fn of_active_users(app: &App, lists: &[ListKey]) -> Result<Vec<ListKey>, A
     app.metrics
         .list_fills_skipped("not_active", lists.len() - kept.len());
     Ok(kept)
+}
+
+/// How many of a list's newest edges a fill reads: whole following lists up
+/// to `KITH_FOLLOWING_CACHE_SIZE`, so that relations never miss the cache.
+fn fill_limits(config: &crate::config::Config) -> store_lists::Limits {
+    store_lists::Limits {
+        following: config.following_cache_size.max(config.list_cache_size),
+        followers: config.list_cache_size,
+    }
 }

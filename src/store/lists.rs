@@ -301,13 +301,38 @@ pub(crate) async fn newest_many(
     .await
 }
 
-/// The newest `limit` active edges of each of `lists` (of either kind), one
-/// statement per kind ([`newest_many`]); every list is in the answer, empty
-/// when it has no edges.
+/// How many of the newest edges to read of each kind of list.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    pub following: usize,
+    pub followers: usize,
+}
+
+impl Limits {
+    /// The same limit for both kinds.
+    pub(crate) fn both(limit: usize) -> Self {
+        Self {
+            following: limit,
+            followers: limit,
+        }
+    }
+
+    /// The limit for `list`'s kind.
+    pub(crate) fn of(self, list: ListKey) -> usize {
+        match list {
+            ListKey::Following(_) => self.following,
+            ListKey::Followers(_) => self.followers,
+        }
+    }
+}
+
+/// The newest active edges of each of `lists` (of either kind), as many as
+/// `limits` says for its kind, one statement per kind ([`newest_many`]);
+/// every list is in the answer, empty when it has no edges.
 pub(crate) async fn newest_of(
     conn: &mut PgConn,
     lists: &[ListKey],
-    limit: usize,
+    limits: Limits,
 ) -> QueryResult<std::collections::HashMap<ListKey, Vec<NewestRow>>> {
     let mut out: std::collections::HashMap<ListKey, Vec<NewestRow>> =
         lists.iter().map(|list| (*list, Vec::new())).collect();
@@ -321,6 +346,11 @@ pub(crate) async fn newest_of(
         if owners.is_empty() {
             continue;
         }
+        let limit = if following {
+            limits.following
+        } else {
+            limits.followers
+        };
         for owned in newest_many(conn, following, &owners, limit).await? {
             let Some(owner) = UserId::new(owned.owner) else {
                 continue;

@@ -1036,6 +1036,41 @@ async fn a_removal_from_an_uncached_list_leaves_a_tombstone_a_fill_keeps() {
     );
 }
 
+#[tokio::test]
+async fn a_heavy_viewers_relations_come_from_the_cache_alone() {
+    // Lists cache their 10 newest edges, following lists whole (up to
+    // `following_cache_size`): the viewer follows 40, and the 5 a page shows
+    // were followed first, so a window of the newest 10 would miss them.
+    let t = spawn_app_with(|c| {
+        c.list_cache_size = 10;
+        c.rate_limit_capacity = 1000;
+    })
+    .await;
+    let (viewer, target) = (t.user("viewer").await, t.user("target").await);
+    let followers = seed_followers(&t, target, "f", 60, 2).await;
+    for position in &followers[..40] {
+        assert_ok(&t.follow(viewer, position.user).await);
+    }
+    fill(&t, ListKey::Followers(target)).await;
+    t.users_cached().await;
+    assert_ok(&profile(&t, viewer, target, 5).await);
+    t.fills_finished().await;
+    let before = t.app.round_trips.snapshot().0;
+    let warm = profile(&t, viewer, target, 5).await;
+    assert_ok(&warm);
+    assert_eq!(
+        t.app.round_trips.snapshot().0,
+        before,
+        "a warm read asked PostgreSQL"
+    );
+    for edge in warm["data"]["user"]["followers"]["edges"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(edge["node"]["viewerRelation"]["following"], true, "{edge}");
+    }
+}
+
 const RELATIONSHIPS: &str =
     "query($ids: [ID!]!) { relationships(ids: $ids) { following followedBy mutual } }";
 
@@ -1044,6 +1079,7 @@ async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth
     // Lists cache their 10 newest edges: the viewer's list of 30 is cached in part.
     let t = spawn_app_with(|c| {
         c.list_cache_size = 10;
+        c.following_cache_size = 10;
         c.rate_limit_capacity = 1000;
     })
     .await;
