@@ -114,18 +114,20 @@ impl Loader<(UserId, UserId)> for KnownCountLoader {
             Some(Answer::Counters(record)) => *record,
             _ => CounterRecord::default(),
         };
-        let tasks: Vec<intersect::Task> = keys
+        // Kept in process under both owners' counter versions, read above.
+        let tasks: Vec<(intersect::Task, (u64, u64))> = keys
             .iter()
             .map(|(subject, other)| {
-                intersect::Task::sized(
+                let task = intersect::Task::sized(
                     ListKey::Following(*subject),
                     ListKey::Followers(*other),
                     intersect::Order::Second,
                     counters,
-                )
+                );
+                (task, (counters(*subject).version, counters(*other).version))
             })
             .collect();
-        let results = intersect::compute(&self.0, &tasks, KNOWN_FOLLOWERS_COUNT_WALK)
+        let results = intersect::cached_many(&self.0, &tasks, KNOWN_FOLLOWERS_COUNT_WALK)
             .await
             .map_err(Arc::new)?;
         Ok(keys

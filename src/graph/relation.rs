@@ -39,8 +39,10 @@ impl Relationship {
     /// `viewerRelation`, the "followers you know" of a profile. Exact while
     /// the smaller of the two lists (whom the subject follows, who follows
     /// the other) has at most 1,000 edges; past that, only those 1,000 are
-    /// looked at and the count is a lower bound (`exact: false`). When
-    /// either user hides its lists from the viewer: 0, not exact.
+    /// looked at and the count is a lower bound (`exact: false`). Computed
+    /// counts are kept for up to 5 minutes; a follow or unfollow by either
+    /// user drops them at once. When either user hides its lists from the
+    /// viewer: 0, not exact.
     #[graphql(complexity = "KNOWN_FOLLOWERS_COUNT_COST")]
     async fn known_followers_count(
         &self,

@@ -83,16 +83,52 @@ pub(crate) async fn cached(
     task: Task,
     versions: (u64, u64),
 ) -> Result<Arc<Intersection>, ApiError> {
-    let key = (task.first, task.second, versions.0, versions.1);
+    let walk = app.config.intersection_walk_max;
+    let key = (task.first, task.second, versions.0, versions.1, walk);
     // Concurrent reads of one key compute it once.
     app.read
         .intersections
         .try_get_with(key, async {
-            let result = compute(app, &[task], app.config.intersection_walk_max).await?;
+            let result = compute(app, &[task], walk).await?;
             Ok::<_, ApiError>(Arc::new(result.into_iter().next().unwrap_or_default()))
         })
         .await
         .map_err(|e| ApiError::shared(&e))
+}
+
+/// The intersections `tasks` ask for, each at its owners' counter versions
+/// and with walks of at most `walk` edges: those the process cache holds
+/// (as [`cached`]), the rest computed together ([`compute`]) and kept.
+pub(crate) async fn cached_many(
+    app: &Arc<App>,
+    tasks: &[(Task, (u64, u64))],
+    walk: usize,
+) -> Result<Vec<Arc<Intersection>>, ApiError> {
+    let key = |(task, versions): &(Task, (u64, u64))| {
+        (task.first, task.second, versions.0, versions.1, walk)
+    };
+    let mut out = Vec::with_capacity(tasks.len());
+    let mut missing = Vec::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let held = app.read.intersections.get(&key(task)).await;
+        if held.is_none() {
+            missing.push(i);
+        }
+        out.push(held);
+    }
+    if !missing.is_empty() {
+        let todo: Vec<Task> = missing.iter().map(|i| tasks[*i].0).collect();
+        let computed = compute(app, &todo, walk).await?;
+        for (i, result) in missing.into_iter().zip(computed) {
+            let result = Arc::new(result);
+            app.read
+                .intersections
+                .insert(key(&tasks[i]), result.clone())
+                .await;
+            out[i] = Some(result);
+        }
+    }
+    Ok(out.into_iter().map(Option::unwrap_or_default).collect())
 }
 
 /// Computes `tasks` together: every walk of a kind in one statement (or

@@ -102,11 +102,11 @@ pub struct Intersection {
     pub complete: bool,
 }
 
-/// An intersection as the process holds it: the two lists, and their
-/// owners' counter versions when it was computed. Any follow, unfollow or
+/// An intersection as the process holds it: the two lists, their owners'
+/// counter versions when it was computed, and the bound of its walk. Any follow, unfollow or
 /// follower change of either owner moves a version, so the next read asks
 /// under a new key and computes it again; the old entry ages out.
-pub(crate) type IntersectionKey = (ListKey, ListKey, u64, u64);
+pub(crate) type IntersectionKey = (ListKey, ListKey, u64, u64, usize);
 
 /// A token bucket of list fills per second, for one process: refilled at
 /// `rate` a second, holding at most a second's worth.
