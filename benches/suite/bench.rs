@@ -82,6 +82,10 @@ pub struct Graph {
     pub viewers: Vec<i64>,
     /// A new account the fan rush follows.
     pub rush_target: i64,
+    /// A viewer following 5,000 (more than a followers list's window).
+    pub heavy_viewer: i64,
+    /// A viewer following 2,000, for "followers you know" of the celebrity.
+    pub known_viewer: i64,
 }
 
 pub const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName
@@ -90,6 +94,10 @@ pub const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName
     edges { cursor followedAt node { id handle displayName
       counters { followings followers posts likesReceived favsReceived }
       viewerRelation { following followedBy mutual } } } } } }";
+pub const KNOWN: &str = "query($id: ID!) { user(id: $id) { handle displayName
+  counters { followings followers }
+  viewerRelation { following knownFollowersCount { count exact } }
+  knownFollowers(first: 3) { edges { node { id handle displayName } } } } }";
 pub const DEEP: &str = "query($id: ID!, $after: String) { user(id: $id) {
   followers(first: 20, after: $after) { pageInfo { hasNextPage endCursor }
     edges { cursor followedAt node { id handle } } } } }";
@@ -404,4 +412,37 @@ pub fn base_url() -> String {
     kith::config::Config::from_env()
         .expect("configuration")
         .database_url
+}
+
+impl Bench {
+    /// Runs `calls` on `addr` until the process is warm: at least `least`,
+    /// then until a second costs at most 0.01 statements per request — the
+    /// background work a first read starts (fills, the sampled counter check
+    /// of each user, once per interval) is done — or 60 s have passed.
+    pub async fn warm_up(
+        &self,
+        addr: SocketAddr,
+        clients: usize,
+        least: Duration,
+        calls: MakeCall,
+    ) {
+        crate::load::closed_loop(addr, clients, least, None, calls.clone()).await;
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            let before = self.scrape().await.statements;
+            let outcome = crate::load::closed_loop(
+                addr,
+                clients,
+                Duration::from_secs(1),
+                None,
+                calls.clone(),
+            )
+            .await;
+            let statements = self.scrape().await.statements - before;
+            if statements <= 0.01 * outcome.latencies.len().max(1) as f64 {
+                return;
+            }
+        }
+        eprintln!("warm-up: still running statements after 60 s");
+    }
 }

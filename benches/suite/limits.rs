@@ -70,12 +70,29 @@ pub async fn follow_statement(
         ),
     )
     .unwrap();
-    let run = |seconds: u64| pgbench_start(&url, &script, clients, seconds);
     // A first run in a new schema is slower (a checkpoint after the load,
     // caches): warm up, then measure.
-    run(5).wait().expect("pgbench ends");
-    // Backends of pgbench end with it: read PostgreSQL's CPU while it runs.
-    let child = run(seconds);
+    pgbench_start(&url, &script, clients, 5)
+        .wait()
+        .expect("pgbench ends");
+    let (tps, pg_ms) = pgbench_measured(&url, &script, clients, seconds).await;
+    diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    (tps, pg_ms)
+}
+
+/// `pgbench` running `script`: transactions per second, and PostgreSQL's
+/// CPU ms per transaction (all its processes, read while pgbench runs:
+/// its backends end with it).
+async fn pgbench_measured(
+    url: &str,
+    script: &std::path::Path,
+    clients: usize,
+    seconds: u64,
+) -> (f64, f64) {
+    let child = pgbench_start(url, script, clients, seconds);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = procs::cpu(u32::MAX);
     let window = seconds.saturating_sub(2).max(1);
@@ -83,12 +100,10 @@ pub async fn follow_statement(
     let cpu = procs::cpu(u32::MAX).since(&before);
     let output = child.wait_with_output().expect("pgbench ends");
     let tps = pgbench_tps(&output);
-    diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let pg_ms = cpu.of("postgres") * 1000.0 / (tps * window as f64);
-    (tps, pg_ms)
+    (
+        tps,
+        cpu.of("postgres") * 1000.0 / (tps * window as f64).max(1e-9),
+    )
 }
 
 /// What the broker alone did with paced events.
@@ -225,8 +240,9 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
 
 /// The machine's limits, measured in the same run.
 pub struct Limits {
-    /// pgbench single-row inserts per second.
+    /// pgbench single-row inserts per second, and PostgreSQL's CPU ms per insert.
     pub pg_tps: f64,
+    pub insert_pg_ms: f64,
     pub redis_get: f64,
     pub redis_zrange: f64,
     /// The follow statement alone, per second, and PostgreSQL's CPU per statement.
@@ -246,8 +262,8 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
         run.seconds,
         graph.celebrity,
     );
-    let pg_tps = pgbench(base_url, schema, clients, seconds);
-    eprintln!("pgbench: {pg_tps:.0} tps");
+    let (pg_tps, insert_pg_ms) = pgbench(base_url, schema, clients, seconds).await;
+    eprintln!("pgbench: {pg_tps:.0} tps, PostgreSQL {insert_pg_ms:.3} ms each");
     let counter_key = app.keys.counter_record(UserId::new(celebrity).unwrap());
     let [list_key, _, _] = app.keys.list(kith::testing::paging::ListKey::Followers(
         UserId::new(celebrity).unwrap(),
@@ -289,6 +305,7 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
 
     Limits {
         pg_tps,
+        insert_pg_ms,
         redis_get,
         redis_zrange,
         statement_tps,
@@ -297,17 +314,14 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
     }
 }
 
-fn pgbench(url: &str, schema: &str, clients: usize, seconds: u64) -> f64 {
+async fn pgbench(url: &str, schema: &str, clients: usize, seconds: u64) -> (f64, f64) {
     let script = std::env::temp_dir().join(format!("{schema}.sql"));
     std::fs::write(
         &script,
         format!("INSERT INTO {schema}.bench_insert (v) VALUES (1);\n"),
     )
     .unwrap();
-    let output = pgbench_start(url, &script, clients, seconds)
-        .wait_with_output()
-        .expect("pgbench ends");
-    pgbench_tps(&output)
+    pgbench_measured(url, &script, clients, seconds).await
 }
 
 /// `pgbench` running `script` with `clients` for `seconds`, its output piped.

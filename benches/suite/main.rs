@@ -42,6 +42,7 @@ mod limits;
 mod load;
 mod procs;
 mod reads;
+mod redis_off;
 mod reference;
 mod report;
 mod writes;
@@ -124,6 +125,31 @@ async fn seed(run: &Run) -> Graph {
         ordinary.len() >= 20 && viewers.len() >= 10,
         "graph too small"
     );
+    // A heavy viewer, following 5,000: the followers of the profiles read
+    // first (so that relations hold both answers), then others.
+    let mut heavy_follows = ids(
+        &mut conn,
+        &format!(
+            "SELECT DISTINCT from_user_id AS id FROM following WHERE active AND to_user_id IN ({}) LIMIT 2500",
+            ordinary.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+        ),
+    )
+    .await;
+    heavy_follows.extend(
+        ids(
+            &mut conn,
+            "SELECT id FROM users ORDER BY id OFFSET 20000 LIMIT 5000",
+        )
+        .await,
+    );
+    let heavy_viewer = viewer_following(&mut conn, "heavy_viewer", heavy_follows, 5000).await;
+    // The "followers you know" viewer follows 2,000, most of whom follow the celebrity.
+    let known_follows = ids(
+        &mut conn,
+        "SELECT id FROM users ORDER BY id OFFSET 2 LIMIT 2000",
+    )
+    .await;
+    let known_viewer = viewer_following(&mut conn, "known_viewer", known_follows, 2000).await;
 
     Graph {
         summary,
@@ -132,25 +158,103 @@ async fn seed(run: &Run) -> Graph {
         ordinary,
         viewers,
         rush_target,
+        heavy_viewer,
+        known_viewer,
     }
+}
+
+/// A new user following the first `n` distinct users of `follows`, written
+/// as the seed writes edges: the truth, the projection and the counters.
+async fn viewer_following(
+    conn: &mut diesel_async::AsyncPgConnection,
+    handle: &str,
+    mut follows: Vec<i64>,
+    n: usize,
+) -> i64 {
+    use diesel::sql_types::{Array, BigInt};
+    let viewer =
+        kith::testing::store::users::create(conn, handle, handle, kith::model::UserStatus::Active)
+            .await
+            .unwrap()
+            .get();
+    let mut seen = std::collections::HashSet::new();
+    follows.retain(|id| *id != viewer && seen.insert(*id));
+    follows.truncate(n);
+    assert_eq!(follows.len(), n, "graph too small for {handle}");
+    for table in ["following", "follower"] {
+        diesel::sql_query(format!(
+            "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
+             SELECT $1, f.id, TRUE, date_trunc('milliseconds', now()) - f.k * interval '1 second', 1
+               FROM unnest($2::bigint[]) WITH ORDINALITY AS f(id, k)"
+        ))
+        .bind::<BigInt, _>(viewer)
+        .bind::<Array<BigInt>, _>(&follows)
+        .execute(conn)
+        .await
+        .unwrap();
+    }
+    diesel::sql_query(
+        "UPDATE user_stats SET followings = followings + $2, version = kith_next_version(version) WHERE user_id = $1",
+    )
+    .bind::<BigInt, _>(viewer)
+    .bind::<BigInt, _>(n as i64)
+    .execute(conn)
+    .await
+    .unwrap();
+    diesel::sql_query(
+        "UPDATE user_stats SET followers = followers + 1, version = kith_next_version(version)
+          WHERE user_id = ANY($1)",
+    )
+    .bind::<Array<BigInt>, _>(&follows)
+    .execute(conn)
+    .await
+    .unwrap();
+    viewer
 }
 
 /// Starts the release `kith run` on the bench schema and waits until it is ready.
 async fn start(run: &Run, graph: &Graph) -> (Bench, Child) {
-    let (app, reports, seconds) = (&run.app, &run.reports, run.seconds);
-    // Two free ports, held together so that they differ.
-    let (addr, metrics): (SocketAddr, SocketAddr) = {
-        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        (a.local_addr().unwrap(), b.local_addr().unwrap())
+    let (addr, metrics) = two_ports();
+    let log = run.reports.join("bench-kith.log");
+    let child = spawn_kith(run, "run", addr, metrics, &run.app.config.redis_url, &log).await;
+    let bench = Bench {
+        app: run.app.clone(),
+        addr,
+        metrics,
+        kith_pid: child.0.id(),
+        phase: Duration::from_secs(run.seconds),
+        first_id: graph.summary.first_id,
+        users: graph.summary.users,
+        report: Vec::new(),
     };
-    let log = std::fs::File::create(reports.join("bench-kith.log")).unwrap();
-    let c = &app.config;
+    (bench, child)
+}
+
+/// Two free ports, held together so that they differ.
+pub fn two_ports() -> (SocketAddr, SocketAddr) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap(), b.local_addr().unwrap())
+}
+
+/// Starts the release `kith <command>` on the bench schema with `redis_url`,
+/// serving on `addr` and `metrics`, and waits until it is ready.
+pub async fn spawn_kith(
+    run: &Run,
+    command: &str,
+    addr: SocketAddr,
+    metrics: SocketAddr,
+    redis_url: &str,
+    log: &std::path::Path,
+) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    let c = &run.app.config;
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
-        .arg("run")
+        .arg(command)
         .env("DATABASE_URL", &c.database_url)
         .env("DATABASE_SESSION_URL", c.session_url())
         .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
+        .env("REDIS_URL", redis_url)
         .env("KITH_REDIS_PREFIX", &c.redis_prefix)
         .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
         .env("KITH_CONTENT_TOPIC", &c.content_topic)
@@ -164,18 +268,8 @@ async fn start(run: &Run, graph: &Graph) -> (Bench, Child) {
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .expect("kith run starts");
+        .expect("kith starts");
     let child = Child(child);
-    let bench = Bench {
-        app: app.clone(),
-        addr,
-        metrics,
-        kith_pid: child.0.id(),
-        phase: Duration::from_secs(seconds),
-        first_id: graph.summary.first_id,
-        users: graph.summary.users,
-        report: Vec::new(),
-    };
     let ready = Instant::now();
     loop {
         if let Ok(mut conn) = Conn::open(addr).await
@@ -185,12 +279,11 @@ async fn start(run: &Run, graph: &Graph) -> (Bench, Child) {
         }
         assert!(
             ready.elapsed() < Duration::from_secs(60),
-            "kith run never got ready"
+            "kith {command} never got ready"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-
-    (bench, child)
+    child
 }
 
 /// What `kith run` holds in memory, and Redis per cached edge.

@@ -8,7 +8,9 @@ use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use serde_json::{Value, json};
 
-use crate::bench::{Bench, CURSOR_AT, DEEP, Graph, PROFILE, Phase, RELATIONSHIPS, Run, gid, mix};
+use crate::bench::{
+    Bench, CURSOR_AT, DEEP, Graph, KNOWN, PROFILE, Phase, RELATIONSHIPS, Run, gid, mix,
+};
 use crate::load::{self, Call, Conn, MakeCall};
 use crate::{procs, reference};
 
@@ -16,7 +18,11 @@ use crate::{procs, reference};
 pub struct Reads {
     pub ordinary_phase: Phase,
     pub cpu_profile: Vec<(String, f64)>,
-    pub reference_phase: Option<Phase>,
+    pub heavy_phase: Phase,
+    pub known_phase: Phase,
+    pub redis_off_phase: Option<Phase>,
+    /// PostGraphile V5's, then 4.14's (those installed).
+    pub references: Vec<(reference::Version, Phase)>,
     pub celebrity_phase: Phase,
 }
 
@@ -42,7 +48,9 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
         })
     };
     // Warm-up: user rows, counter records, the lists relations read.
-    load::closed_loop(addr, clients, Duration::from_secs(5), None, profile.clone()).await;
+    bench
+        .warm_up(addr, clients, Duration::from_secs(5), profile.clone())
+        .await;
     let perf = std::env::var("KITH_BENCH_PERF")
         .is_ok_and(|v| v == "1")
         .then(|| procs::perf_start(bench.kith_pid, &reports.join("bench-perf.data")))
@@ -51,12 +59,56 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
         .phase(
             "profile, ordinary users",
             &format!("{clients} clients"),
-            load::closed_loop(addr, clients, bench.phase, None, profile),
+            load::closed_loop(addr, clients, bench.phase, None, profile.clone()),
         )
         .await;
     let cpu_profile = perf.map(procs::PerfRecord::finish).unwrap_or_default();
 
-    // The reference: PostGraphile over the same tables, the same profile
+    // The same profiles read by a viewer who follows 5,000: relations from
+    // whole cached following lists, no statement.
+    let heavy = {
+        let (ordinary, viewer) = (Arc::new(ordinary.clone()), graph.heavy_viewer);
+        bench.calls(move |i, token| Call {
+            token: Some(token(viewer)),
+            body: json!({ "query": PROFILE, "variables": {
+                "id": gid(ordinary[(mix(i) % ordinary.len() as u64) as usize]) } })
+            .to_string(),
+        })
+    };
+    bench
+        .warm_up(addr, clients, Duration::from_secs(5), heavy.clone())
+        .await;
+    let heavy_phase = bench
+        .phase(
+            "profile, ordinary users, a viewer following 5,000",
+            &format!("{clients} clients"),
+            load::closed_loop(addr, clients, bench.phase, None, heavy),
+        )
+        .await;
+
+    // "Followers you know": the celebrity's profile with the count and the
+    // first three of its followers a viewer following 2,000 follows.
+    let known = {
+        let viewer = graph.known_viewer;
+        bench.calls(move |_, token| Call {
+            token: Some(token(viewer)),
+            body: json!({ "query": KNOWN, "variables": { "id": gid(celebrity) } }).to_string(),
+        })
+    };
+    bench
+        .warm_up(addr, clients, Duration::from_secs(5), known.clone())
+        .await;
+    let known_phase = bench
+        .phase(
+            "followers you know: celebrity, a viewer following 2,000",
+            &format!("{clients} clients"),
+            load::closed_loop(addr, clients, bench.phase, None, known),
+        )
+        .await;
+
+    let redis_off_phase = crate::redis_off::phase(run, bench, profile.clone()).await;
+
+    // The references: PostGraphile over the same tables, the same profile
     // query for the same users and viewers (its process in the Kith column).
     let functions: Vec<String> = {
         #[derive(QueryableByName)]
@@ -74,63 +126,16 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
         .expect("functions of the bench schema");
         rows.into_iter().map(|r| r.proname).collect()
     };
-    let reference_phase = match reference::start(
-        base_url,
-        schema,
-        &functions,
-        reports.join("bench-reference.log"),
-    )
-    .await
-    {
-        None => None,
-        Some(reference) => {
-            let calls: MakeCall = {
-                let (ordinary, viewers) = (Arc::new(ordinary.clone()), Arc::new(viewers.clone()));
-                Arc::new(move |i| {
-                    let target = ordinary[(mix(i) % ordinary.len() as u64) as usize];
-                    let viewer = viewers[(mix(i ^ 0xABCD) % viewers.len() as u64) as usize];
-                    Call {
-                        token: None,
-                        body: json!({ "query": reference::PROFILE, "variables": {
-                            "id": target.to_string(), "viewer": viewer.to_string() } })
-                        .to_string(),
-                    }
-                })
-            };
-            let probe = calls(0);
-            let mut conn = Conn::open(reference.addr).await.expect("reference");
-            let (_, body) = conn
-                .send("POST", "/graphql", None, &probe.body)
-                .await
-                .expect("reference answers");
-            let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
-            assert!(
-                answer["errors"].is_null()
-                    && answer["data"]["userById"]["followingsByToUserId"]["edges"]
-                        .as_array()
-                        .is_some_and(|e| !e.is_empty()),
-                "the reference query failed: {answer}"
-            );
-            load::closed_loop(
-                reference.addr,
-                clients,
-                Duration::from_secs(5),
-                None,
-                calls.clone(),
-            )
-            .await;
-            let kith_pid = std::mem::replace(&mut bench.kith_pid, reference.pid);
-            let phase = bench
-                .phase(
-                    "reference: PostGraphile 4.14, the same profile query, ordinary users",
-                    &format!("{clients} clients"),
-                    load::closed_loop(reference.addr, clients, bench.phase, None, calls),
-                )
-                .await;
-            bench.kith_pid = kith_pid;
-            Some(phase)
-        }
-    };
+    let mut references = Vec::new();
+    for version in [reference::Version::V5, reference::Version::V4] {
+        let log = reports.join(format!("bench-reference-{version:?}.log").to_lowercase());
+        let Some(reference) = reference::start(version, base_url, schema, &functions, log).await
+        else {
+            continue;
+        };
+        let phase = reference_phase(bench, clients, graph, version, &reference).await;
+        references.push((version, phase));
+    }
 
     let celebrity_profile = {
         let viewers = Arc::new(viewers.clone());
@@ -139,14 +144,14 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
             body: json!({ "query": PROFILE, "variables": { "id": gid(celebrity) } }).to_string(),
         })
     };
-    load::closed_loop(
-        addr,
-        clients,
-        Duration::from_secs(3),
-        None,
-        celebrity_profile.clone(),
-    )
-    .await;
+    bench
+        .warm_up(
+            addr,
+            clients,
+            Duration::from_secs(3),
+            celebrity_profile.clone(),
+        )
+        .await;
     let celebrity_phase = bench
         .phase(
             "profile, celebrity",
@@ -204,14 +209,9 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
             }
         })
     };
-    load::closed_loop(
-        addr,
-        clients,
-        Duration::from_secs(5),
-        None,
-        relationships.clone(),
-    )
-    .await;
+    bench
+        .warm_up(addr, clients, Duration::from_secs(5), relationships.clone())
+        .await;
     bench
         .phase(
             "relationships, 100 ids",
@@ -223,7 +223,71 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
     Reads {
         ordinary_phase,
         cpu_profile,
-        reference_phase,
+        heavy_phase,
+        known_phase,
+        redis_off_phase,
+        references,
         celebrity_phase,
     }
+}
+
+/// The profile query of ordinary users on a running reference.
+async fn reference_phase(
+    bench: &mut Bench,
+    clients: usize,
+    graph: &Graph,
+    version: reference::Version,
+    reference: &reference::Reference,
+) -> Phase {
+    let calls: MakeCall = {
+        let ordinary = Arc::new(graph.ordinary.clone());
+        let viewers = Arc::new(graph.viewers.clone());
+        Arc::new(move |i| {
+            let target = ordinary[(mix(i) % ordinary.len() as u64) as usize];
+            let viewer = viewers[(mix(i ^ 0xABCD) % viewers.len() as u64) as usize];
+            Call {
+                token: None,
+                body: json!({ "query": version.profile(), "variables": {
+                    "id": target.to_string(), "viewer": viewer.to_string() } })
+                .to_string(),
+            }
+        })
+    };
+    let probe = calls(0);
+    let mut conn = Conn::open(reference.addr).await.expect("reference");
+    let (_, body) = conn
+        .send("POST", "/graphql", None, &probe.body)
+        .await
+        .expect("reference answers");
+    let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    assert!(
+        answer["errors"].is_null()
+            && answer["data"][version.user_field()]["followingsByToUserId"]["edges"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty()),
+        "the {} query failed: {answer}",
+        version.name()
+    );
+    // Warm-up, past PostgreSQL's five runs of a prepared statement.
+    load::closed_loop(
+        reference.addr,
+        clients,
+        Duration::from_secs(5),
+        None,
+        calls.clone(),
+    )
+    .await;
+    let kith_pid = std::mem::replace(&mut bench.kith_pid, reference.pid);
+    let phase = bench
+        .phase(
+            &format!(
+                "reference: {}, the same profile query, ordinary users",
+                version.name()
+            ),
+            &format!("{clients} clients"),
+            load::closed_loop(reference.addr, clients, bench.phase, None, calls),
+        )
+        .await;
+    bench.kith_pid = kith_pid;
+    phase
 }

@@ -1,13 +1,24 @@
-//! The reference, run in the same bench: an
-//! auto-generated GraphQL layer — PostGraphile 4.14 (Node.js) — over the same
-//! tables, asked the same profile query. `scripts/bench` installs it with npm
-//! into `target/reference` (git-ignored); without it the bench runs without
-//! this phase and says so.
+//! The references, run in the same bench: auto-generated GraphQL layers over
+//! the same tables, asked the same profile query — PostGraphile V5 (Grafast,
+//! on its own Node.js 22) and, for one release beside it, PostGraphile 4.14.
+//! `scripts/bench` installs both from their lock files
+//! (`benches/reference/v5`, `v4`) into `target/reference` (git-ignored);
+//! without one the bench runs without its phase and says so.
 //!
 //! The query asks PostGraphile what Kith's profile query asks Kith: the user,
 //! its counters (`user_stats`), the 20 newest of its active followers (from
 //! `following`, the truth, by `followed_at`), each with its counters and how
 //! the viewer relates to it in both directions.
+//!
+//! Both are tuned as a team would run them: production mode, one worker per
+//! core, a pool of 16 sessions per worker, no mutations, no query log, and
+//! `plan_cache_mode = force_custom_plan` on every session (`PGOPTIONS`):
+//! PostGraphile runs each query as a named prepared statement with `active`
+//! as a parameter, and after five runs PostgreSQL may switch to a generic
+//! plan that cannot use the partial `WHERE active` indexes. V5 orders and
+//! filters only by columns of indexes without a predicate, and Kith's list
+//! indexes have one: its server (`benches/reference/v5/server.mjs`) tags the
+//! four `following` columns the query uses, as a team would.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use crate::load::Conn;
 
-/// The profile query in PostGraphile's schema for Kith's tables.
-pub const PROFILE: &str = "query($id: BigInt!, $viewer: BigInt!) { userById(id: $id) {
+/// The profile query in PostGraphile 4's schema for Kith's tables.
+const PROFILE_V4: &str = "query($id: BigInt!, $viewer: BigInt!) { userById(id: $id) {
   handle displayName
   userStatByUserId { followings followers posts likesReceived favsReceived }
   followingsByToUserId(first: 20, orderBy: FOLLOWED_AT_DESC, condition: {active: true}) {
@@ -26,6 +37,57 @@ pub const PROFILE: &str = "query($id: BigInt!, $viewer: BigInt!) { userById(id: 
       following: followingsByToUserId(condition: {fromUserId: $viewer, active: true}) { totalCount }
       followedBy: followingsByFromUserId(condition: {toUserId: $viewer, active: true}) { totalCount }
     } } } } } }";
+
+/// The same in V5's (Amber preset): primary keys are `rowId`.
+const PROFILE_V5: &str = "query($id: BigInt!, $viewer: BigInt!) { userByRowId(rowId: $id) {
+  handle displayName
+  userStatByUserId { followings followers posts likesReceived favsReceived }
+  followingsByToUserId(first: 20, orderBy: FOLLOWED_AT_DESC, condition: {active: true}) {
+    totalCount pageInfo { hasNextPage endCursor }
+    edges { cursor node { followedAt userByFromUserId { rowId handle displayName
+      userStatByUserId { followings followers posts likesReceived favsReceived }
+      following: followingsByToUserId(condition: {fromUserId: $viewer, active: true}) { totalCount }
+      followedBy: followingsByFromUserId(condition: {toUserId: $viewer, active: true}) { totalCount }
+    } } } } } }";
+
+/// Which PostGraphile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V5,
+    V4,
+}
+
+impl Version {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V5 => "PostGraphile V5",
+            Self::V4 => "PostGraphile 4.14",
+        }
+    }
+
+    /// The profile query in its schema.
+    pub fn profile(self) -> &'static str {
+        match self {
+            Self::V5 => PROFILE_V5,
+            Self::V4 => PROFILE_V4,
+        }
+    }
+
+    /// The query's root field.
+    pub fn user_field(self) -> &'static str {
+        match self {
+            Self::V5 => "userByRowId",
+            Self::V4 => "userById",
+        }
+    }
+
+    fn home(self) -> PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(match self {
+            Self::V5 => "target/reference/v5",
+            Self::V4 => "target/reference/v4",
+        })
+    }
+}
 
 /// A running PostGraphile, stopped when dropped.
 pub struct Reference {
@@ -53,50 +115,76 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn home() -> PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/reference")
-}
-
-/// Starts PostGraphile on `schema` of the database at `url` (a URL without
-/// schema options), leaving out `functions` (Kith's own PL/pgSQL functions,
-/// which are not part of the tables' API and whose generated names clash);
-/// `None` when it is not installed or does not come up within a minute.
+/// Starts PostGraphile `version` on `schema` of the database at `url` (a
+/// URL without schema options); V4 leaves out `functions` (Kith's own
+/// PL/pgSQL functions, which are not part of the tables' API and whose
+/// generated names clash), V5 all functions. `None` when it is not installed
+/// or does not come up within a minute.
 pub async fn start(
+    version: Version,
     url: &str,
     schema: &str,
     functions: &[String],
     log: PathBuf,
 ) -> Option<Reference> {
-    let bin = home().join("node_modules/.bin/postgraphile");
+    let home = version.home();
+    let bin = home.join(match version {
+        Version::V5 => "node_modules/.bin/node",
+        Version::V4 => "node_modules/.bin/postgraphile",
+    });
     if !bin.exists() {
-        eprintln!("reference: PostGraphile is not installed (scripts/bench installs it with npm)");
+        eprintln!(
+            "reference: {} is not installed (scripts/bench installs it with npm)",
+            version.name()
+        );
         return None;
     }
-    let tags = serde_json::json!({
-        "version": 1,
-        "config": { "procedure": functions.iter().map(|f| (f.clone(), serde_json::json!({ "tags": { "omit": true } }))).collect::<serde_json::Map<_, _>>() },
-    });
-    std::fs::write(home().join("postgraphile.tags.json5"), tags.to_string()).ok()?;
     let addr: SocketAddr = {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
         probe.local_addr().ok()?
     };
-    let out = std::fs::File::create(log).ok()?;
-    let child = std::process::Command::new(bin)
-        .current_dir(home())
+    let (port, pool, workers) = (addr.port().to_string(), "16", cores().to_string());
+    let mut command = std::process::Command::new(bin);
+    command
+        .current_dir(&home)
         .env("NODE_ENV", "production")
-        .args(["-c", url, "-s", schema, "--host", "127.0.0.1"])
-        .args(["--port", &addr.port().to_string()])
-        // Tuned as for production: no mutations, no query log, a pool as
-        // large as the bench's clients, and a worker per core (Node.js runs
-        // JavaScript on one).
-        .args([
-            "--disable-default-mutations",
-            "--disable-query-log",
-            "-m",
-            "16",
-        ])
-        .args(["--cluster-workers", &cores().to_string()])
+        .env("PGOPTIONS", "-c plan_cache_mode=force_custom_plan");
+    match version {
+        Version::V5 => {
+            command
+                .args(["server.mjs", url, schema, "127.0.0.1", &port, pool])
+                .env("REFERENCE_WORKERS", &workers);
+        }
+        Version::V4 => {
+            let tags = serde_json::json!({
+                "version": 1,
+                "config": { "procedure": functions.iter().map(|f| (f.clone(), serde_json::json!({ "tags": { "omit": true } }))).collect::<serde_json::Map<_, _>>() },
+            });
+            std::fs::write(home.join("postgraphile.tags.json5"), tags.to_string()).ok()?;
+            command
+                .args([
+                    "-c",
+                    url,
+                    "-s",
+                    schema,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &port,
+                ])
+                // No mutations, no query log, the pool, a worker per core
+                // (Node.js runs JavaScript on one).
+                .args([
+                    "--disable-default-mutations",
+                    "--disable-query-log",
+                    "-m",
+                    pool,
+                ])
+                .args(["--cluster-workers", &workers]);
+        }
+    }
+    let out = std::fs::File::create(log).ok()?;
+    let child = command
         .stdout(out.try_clone().ok()?)
         .stderr(out)
         .spawn()
@@ -117,6 +205,6 @@ pub async fn start(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!("reference: PostGraphile did not come up within 60 s");
+    eprintln!("reference: {} did not come up within 60 s", version.name());
     None
 }
