@@ -3,6 +3,9 @@
 
 use super::{Config, ConfigError, DEV_JWT_SECRET, invalid};
 
+/// Largest `KITH_FOLLOWING_CACHE_SIZE`: a fill reads and commits a list at once.
+const MAX_FOLLOWING_CACHE_SIZE: usize = 100_000;
+
 impl Config {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         // A transaction pooler hands each transaction to any server
@@ -61,6 +64,13 @@ impl Config {
                 "KITH_RELAY_BATCH/KITH_PROJECTOR_BATCH/KITH_RELAY_POLL_MS/KITH_PROJECTOR_IDLE_POLL_MS",
                 "",
                 "too small",
+            ));
+        }
+        if self.following_cache_size > MAX_FOLLOWING_CACHE_SIZE {
+            return Err(invalid(
+                "KITH_FOLLOWING_CACHE_SIZE",
+                &self.following_cache_size.to_string(),
+                "at most 100000 (a fill reads and writes a list in one go)",
             ));
         }
         if self.list_cache_size < 1 || self.list_cache_ttl_secs < 1 || self.hot_page_ttl_ms < 1 {

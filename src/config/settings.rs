@@ -184,7 +184,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_FOLLOWING_CACHE_SIZE",
                 "10000",
-                "newest edges a following list cache holds after a fill (at least `KITH_LIST_CACHE_SIZE`). A following list up to this size is cached whole, so that whether its owner follows anyone is answered from Redis alone: above `KITH_MAX_FOLLOWINGS`, every ordinary account's list is whole",
+                "newest edges a following list cache holds after a fill (at least `KITH_LIST_CACHE_SIZE`, at most 100000). A following list up to this size is cached whole, so that whether its owner follows anyone is answered from Redis alone: above `KITH_MAX_FOLLOWINGS`, every ordinary account's list is whole",
             ),
             value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache"),
             value(
@@ -220,7 +220,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_INTERSECTION_CACHE_TTL_SECS",
                 "300",
-                "life of a computed `commonFollowing` / `knownFollowers` in process (a follow or unfollow by either user drops it at once)",
+                "life of a computed `commonFollowing` / `knownFollowers` / `knownFollowersCount` in process (a follow or unfollow by either user drops it at once)",
             ),
             value(
                 "KITH_MAX_CONCURRENT_FILLS",

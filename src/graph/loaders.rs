@@ -94,7 +94,8 @@ pub(crate) const KNOWN_FOLLOWERS_COUNT_WALK: usize = 1000;
 
 /// `knownFollowersCount` of (subject, other) pairs: how many followers of
 /// the other the subject follows, all pairs of a batch computed together
-/// (one counter read, then [`intersect::compute`]).
+/// (one counter read, then [`intersect::cached_many`]: kept in process
+/// under both owners' counter versions).
 pub(crate) struct KnownCountLoader(Arc<App>);
 
 impl Loader<(UserId, UserId)> for KnownCountLoader {

@@ -40,9 +40,11 @@ impl Relationship {
     /// the smaller of the two lists (whom the subject follows, who follows
     /// the other) has at most 1,000 edges; past that, only those 1,000 are
     /// looked at and the count is a lower bound (`exact: false`). Computed
-    /// counts are kept for up to 5 minutes; a follow or unfollow by either
-    /// user drops them at once. When either user hides its lists from the
-    /// viewer: 0, not exact.
+    /// counts are kept in process for a while, and computed anew once
+    /// either user's counters move: at once for a follow or unfollow by the
+    /// subject, once the pipeline has applied it for a new follower of the
+    /// other user. When either user hides its lists from the viewer: 0,
+    /// not exact.
     #[graphql(complexity = "KNOWN_FOLLOWERS_COUNT_COST")]
     async fn known_followers_count(
         &self,

@@ -29,8 +29,9 @@ pub struct ReadModel {
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
     pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
-    /// Computed intersections of two lists (`commonFollowing`, `knownFollowers`)
-    /// under the two owners' counter versions they were computed at.
+    /// Computed intersections of two lists (`commonFollowing`,
+    /// `knownFollowers`, `knownFollowersCount`) under the two owners'
+    /// counter versions they were computed at.
     pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>>,
     /// Users whose cached following list this process failed to update after
     /// a change it made: their relations are read from PostgreSQL until the

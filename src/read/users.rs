@@ -16,16 +16,13 @@
 //! The cache serves only while its session listens: until `LISTEN` has
 //! succeeded, and from the moment the session breaks until it is back, every
 //! read goes to PostgreSQL (a notice sent meanwhile would be lost), and the
-//! cache serves none of its old rows when the session is back: each row is
-//! stamped with the session it was read under, and only rows of the current
-//! session serve. The older rows are kept for one use only: when PostgreSQL
-//! cannot lend a connection within [`HELD_WAIT`], or fails the read as
-//! unavailable (a failover, an outage — also just after the session came
-//! back, while the pool still lends sessions of the old primary), the read is
-//! answered with the held rows instead of `UNAVAILABLE` — rows as they were
-//! when a session broke, at a time PostgreSQL cannot be asked. A notice
-//! drops a row of any session. `KITH_USER_CACHE_TTL_SECS` caps the life of
-//! any entry regardless.
+//! cache starts empty when the session is back. What it held when the
+//! session broke is kept meanwhile for one use only: when PostgreSQL cannot
+//! lend a connection within [`HELD_WAIT`], or fails the read as unavailable
+//! (a failover, an outage), the read is answered with the held rows instead
+//! of `UNAVAILABLE` — rows as they were when the session broke, at a time
+//! PostgreSQL cannot be asked. `KITH_USER_CACHE_TTL_SECS` caps the life of any
+//! entry regardless.
 //!
 //! A loader that read a row just before a change committed must not cache
 //! it after the change's notice was handled: every invalidation bumps a
@@ -55,15 +52,16 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// connection while the cache has lost its session.
 pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
 
+/// How many times a user read is tried while PostgreSQL fails it as
+/// unavailable at once (and no held rows can answer).
+const READ_ATTEMPTS: usize = 3;
+
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
-    /// Rows and boundaries with the [`Self::session`] they were read under.
-    by_id: moka::sync::Cache<UserId, (u64, User)>,
+    by_id: moka::sync::Cache<UserId, User>,
     by_handle: moka::sync::Cache<String, UserId>,
-    boundaries: moka::sync::Cache<UserId, (u64, Arc<Boundaries>)>,
+    boundaries: moka::sync::Cache<UserId, Arc<Boundaries>>,
     generation: AtomicU64,
-    /// Counts the listening sessions: rows of older ones only answer as held.
-    session: AtomicU64,
     listening: AtomicBool,
     held_answers: AtomicU64,
     /// When a row was last dropped ([`super::replica::now_ms`]): rows read
@@ -100,7 +98,6 @@ impl UserCache {
                 .time_to_live(ttl.max(Duration::from_millis(1)))
                 .build(),
             generation: AtomicU64::new(0),
-            session: AtomicU64::new(0),
             listening: AtomicBool::new(false),
             held_answers: AtomicU64::new(0),
             dropped_ms: AtomicU64::new(0),
@@ -131,7 +128,7 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        self.current(self.by_id.get(&id))
+        self.by_id.get(&id)
     }
 
     /// The cached user whose handle is `handle`, if any.
@@ -139,8 +136,7 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        let id = self.by_handle.get(handle)?;
-        self.get(id).filter(|u| u.handle == handle)
+        self.held_by_handle(handle)
     }
 
     /// The cached boundaries of `id`, if any.
@@ -148,23 +144,13 @@ impl UserCache {
         if !self.is_serving() {
             return None;
         }
-        self.current(self.boundaries.get(&id))
-    }
-
-    /// `entry` if it was read under the current listening session.
-    fn current<T>(&self, entry: Option<(u64, T)>) -> Option<T> {
-        entry
-            .filter(|(session, _)| *session == self.session.load(Ordering::SeqCst))
-            .map(|(_, value)| value)
+        self.boundaries.get(&id)
     }
 
     /// The row of `id` the cache holds, serving or not: for answering
     /// while PostgreSQL cannot (see the module's documentation).
     pub(super) fn held(&self, id: UserId) -> Option<User> {
-        self.enabled
-            .then(|| self.by_id.get(&id))
-            .flatten()
-            .map(|(_, user)| user)
+        self.enabled.then(|| self.by_id.get(&id)).flatten()
     }
 
     pub(super) fn held_by_handle(&self, handle: &str) -> Option<User> {
@@ -175,10 +161,7 @@ impl UserCache {
 
     /// The boundaries of `id` the cache holds, serving or not, as [`Self::held`].
     pub(crate) fn held_boundaries(&self, id: UserId) -> Option<Arc<Boundaries>> {
-        self.enabled
-            .then(|| self.boundaries.get(&id))
-            .flatten()
-            .map(|(_, set)| set)
+        self.enabled.then(|| self.boundaries.get(&id)).flatten()
     }
 
     /// How many reads held rows answered while PostgreSQL could not.
@@ -191,14 +174,17 @@ impl UserCache {
     /// ([`super::replica`]); when PostgreSQL is unavailable and `held` has
     /// the answer, answers `held` instead (counted), waiting at most
     /// [`HELD_WAIT`] for a connection. True with an answer that was read.
-    pub(crate) async fn or_held<T>(
+    pub(crate) async fn or_held<T, F>(
         &self,
         pg: &PgPool,
         held: Option<T>,
-        read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
-    ) -> Result<(T, bool), ApiError> {
+        read: F,
+    ) -> Result<(T, bool), ApiError>
+    where
+        F: AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
+    {
         let Some(held) = held else {
-            let read = match &self.replica {
+            let once = async |read: F| match &self.replica {
                 Some(replica) => {
                     let since = replica
                         .since_ms()
@@ -207,7 +193,23 @@ impl UserCache {
                 }
                 None => read(&mut *pg.get().await?).await,
             };
-            return read.map(|answer| (answer, true));
+            // After a failover the pool may still lend sessions of the old
+            // primary, each failing at once as it is found closed (and
+            // dropped): a read is safe to ask again, on the next session.
+            // A slow failure (PostgreSQL away) is not tried again.
+            let mut started = std::time::Instant::now();
+            let mut answer = once(read.clone()).await;
+            for _ in 1..READ_ATTEMPTS {
+                match answer {
+                    Err(ApiError::Unavailable(ref cause)) if started.elapsed() < HELD_WAIT => {
+                        tracing::debug!(error = %cause, "PostgreSQL unavailable: reading users again");
+                        started = std::time::Instant::now();
+                        answer = once(read.clone()).await;
+                    }
+                    _ => break,
+                }
+            }
+            return answer.map(|answer| (answer, true));
         };
         let answer = match tokio::time::timeout(HELD_WAIT, pg.get()).await {
             Ok(Ok(mut conn)) => read(&mut conn).await,
@@ -236,9 +238,8 @@ impl UserCache {
         if sets.is_empty() || !self.is_serving() || self.generation() != seen {
             return;
         }
-        let session = self.session.load(Ordering::SeqCst);
         for (user, set) in sets {
-            self.boundaries.insert(*user, (session, set.clone()));
+            self.boundaries.insert(*user, set.clone());
         }
         if self.generation() != seen {
             for (user, _) in sets {
@@ -258,10 +259,9 @@ impl UserCache {
         if users.is_empty() || !self.is_serving() || self.generation() != seen {
             return;
         }
-        let session = self.session.load(Ordering::SeqCst);
         for user in users {
             self.by_handle.insert(user.handle.clone(), user.id);
-            self.by_id.insert(user.id, (session, user.clone()));
+            self.by_id.insert(user.id, user.clone());
         }
         if self.generation() != seen {
             for user in users {
@@ -283,18 +283,12 @@ impl UserCache {
 
     /// Drops every row.
     pub fn clear(&self) {
-        self.forget();
-        self.by_id.invalidate_all();
-        self.by_handle.invalidate_all();
-        self.boundaries.invalidate_all();
-    }
-
-    /// Marks every row read so far as possibly stale: no loader that read
-    /// before this point caches, and replica reads must be newer.
-    fn forget(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         self.dropped_ms
             .fetch_max(super::replica::now_ms(), Ordering::SeqCst);
+        self.by_id.invalidate_all();
+        self.by_handle.invalidate_all();
+        self.boundaries.invalidate_all();
     }
 
     /// Applies one notice: comma-separated ids, or `*` for everything.
@@ -325,13 +319,10 @@ impl UserCache {
 
     fn set_listening(&self, on: bool) {
         if on {
-            // Whatever is held may have missed a notice: serve none of it,
-            // and keep no row read before this point (a loader's
-            // generation check).
-            self.forget();
-            self.session.fetch_add(1, Ordering::SeqCst);
+            // Whatever is held may have missed a notice: start empty.
+            self.clear();
             self.listening.store(true, Ordering::SeqCst);
-            self.forget();
+            self.clear();
         } else {
             // Kept, but only to answer while PostgreSQL cannot.
             self.listening.store(false, Ordering::SeqCst);
@@ -474,8 +465,7 @@ mod tests {
         cache.insert(cache.generation(), &[user(1, "newer")]);
         assert!(cache.get(one).is_none());
         // Held as it was, for answering while PostgreSQL cannot; a local
-        // change still drops it; after the session's return old rows stay
-        // held but do not serve.
+        // change still drops it; the session's return empties the cache.
         assert_eq!(cache.held(one).unwrap().handle, "new");
         assert!(cache.held_by_handle("new").is_some());
         cache.invalidate(&[one]);
@@ -485,12 +475,6 @@ mod tests {
         cache.set_listening(false);
         assert!(cache.held(one).is_some());
         cache.set_listening(true);
-        assert!(cache.get(one).is_none() && cache.get_by_handle("new").is_none());
-        assert_eq!(cache.held(one).unwrap().handle, "new");
-        let seen = cache.generation();
-        cache.insert(seen, &[user(1, "new")]);
-        assert!(cache.get(one).is_some() && cache.get_by_handle("new").is_some());
-        cache.apply_notice("1");
-        assert!(cache.held(one).is_none());
+        assert!(cache.held(one).is_none() && cache.get(one).is_none());
     }
 }

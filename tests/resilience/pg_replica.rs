@@ -119,6 +119,7 @@ async fn cache_misses_read_the_replica_never_before_the_viewers_write() {
         ));
         // Pages past the 5 newest come from PostgreSQL.
         c.list_cache_size = 5;
+        c.following_cache_size = 5;
     })
     .await;
     let standby = nodes(&url)
