@@ -138,7 +138,7 @@ async fn seed(run: &Run) -> Graph {
     heavy_follows.extend(
         ids(
             &mut conn,
-            "SELECT id FROM users ORDER BY id OFFSET 20000 LIMIT 5000",
+            "SELECT id FROM users ORDER BY id OFFSET 2 LIMIT 7500",
         )
         .await,
     );
