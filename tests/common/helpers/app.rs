@@ -156,13 +156,25 @@ where
 }
 
 impl TestApp {
+    /// A connection of the app's pool, for a test's own statements. The
+    /// app may give up on a connection sooner than a test's setup should
+    /// (its wait is half its request deadline, 150 ms for some tests, and
+    /// through a pooler a first session of a new database can take longer
+    /// on a busy machine): the test waits up to 10 s.
     pub async fn conn(
         &self,
     ) -> bb8::PooledConnection<
         '_,
         diesel_async::pooled_connection::AsyncDieselConnectionManager<AsyncPgConnection>,
     > {
-        self.app.pg.get().await.unwrap()
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match self.app.pg.get().await {
+                Ok(conn) => return conn,
+                Err(bb8::RunError::TimedOut) if tokio::time::Instant::now() < deadline => {}
+                Err(e) => panic!("no connection for the test: {e:?}"),
+            }
+        }
     }
 
     /// Creates an active user.
