@@ -241,11 +241,55 @@ pub(crate) async fn read<T>(
     primary: &PgPool,
     read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
 ) -> Result<T, ApiError> {
+    read_since(replica, primary, 0, read).await
+}
+
+/// [`read`] for a read that must not go back before `since` either (a
+/// moment of [`now_ms`]), besides the reader's own last write.
+pub(crate) async fn read_since<T>(
+    replica: Option<&Arc<Replica>>,
+    primary: &PgPool,
+    since: u64,
+    read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
+) -> Result<T, ApiError> {
     match replica {
-        Some(replica) => replica.read(primary, replica.since_ms(), read).await,
-        None => read(&mut *primary.get().await?).await,
+        Some(replica) => {
+            replica
+                .read(primary, replica.since_ms().max(since), read)
+                .await
+        }
+        None => on_primary(primary, read).await,
     }
 }
+
+/// Runs `read` on the primary. After a failover or a restart the pool may
+/// still lend sessions of the server that went away, each failing at once
+/// as it is found closed (and dropped): a read is safe to ask again, on the
+/// next session, until one answers or a failure is not immediate
+/// (PostgreSQL away), which is answered as it is.
+pub(crate) async fn on_primary<T>(
+    primary: &PgPool,
+    read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
+) -> Result<T, ApiError> {
+    // Each closed session is tried once at most.
+    let mut attempts = primary.state().connections + 1;
+    loop {
+        let started = std::time::Instant::now();
+        let answer = async { read.clone()(&mut *primary.get().await?).await }.await;
+        attempts = attempts.saturating_sub(1);
+        match answer {
+            Err(ApiError::Unavailable(cause))
+                if attempts > 0 && started.elapsed() < IMMEDIATE_FAILURE =>
+            {
+                tracing::debug!(error = %cause, "PostgreSQL session gone; reading again");
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// A failure faster than this is a session found closed, not a server away.
+const IMMEDIATE_FAILURE: Duration = Duration::from_millis(200);
 
 impl Replica {
     /// [`read`] for a read that must not go back before `since` (a moment
@@ -286,7 +330,7 @@ impl Replica {
             }
         };
         self.answered("primary", reason);
-        read(&mut *primary.get().await?).await
+        on_primary(primary, read).await
     }
 
     fn answered(&self, answered_by: &'static str, reason: &'static str) {

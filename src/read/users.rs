@@ -52,10 +52,6 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// connection while the cache has lost its session.
 pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
 
-/// How many times a user read is tried while PostgreSQL fails it as
-/// unavailable at once (and no held rows can answer).
-const READ_ATTEMPTS: usize = 3;
-
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
     by_id: moka::sync::Cache<UserId, User>,
@@ -184,32 +180,10 @@ impl UserCache {
         F: AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
     {
         let Some(held) = held else {
-            let once = async |read: F| match &self.replica {
-                Some(replica) => {
-                    let since = replica
-                        .since_ms()
-                        .max(self.dropped_ms.load(Ordering::SeqCst));
-                    replica.read(pg, since, read).await
-                }
-                None => read(&mut *pg.get().await?).await,
-            };
-            // After a failover the pool may still lend sessions of the old
-            // primary, each failing at once as it is found closed (and
-            // dropped): a read is safe to ask again, on the next session.
-            // A slow failure (PostgreSQL away) is not tried again.
-            let mut started = std::time::Instant::now();
-            let mut answer = once(read.clone()).await;
-            for _ in 1..READ_ATTEMPTS {
-                match answer {
-                    Err(ApiError::Unavailable(ref cause)) if started.elapsed() < HELD_WAIT => {
-                        tracing::debug!(error = %cause, "PostgreSQL unavailable: reading users again");
-                        started = std::time::Instant::now();
-                        answer = once(read.clone()).await;
-                    }
-                    _ => break,
-                }
-            }
-            return answer.map(|answer| (answer, true));
+            let since = self.dropped_ms.load(Ordering::SeqCst);
+            return super::replica::read_since(self.replica.as_ref(), pg, since, read)
+                .await
+                .map(|answer| (answer, true));
         };
         let answer = match tokio::time::timeout(HELD_WAIT, pg.get()).await {
             Ok(Ok(mut conn)) => read(&mut conn).await,

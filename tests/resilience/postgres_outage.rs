@@ -34,40 +34,7 @@ async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
         assert!(r["errors"].is_null(), "{r}");
     }
 
-    let base = kith::config::Config::from_env().unwrap().database_url;
-    let mut admin = AsyncPgConnection::establish(&base).await.unwrap();
-    diesel_async::RunQueryDsl::execute(
-        diesel::sql_query(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-        )
-        .bind::<Text, _>(&name),
-        &mut admin,
-    )
-    .await
-    .unwrap();
-    // Until the server has ended every one of them.
-    let since = std::time::Instant::now();
-    loop {
-        #[derive(diesel::QueryableByName)]
-        struct Left {
-            #[diesel(sql_type = diesel::sql_types::BigInt)]
-            n: i64,
-        }
-        let left: Left = diesel_async::RunQueryDsl::get_result(
-            diesel::sql_query(
-                "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1",
-            )
-            .bind::<Text, _>(&name),
-            &mut admin,
-        )
-        .await
-        .unwrap();
-        if left.n == 0 {
-            break;
-        }
-        assert!(since.elapsed() < std::time::Duration::from_secs(10));
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    end_sessions(&name).await;
 
     // Writes need PostgreSQL: each meets a connection of the pool.
     let mut codes = Vec::new();
@@ -197,4 +164,68 @@ async fn a_lost_listening_session_empties_the_cache_until_it_is_back() {
         (read_user(&t, bob).await["handle"] == "bob3").then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn reads_are_answered_when_every_pooled_session_has_ended() {
+    // No user rows held in process: every read asks PostgreSQL, as a miss
+    // does right after a failover, when the pool still lends sessions of
+    // the server that went away.
+    let name = format!("kith_ended_{}", uuid::Uuid::new_v4().simple());
+    let t = spawn_app_with(|c| {
+        c.database_url = format!("{}&application_name={name}", c.database_url);
+        c.database_pool_size = 4;
+        c.user_cache_capacity = 0;
+    })
+    .await;
+    let bob = t.user("bob").await;
+    let reads: Vec<_> = (0..8).map(|_| read_user(&t, bob)).collect();
+    futures::future::join_all(reads).await;
+    end_sessions(&name).await;
+    // Each read meets closed sessions first: asked again, never failed.
+    for _ in 0..3 {
+        assert_eq!(read_user(&t, bob).await["handle"], "bob");
+    }
+}
+
+/// Ends every session named `name` from a session of its own, and waits
+/// until the server has ended them all.
+async fn end_sessions(name: &str) {
+    #[derive(diesel::QueryableByName)]
+    struct Left {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let base = kith::config::Config::from_env().unwrap().database_url;
+    let mut admin = AsyncPgConnection::establish(&base).await.unwrap();
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind::<Text, _>(name),
+        &mut admin,
+    )
+    .await
+    .unwrap();
+    let since = std::time::Instant::now();
+    loop {
+        let left: Left = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1",
+            )
+            .bind::<Text, _>(name),
+            &mut admin,
+        )
+        .await
+        .unwrap();
+        if left.n == 0 {
+            return;
+        }
+        assert!(
+            since.elapsed() < std::time::Duration::from_secs(10),
+            "sessions left: {}",
+            left.n
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
 }
