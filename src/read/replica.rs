@@ -263,33 +263,26 @@ pub(crate) async fn read_since<T>(
 }
 
 /// Runs `read` on the primary. After a failover or a restart the pool may
-/// still lend sessions of the server that went away, each failing at once
-/// as it is found closed (and dropped): a read is safe to ask again, on the
-/// next session, until one answers or a failure is not immediate
-/// (PostgreSQL away), which is answered as it is.
+/// still lend sessions of the server that went away, each failing as it is
+/// found closed (and dropped): a read is safe to ask again, on the next
+/// session the pool lends, each pooled session at most once. A pool that
+/// cannot lend one (PostgreSQL away) answers as it is.
 pub(crate) async fn on_primary<T>(
     primary: &PgPool,
     read: impl AsyncFnOnce(&mut PgConn) -> Result<T, ApiError> + Clone,
 ) -> Result<T, ApiError> {
-    // Each closed session is tried once at most.
-    let mut attempts = primary.state().connections + 1;
+    let mut retries = primary.state().connections;
     loop {
-        let started = std::time::Instant::now();
-        let answer = async { read.clone()(&mut *primary.get().await?).await }.await;
-        attempts = attempts.saturating_sub(1);
-        match answer {
-            Err(ApiError::Unavailable(cause))
-                if attempts > 0 && started.elapsed() < IMMEDIATE_FAILURE =>
-            {
-                tracing::debug!(error = %cause, "PostgreSQL session gone; reading again");
+        let mut conn = primary.get().await?;
+        match read.clone()(&mut conn).await {
+            Err(ApiError::Unavailable(cause)) if retries > 0 => {
+                retries -= 1;
+                tracing::debug!(error = %cause, "PostgreSQL session failed a read; reading again");
             }
             answer => return answer,
         }
     }
 }
-
-/// A failure faster than this is a session found closed, not a server away.
-const IMMEDIATE_FAILURE: Duration = Duration::from_millis(200);
 
 impl Replica {
     /// [`read`] for a read that must not go back before `since` (a moment
