@@ -1,11 +1,15 @@
-//! What blocks cost a reader, through the whole HTTP stack with warm caches:
+//! What blocks and locked accounts cost a reader, through the whole HTTP stack
+//! with warm caches:
 //!
 //! - the profile query (a user, its counters, 20 followers with counters and
 //!   the viewer's relation) for a viewer with no blocks and for one with
 //!   10,000 blocks elsewhere — target: within 20%;
 //! - a page of 20 followers for a viewer who blocks none of them and for
 //!   one who blocks every other follower, so the page is filled from twice
-//!   as many edges — target: within 2×.
+//!   as many edges — target: within 2×;
+//! - the profile query (with `locked` and `viewerRelation.requested`) of a
+//!   locked account and of an unlocked one with the same followers —
+//!   target: within 10%.
 //!
 //! Each pair is measured alternately, three rounds of each, in one session.
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
@@ -44,6 +48,12 @@ const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName
     edges { cursor followedAt node { id handle displayName
       counters { followings followers posts likesReceived favsReceived }
       viewerRelation { following followedBy mutual blocking blockedBy } } } } } }";
+const LOCKED_PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName locked
+  counters { followings followers posts likesReceived favsReceived }
+  followers(first: 20) { totalCount pageInfo { hasNextPage endCursor }
+    edges { cursor followedAt node { id handle displayName locked
+      counters { followings followers posts likesReceived favsReceived }
+      viewerRelation { following followedBy mutual blocking blockedBy requested } } } } } }";
 const PAGE: &str = "query($id: ID!, $after: String) { user(id: $id) {
   followers(first: 20, after: $after) { pageInfo { hasNextPage endCursor }
     edges { cursor node { id handle } } } } }";
@@ -163,8 +173,10 @@ async fn main() {
     let name = format!("bench_blocks_{}", chrono::Utc::now().timestamp());
     let app = common::isolated_app(&name, |c| c.database_pool_size = 32).await;
 
-    // A star with FOLLOWERS followers (`fan…`); BLOCKS more accounts (`other…`).
+    // A star with FOLLOWERS followers (`fan…`), a locked one with the same
+    // followers; BLOCKS more accounts (`other…`).
     let star = create(&app, "star").await;
+    let locked = create(&app, "locked").await;
     let plain = create(&app, "plain").await;
     let blocker = create(&app, "blocker").await;
     let halver = create(&app, "halver").await;
@@ -177,24 +189,33 @@ async fn main() {
             .await
             .unwrap();
     }
-    for table in ["following", "follower"] {
+    for account in [star, locked] {
+        for table in ["following", "follower"] {
+            sql(
+                &app,
+                &format!(
+                    "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
+                     SELECT id, $1, TRUE, 'epoch'::timestamptz + (1700000000000 + id) * interval '1 millisecond', 1
+                       FROM users WHERE handle LIKE 'fan%' AND $2 = $2"
+                ),
+                account.get(),
+                0,
+            )
+            .await;
+        }
         sql(
             &app,
-            &format!(
-                "INSERT INTO {table} (from_user_id, to_user_id, active, followed_at, version)
-                 SELECT id, $1, TRUE, 'epoch'::timestamptz + (1700000000000 + id) * interval '1 millisecond', 1
-                   FROM users WHERE handle LIKE 'fan%' AND $2 = $2"
-            ),
-            star.get(),
-            0,
+            "UPDATE user_stats SET followers = $2, version = version + 1 WHERE user_id = $1",
+            account.get(),
+            FOLLOWERS,
         )
         .await;
     }
     sql(
         &app,
-        "UPDATE user_stats SET followers = $2, version = version + 1 WHERE user_id = $1",
-        star.get(),
-        FOLLOWERS,
+        "UPDATE users SET locked = TRUE WHERE id = $1 AND $2 = $2",
+        locked.get(),
+        0,
     )
     .await;
     // The blocker blocks BLOCKS accounts, none on the star's list; the
@@ -215,50 +236,53 @@ async fn main() {
         0,
     )
     .await;
-    kith::testing::read::pages::fill(&app, ListKey::Followers(star), false)
-        .await
-        .unwrap();
-
-    let profile = serde_json::json!({
-        "query": PROFILE,
-        "variables": { "id": kith::testing::graph::ids::user_id(star).to_string() },
-    })
-    .to_string();
-    let page = serde_json::json!({
-        "query": PAGE,
-        "variables": { "id": kith::testing::graph::ids::user_id(star).to_string() },
-    })
-    .to_string();
+    for account in [star, locked] {
+        kith::testing::read::pages::fill(&app, ListKey::Followers(account), false)
+            .await
+            .unwrap();
+    }
+    let body = |query: &str, account: UserId| {
+        serde_json::json!({
+            "query": query,
+            "variables": { "id": kith::testing::graph::ids::user_id(account).to_string() },
+        })
+        .to_string()
+    };
+    let profile = body(PROFILE, star);
+    let page = body(PAGE, star);
+    let unlocked_profile = body(LOCKED_PROFILE, star);
+    let locked_profile = body(LOCKED_PROFILE, locked);
 
     let mut rows = String::new();
     let mut ratios = Vec::new();
-    for (what, body, base, other, target) in [
+    // Each comparison: what, the base (body, viewer), the other, the target.
+    for (what, base, other, target) in [
         (
             "profile query: 10,000 blocks vs none",
-            &profile,
-            plain,
-            blocker,
+            (&profile, plain),
+            (&profile, blocker),
             1.2,
         ),
         (
             "a page of 20 followers: half blocked vs none",
-            &page,
-            plain,
-            halver,
+            (&page, plain),
+            (&page, halver),
             2.0,
+        ),
+        (
+            "profile query: a locked account vs an unlocked one",
+            (&unlocked_profile, plain),
+            (&locked_profile, plain),
+            1.1,
         ),
     ] {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for round in 0..3 {
-            for (viewer, runs) in [(base, &mut a), (other, &mut b)] {
+            for (side, (body, viewer), runs) in [("base", base, &mut a), ("other", other, &mut b)] {
                 let run = measure(&app, viewer, body, clients, seconds).await;
                 rows.push_str(&format!(
-                    "| {what} | {round} | {} | {} | {:.0} | {:.2} | {:.0} |\n",
-                    if viewer == base { "none" } else { "blocked" },
-                    run.requests,
-                    run.per_sec,
-                    run.p50_ms,
-                    run.cpu_us
+                    "| {what} | {round} | {side} | {} | {:.0} | {:.2} | {:.0} |\n",
+                    run.requests, run.per_sec, run.p50_ms, run.cpu_us
                 ));
                 runs.push(run.cpu_us);
             }
@@ -274,12 +298,12 @@ async fn main() {
         ));
     }
     let report = format!(
-        "# Blocked viewers\n\n\
+        "# Blocked viewers and locked accounts\n\n\
          Machine: {} cores; PostgreSQL, Redis and the bench on it; release build; warm caches;\n\
          {clients} concurrent clients, {seconds} s per run, runs alternating.\n\
          Cost: CPU µs per request (this process and Redis), steadier than throughput.\n\n\
-         | comparison | median CPU/req, blocked ÷ none | target | |\n|---|---|---|---|\n{summary}\n\
-         | comparison | round | viewer | requests | req/s | p50 ms | CPU µs/req |\n\
+         | comparison | median CPU/req, other ÷ base | target | |\n|---|---|---|---|\n{summary}\n\
+         | comparison | round | side | requests | req/s | p50 ms | CPU µs/req |\n\
          |---|---|---|---|---|---|---|\n{rows}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
