@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::model::UserId;
+use crate::model::{IdHasher, UserId};
 
 /// Checks running at once in one process; more are skipped (and done later).
 const CONCURRENT: usize = 2;
@@ -14,7 +14,7 @@ const CONCURRENT: usize = 2;
 /// Per-process state of the sampled check.
 pub struct SampledCheck {
     /// Users this process marked recently: no Redis round trip for them.
-    recent: moka::sync::Cache<UserId, ()>,
+    recent: moka::sync::Cache<UserId, (), IdHasher>,
     running: Arc<Semaphore>,
     interval: Duration,
 }
@@ -31,7 +31,7 @@ impl SampledCheck {
             recent: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(interval.max(Duration::from_secs(1)))
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             running: Arc::new(Semaphore::new(CONCURRENT)),
             interval,
         }

@@ -6,14 +6,14 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
+use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader};
 
 use super::count::{BoundedCount, Count};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::PageMiss;
 use crate::error::ApiError;
-use crate::model::{Boundaries, User, UserId, UserStatus};
+use crate::model::{Boundaries, IdHasher, User, UserId, UserStatus};
 use crate::paging::ListKey;
 use crate::paging::{Page, PageRequest};
 use crate::read::batch::{self, Answer, Read};
@@ -153,11 +153,11 @@ pub struct Loaders {
     remember: bool,
     seen_ids: Mutex<HashSet<UserId>>,
     seen_handles: Mutex<HashSet<String>>,
-    users: DataLoader<UserLoader, HashMapCache>,
+    users: DataLoader<UserLoader, IdCache>,
     handles: DataLoader<HandleLoader, HashMapCache>,
-    reads: DataLoader<CacheLoader, HashMapCache>,
-    known_counts: DataLoader<KnownCountLoader, HashMapCache>,
-    boundaries: DataLoader<BoundaryLoader, HashMapCache>,
+    reads: DataLoader<CacheLoader, IdCache>,
+    known_counts: DataLoader<KnownCountLoader, IdCache>,
+    boundaries: DataLoader<BoundaryLoader, IdCache>,
 }
 
 impl Loaders {
@@ -169,11 +169,11 @@ impl Loaders {
             remember: true,
             seen_ids: Mutex::default(),
             seen_handles: Mutex::default(),
-            users: batched(UserLoader(app.clone()), delay),
-            handles: batched(HandleLoader(app.clone()), delay),
-            reads: batched(CacheLoader(app.clone()), delay),
-            known_counts: batched(KnownCountLoader(app.clone()), delay),
-            boundaries: batched(BoundaryLoader(app.clone()), delay),
+            users: batched(UserLoader(app.clone()), delay, IdCache::new()),
+            handles: batched(HandleLoader(app.clone()), delay, HashMapCache::default()),
+            reads: batched(CacheLoader(app.clone()), delay, IdCache::new()),
+            known_counts: batched(KnownCountLoader(app.clone()), delay, IdCache::new()),
+            boundaries: batched(BoundaryLoader(app.clone()), delay, IdCache::new()),
         }
     }
 
@@ -344,9 +344,13 @@ impl Loaders {
     }
 }
 
-fn batched<T: Send + Sync + 'static>(
+/// A loader's per-request cache of answers by id.
+type IdCache = HashMapCache<IdHasher>;
+
+fn batched<T: Send + Sync + 'static, C: CacheFactory>(
     loader: T,
     delay: std::time::Duration,
-) -> DataLoader<T, HashMapCache> {
-    DataLoader::with_cache(loader, tokio::spawn, HashMapCache::default()).delay(delay)
+    cache: C,
+) -> DataLoader<T, C> {
+    DataLoader::with_cache(loader, tokio::spawn, cache).delay(delay)
 }

@@ -72,12 +72,18 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        let list = ListKey::Following(self.0.id);
-        if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-            return connection::hidden_list(ctx, list, &args).await;
-        }
-        connection::resolve(ctx, list, args).await
+        // Boxed, as are the other list and intersection fields: inline,
+        // their futures would set the size of every field's future of every
+        // user, each of which async-graphql moves to the heap.
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            let list = ListKey::Following(self.0.id);
+            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            connection::resolve(ctx, list, args).await
+        })
+        .await
     }
 
     /// Who follows this user, newest first.
@@ -91,12 +97,15 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        let list = ListKey::Followers(self.0.id);
-        if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-            return connection::hidden_list(ctx, list, &args).await;
-        }
-        connection::resolve(ctx, list, args).await
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            let list = ListKey::Followers(self.0.id);
+            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            connection::resolve(ctx, list, args).await
+        })
+        .await
     }
 
     /// Accounts this user may want to follow, best first, each with its
@@ -113,7 +122,7 @@ impl UserNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<super::suggest::SuggestionConnection> {
-        super::suggest::resolve(ctx, self.0.id, first, after).await
+        Box::pin(async move { super::suggest::resolve(ctx, self.0.id, first, after).await }).await
     }
 
     /// Whom this user blocks, newest first (`followedAt`: when the block
@@ -128,8 +137,11 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
+        })
+        .await
     }
 
     /// Whom this user mutes, newest first (`followedAt`: when the mute
@@ -145,8 +157,11 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
+        })
+        .await
     }
 
     /// Who asked to follow this (locked) user and waits, newest first
@@ -162,8 +177,11 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
+        })
+        .await
     }
 
     /// Whom this user asked to follow and waits for, newest first. Only the
@@ -178,8 +196,11 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        let args = PageArgs::new(first, after, last, before, offset);
-        connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
+        Box::pin(async move {
+            let args = PageArgs::new(first, after, last, before, offset);
+            connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
+        })
+        .await
     }
 
     /// Users both this user and `with` follow (none when `with` is unknown
@@ -200,19 +221,22 @@ impl UserNode {
         last: Option<i32>,
         before: Option<String>,
     ) -> async_graphql::Result<FollowConnection> {
-        let other = ids::decode_user(&with).gql()?;
-        // Nothing is shared with a user that does not exist (or is deleted),
-        // and nothing is read for one.
-        let Some(other_user) = load_visible(ctx, other).await? else {
-            return Ok(connection::empty());
-        };
-        let me = viewer(ctx).optional().gql()?;
-        let args = PageArgs::new(first, after, last, before, None);
-        if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
-            args.shape(0).gql()?;
-            return Ok(connection::hidden(0));
-        }
-        connection::resolve_shared(ctx, Shared::Common(self.0.id, other), args).await
+        Box::pin(async move {
+            let other = ids::decode_user(&with).gql()?;
+            // Nothing is shared with a user that does not exist (or is deleted),
+            // and nothing is read for one.
+            let Some(other_user) = load_visible(ctx, other).await? else {
+                return Ok(connection::empty());
+            };
+            let me = viewer(ctx).optional().gql()?;
+            let args = PageArgs::new(first, after, last, before, None);
+            if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
+                args.shape(0).gql()?;
+                return Ok(connection::hidden(0));
+            }
+            connection::resolve_shared(ctx, Shared::Common(self.0.id, other), args).await
+        })
+        .await
     }
 
     /// Followers of this user whom the signed-in viewer follows ("followers
@@ -227,19 +251,22 @@ impl UserNode {
         last: Option<i32>,
         before: Option<String>,
     ) -> async_graphql::Result<FollowConnection> {
-        let Some(me) = viewer(ctx).optional().gql()? else {
-            return Ok(connection::empty());
-        };
-        let args = PageArgs::new(first, after, last, before, None);
-        if !self.shows_lists_to(Some(me)) {
-            args.shape(0).gql()?;
-            return Ok(connection::hidden(0));
-        }
-        let shared = Shared::KnownFollowers {
-            user: self.0.id,
-            viewer: me,
-        };
-        connection::resolve_shared(ctx, shared, args).await
+        Box::pin(async move {
+            let Some(me) = viewer(ctx).optional().gql()? else {
+                return Ok(connection::empty());
+            };
+            let args = PageArgs::new(first, after, last, before, None);
+            if !self.shows_lists_to(Some(me)) {
+                args.shape(0).gql()?;
+                return Ok(connection::hidden(0));
+            }
+            let shared = Shared::KnownFollowers {
+                user: self.0.id,
+                viewer: me,
+            };
+            connection::resolve_shared(ctx, shared, args).await
+        })
+        .await
     }
 
     /// How this user relates to `other` (read from the truth, both
@@ -250,18 +277,21 @@ impl UserNode {
         ctx: &Context<'_>,
         other: ID,
     ) -> async_graphql::Result<Option<Relationship>> {
-        let other = ids::decode_user(&other).gql()?;
-        let Some(other_user) = load_visible(ctx, other).await? else {
-            return Ok(None);
-        };
-        // How two users relate is in their lists: hidden from a third
-        // party when either hides them (each party sees its own lists).
-        let me = viewer(ctx).optional().gql()?;
-        let party = me == Some(self.0.id) || me == Some(other);
-        if !party && (!self.shows_lists_to(me) || !other_user.shows_lists_to(me)) {
-            return Ok(None);
-        }
-        relation(ctx, self.0.id, other).await.map(Some)
+        Box::pin(async move {
+            let other = ids::decode_user(&other).gql()?;
+            let Some(other_user) = load_visible(ctx, other).await? else {
+                return Ok(None);
+            };
+            // How two users relate is in their lists: hidden from a third
+            // party when either hides them (each party sees its own lists).
+            let me = viewer(ctx).optional().gql()?;
+            let party = me == Some(self.0.id) || me == Some(other);
+            if !party && (!self.shows_lists_to(me) || !other_user.shows_lists_to(me)) {
+                return Ok(None);
+            }
+            relation(ctx, self.0.id, other).await.map(Some)
+        })
+        .await
     }
 
     /// How the signed-in viewer relates to this user; null when anonymous.

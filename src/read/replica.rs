@@ -48,7 +48,7 @@ use prometheus_client::metrics::family::Family;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::metrics::ReplicaLabels;
-use crate::model::UserId;
+use crate::model::{IdHasher, UserId};
 use crate::store::{PgConn, PgPool};
 
 /// How often the watcher compares the two positions.
@@ -107,7 +107,7 @@ pub struct Replica {
     /// Mutations running in this process.
     writing: AtomicU64,
     /// Each viewer's last acknowledged write in this process.
-    writes: moka::sync::Cache<UserId, u64>,
+    writes: moka::sync::Cache<UserId, u64, IdHasher>,
     /// `kith_replica_reads_total`.
     answers: Family<ReplicaLabels, Counter>,
 }
@@ -143,7 +143,7 @@ impl Replica {
             writes: moka::sync::Cache::builder()
                 .max_capacity(1_000_000)
                 .time_to_live(WRITES_TTL)
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             answers,
         }))
     }

@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use super::users::UserCache;
 use crate::config::Config;
 use crate::metrics::ReplicaLabels;
-use crate::model::UserId;
+use crate::model::{IdHasher, UserId};
 use crate::paging::{ListKey, Page, Position};
 
 /// How long this process reads a user's relations from PostgreSQL after it
@@ -28,15 +28,15 @@ pub struct ReadModel {
     /// User rows held in process, dropped when PostgreSQL notifies a change.
     pub users: Arc<UserCache>,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
-    pub hot_lists: moka::future::Cache<ListKey, Arc<Page>>,
+    pub hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
     /// Computed intersections of two lists (`commonFollowing`,
     /// `knownFollowers`, `knownFollowersCount`) under the two owners'
     /// counter versions they were computed at.
-    pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>>,
+    pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>, IdHasher>,
     /// Users whose cached following list this process failed to update after
     /// a change it made: their relations are read from PostgreSQL until the
     /// entry expires (by then the projector has written the list).
-    pub unsynced_following: moka::sync::Cache<UserId, ()>,
+    pub unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
     /// Lists this process is filling now (in-process single flight).
     pub fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
@@ -70,18 +70,18 @@ impl ReadModel {
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)
                 .weigher(|_, result: &Arc<Intersection>| {
                     u32::try_from(result.items.len() + 1).unwrap_or(u32::MAX)
                 })
                 .time_to_live(Duration::from_secs(config.intersection_cache_ttl_secs))
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             unsynced_following: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(UNSYNCED_FOLLOWING_TTL)
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
             fill_budget: FillBudget::new(config.max_fills_per_sec),

@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 
 use crate::error::ApiError;
-use crate::model::{Boundaries, User, UserId};
+use crate::model::{Boundaries, IdHasher, User, UserId};
 use crate::store::{PgConn, PgPool};
 
 /// The notification channel of the `users` trigger, before the schema name.
@@ -54,9 +54,9 @@ pub(crate) const HELD_WAIT: Duration = Duration::from_millis(200);
 
 /// In-process user rows, by id and by handle.
 pub struct UserCache {
-    by_id: moka::sync::Cache<UserId, User>,
+    by_id: moka::sync::Cache<UserId, User, IdHasher>,
     by_handle: moka::sync::Cache<String, UserId>,
-    boundaries: moka::sync::Cache<UserId, Arc<Boundaries>>,
+    boundaries: moka::sync::Cache<UserId, Arc<Boundaries>, IdHasher>,
     generation: AtomicU64,
     listening: AtomicBool,
     held_answers: AtomicU64,
@@ -84,7 +84,7 @@ impl UserCache {
             by_id: moka::sync::Cache::builder()
                 .max_capacity(capacity.max(1))
                 .time_to_live(ttl.max(Duration::from_millis(1)))
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             by_handle: moka::sync::Cache::builder()
                 .max_capacity(capacity.max(1))
                 .time_to_live(ttl.max(Duration::from_millis(1)))
@@ -92,7 +92,7 @@ impl UserCache {
             boundaries: moka::sync::Cache::builder()
                 .max_capacity(capacity.max(1))
                 .time_to_live(ttl.max(Duration::from_millis(1)))
-                .build(),
+                .build_with_hasher(IdHasher::default()),
             generation: AtomicU64::new(0),
             listening: AtomicBool::new(false),
             held_answers: AtomicU64::new(0),
