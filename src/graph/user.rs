@@ -72,18 +72,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        // Boxed, as are the other list and intersection fields: inline,
-        // their futures would set the size of every field's future of every
-        // user, each of which async-graphql moves to the heap.
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            let list = ListKey::Following(self.0.id);
-            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            connection::resolve(ctx, list, args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        self.list(ctx, ListKey::Following(self.0.id), args).await
     }
 
     /// Who follows this user, newest first.
@@ -97,15 +87,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            let list = ListKey::Followers(self.0.id);
-            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            connection::resolve(ctx, list, args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        self.list(ctx, ListKey::Followers(self.0.id), args).await
     }
 
     /// Accounts this user may want to follow, best first, each with its
@@ -307,6 +290,26 @@ impl UserNode {
 }
 
 impl UserNode {
+    /// A page of this user's `list` (`following` or `followers`), or an
+    /// empty, `hidden` one when the viewer may not see it. Boxed, as are
+    /// the other list and intersection fields: inline, their futures would
+    /// set the size of every field's future of every user, each of which
+    /// async-graphql moves to the heap.
+    async fn list(
+        &self,
+        ctx: &Context<'_>,
+        list: ListKey,
+        args: PageArgs,
+    ) -> async_graphql::Result<FollowConnection> {
+        Box::pin(async move {
+            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            connection::resolve(ctx, list, args).await
+        })
+        .await
+    }
+
     /// Whether `viewer` may see this user's lists (and what derives from
     /// them): unless the user hides them, and always the user itself.
     pub(crate) fn shows_lists_to(&self, viewer: Option<UserId>) -> bool {
