@@ -412,12 +412,14 @@ $$;
 --
 
 CREATE FUNCTION kith.kith_blocked(p_a bigint, p_b bigint) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     AS $$
-    SELECT EXISTS (SELECT 1 FROM block b
-                    WHERE b.active
-                      AND ((b.from_user_id = p_a AND b.to_user_id = p_b)
-                        OR (b.from_user_id = p_b AND b.to_user_id = p_a)))
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM block b
+                    WHERE b.from_user_id = p_a AND b.to_user_id = p_b AND b.active)
+        OR EXISTS (SELECT 1 FROM block b
+                    WHERE b.from_user_id = p_b AND b.to_user_id = p_a AND b.active);
+END
 $$;
 
 --
@@ -884,13 +886,10 @@ CREATE FUNCTION kith.kith_pair_state(p_a bigint, p_b bigint, OUT a_follows_b tim
     LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
-    SELECT max(f.followed_at) FILTER (WHERE f.from_user_id = p_a),
-           max(f.followed_at) FILTER (WHERE f.from_user_id = p_b)
-      INTO a_follows_b, b_follows_a
-      FROM following f
-     WHERE f.active
-       AND ((f.from_user_id = p_a AND f.to_user_id = p_b)
-         OR (f.from_user_id = p_b AND f.to_user_id = p_a));
+    SELECT f.followed_at INTO a_follows_b FROM following f
+     WHERE f.from_user_id = p_a AND f.to_user_id = p_b AND f.active;
+    SELECT f.followed_at INTO b_follows_a FROM following f
+     WHERE f.from_user_id = p_b AND f.to_user_id = p_a AND f.active;
 END
 $$;
 
