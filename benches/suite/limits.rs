@@ -125,7 +125,14 @@ pub struct Broker {
     pub end_p99: f64,
     /// Broker CPU ms per event.
     pub cpu_ms: f64,
+    /// The broker's CPU, in cores, while the consumer only fetched (its
+    /// partitions assigned, nothing produced): what fetching costs it
+    /// whatever the rate.
+    pub fetch_cores: f64,
 }
+
+/// How long the broker's cost of fetching alone is measured.
+const FETCH_ONLY: Duration = Duration::from_secs(3);
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -184,6 +191,12 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
     });
     // Let the consumer's first fetches start before the clock runs.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // Fetching alone: the consumer asks, nothing is produced.
+    let fetch_before = procs::cpu(u32::MAX);
+    let fetch_started = Instant::now();
+    tokio::time::sleep(FETCH_ONLY).await;
+    let fetch_cores = procs::cpu(u32::MAX).since(&fetch_before).of("broker")
+        / fetch_started.elapsed().as_secs_f64();
 
     let acks = Arc::new(Mutex::new(Vec::with_capacity(total)));
     let cpu_before = procs::cpu(u32::MAX);
@@ -235,6 +248,7 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
         // The window ends at the last event consumed (idle fetches of the
         // `kith run` under test are in it too: an upper bound).
         cpu_ms: cpu.of("broker") * 1000.0 / received.max(1) as f64,
+        fetch_cores,
     }
 }
 
