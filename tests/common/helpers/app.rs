@@ -105,7 +105,7 @@ async fn prune_old_schemas(url: &str) {
     let names: Vec<Name> = diesel::sql_query(
         "SELECT 'SCHEMA ' || nspname || ' CASCADE' AS nspname FROM pg_namespace WHERE nspname LIKE 'kt\\_%'
          UNION ALL
-         SELECT 'DATABASE ' || datname || ' WITH (FORCE)' FROM pg_database WHERE datname LIKE 'kt\\_%'",
+         SELECT 'DATABASE ' || datname FROM pg_database WHERE datname LIKE 'kt\\_%'",
     )
     .load(&mut conn)
     .await
@@ -115,6 +115,19 @@ async fn prune_old_schemas(url: &str) {
         let stamp = what.split('_').nth(1).and_then(|s| s.parse::<i64>().ok());
         if stamp.is_some_and(|t| t < cutoff) {
             let (kind, rest) = what.split_once(' ').unwrap_or_default();
+            if kind == "DATABASE" {
+                // Not WITH (FORCE), which a role that is not a superuser
+                // cannot use while autovacuum is in the database: the
+                // role's own sessions end first, and a plain drop waits
+                // for autovacuum to leave.
+                let _ = diesel::sql_query(
+                    "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+                      WHERE datname = $1 AND usename = current_user",
+                )
+                .bind::<Text, _>(rest)
+                .execute(&mut conn)
+                .await;
+            }
             let _ = diesel::sql_query(format!("DROP {kind} IF EXISTS {rest}"))
                 .execute(&mut conn)
                 .await;
