@@ -209,21 +209,26 @@ pub(crate) async fn resolve(
 }
 
 /// Resolves one page of one of the viewer's own lists, from PostgreSQL.
+/// Boxed: inline, its future would set the size of every field's future
+/// of every `User`, each of which async-graphql moves to the heap.
 pub(crate) async fn resolve_private(
     ctx: &Context<'_>,
     list: PrivateList,
     args: PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
-    if viewer(ctx).optional().gql()? != Some(list.owner()) {
-        return Err(ApiError::Forbidden("only the account itself sees this list").extend());
-    }
-    let keys = ctx.data_unchecked::<CursorKeys>();
-    let app = app(ctx);
-    let (request, forward) = args
-        .request(keys, list.into(), app.config.max_offset)
-        .gql()?;
-    let (page, total) = crate::read::private::page(app, list, request).await.gql()?;
-    build(ctx, list.into(), &page, None, forward, total).await
+    Box::pin(async move {
+        if viewer(ctx).optional().gql()? != Some(list.owner()) {
+            return Err(ApiError::Forbidden("only the account itself sees this list").extend());
+        }
+        let keys = ctx.data_unchecked::<CursorKeys>();
+        let app = app(ctx);
+        let (request, forward) = args
+            .request(keys, list.into(), app.config.max_offset)
+            .gql()?;
+        let (page, total) = crate::read::private::page(app, list, request).await.gql()?;
+        build(ctx, list.into(), &page, None, forward, total).await
+    })
+    .await
 }
 
 /// Two lists whose shared members a connection shows.

@@ -120,11 +120,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        connection::resolve_private(ctx, PrivateList::Blocking(self.0.id), args).await
     }
 
     /// Whom this user mutes, newest first (`followedAt`: when the mute
@@ -140,11 +137,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
     }
 
     /// Who asked to follow this (locked) user and waits, newest first
@@ -160,11 +154,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        connection::resolve_private(ctx, PrivateList::FollowRequests(self.0.id), args).await
     }
 
     /// Whom this user asked to follow and waits for, newest first. Only the
@@ -179,11 +170,8 @@ impl UserNode {
         before: Option<String>,
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let args = PageArgs::new(first, after, last, before, offset);
-            connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
-        })
-        .await
+        let args = PageArgs::new(first, after, last, before, offset);
+        connection::resolve_private(ctx, PrivateList::SentFollowRequests(self.0.id), args).await
     }
 
     /// Users both this user and `with` follow (none when `with` is unknown
