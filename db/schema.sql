@@ -715,6 +715,25 @@ END
 $$;
 
 --
+-- Name: kith_database_identity(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_database_identity() RETURNS text
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    system_id TEXT;
+BEGIN
+    BEGIN
+        SELECT system_identifier::text INTO system_id FROM pg_control_system();
+    EXCEPTION WHEN insufficient_privilege THEN
+        system_id := NULL;
+    END;
+    RETURN coalesce(system_id, '?') || '/' || 'event_origin'::regclass::oid::text;
+END
+$$;
+
+--
 -- Name: kith_edge_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1154,7 +1173,8 @@ CREATE TABLE kith.dead_letter (
     error text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     published_at timestamp with time zone,
-    replayed_at timestamp with time zone
+    replayed_at timestamp with time zone,
+    origin uuid
 );
 
 --
@@ -1168,6 +1188,19 @@ ALTER TABLE kith.dead_letter ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MINVALUE
     NO MAXVALUE
     CACHE 1
+);
+
+--
+-- Name: event_origin; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.event_origin (
+    singleton boolean DEFAULT true NOT NULL,
+    origin uuid NOT NULL,
+    identity text NOT NULL,
+    made_at timestamp with time zone DEFAULT now() NOT NULL,
+    retired uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    CONSTRAINT event_origin_singleton_check CHECK (singleton)
 );
 
 --
@@ -1442,6 +1475,13 @@ ALTER TABLE ONLY kith.dead_letter
     ADD CONSTRAINT dead_letter_source_topic_source_partition_source_offset_key UNIQUE (source_topic, source_partition, source_offset);
 
 --
+-- Name: event_origin event_origin_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.event_origin
+    ADD CONSTRAINT event_origin_pkey PRIMARY KEY (singleton);
+
+--
 -- Name: follow_request follow_request_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1601,6 +1641,12 @@ CREATE INDEX follow_request_outgoing_idx ON kith.follow_request USING btree (fro
 --
 
 CREATE INDEX follower_recent_idx ON kith.follower USING btree (to_user_id, followed_at DESC, from_user_id DESC) WHERE active;
+
+--
+-- Name: follower_updated_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX follower_updated_idx ON kith.follower USING btree (updated_at);
 
 --
 -- Name: following_incoming_idx; Type: INDEX; Schema: kith; Owner: -

@@ -124,7 +124,10 @@ pub async fn run_until(
     let mut tasks: tokio::task::JoinSet<Result<(), JobError>> = tokio::task::JoinSet::new();
     tasks.spawn(crate::http::serve_metrics(app.clone(), stop.clone()).map(Ok));
     if jobs.relay {
-        tasks.spawn(crate::pipeline::relay::run(app.clone(), stop.clone()).map(Ok));
+        tasks.spawn(
+            crate::pipeline::relay::run(app.clone(), stop.clone())
+                .map(|r| r.map_err(JobError::from)),
+        );
     }
     if jobs.projector {
         tasks.spawn(

@@ -81,6 +81,9 @@ pub mod pipeline {
     pub mod dead_letters {
         pub use crate::pipeline::dead_letters::replay;
     }
+    pub mod origin {
+        pub use crate::pipeline::origin::HEADER;
+    }
     pub mod kafka {
         pub use crate::pipeline::kafka::{
             client_config, consumer_config, ensure_topics, producer, producer_config,

@@ -111,6 +111,9 @@ pub struct Metrics {
     pub events_applied: Counter,
     /// Messages recorded as dead letters.
     pub events_dead_lettered: Counter,
+    /// Follow-topic messages refused because another database (or this
+    /// one's retired origin) wrote them; each is also a dead letter.
+    pub events_foreign: Counter,
     /// Times an idle projector stopped fetching (until woken or its idle interval passed).
     pub projector_parks: Counter,
     /// What ended each park: `local` / `redis` (a relay's wake-up), `idle`
@@ -152,6 +155,7 @@ impl Default for Metrics {
             events_relayed: Counter::default(),
             events_applied: Counter::default(),
             events_dead_lettered: Counter::default(),
+            events_foreign: Counter::default(),
             projector_parks: Counter::default(),
             projector_wakeups: Family::default(),
             consistency_repairs: Counter::default(),

@@ -29,6 +29,11 @@ impl Metrics {
             self.events_dead_lettered.clone(),
         );
         kith.register(
+            "events_foreign",
+            "Follow-topic messages refused as another database's (or this one's retired origin's); each is a dead letter too",
+            self.events_foreign.clone(),
+        );
+        kith.register(
             "projector_wakeups",
             "What ended an idle projector's park: a relay's wake-up (local or redis), the idle interval, a lease change",
             self.projector_wakeups.clone(),

@@ -13,11 +13,13 @@ use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::PipelineError;
+use super::origin::Writer;
 use super::projector::apply;
 use super::projector::batch::{self, Action, Item};
 use super::projector::resync;
 use crate::app::App;
 use crate::store::dead_letters::{self, DeadLetter};
+use crate::store::origin::Origin;
 use crate::store::partitions::TopicPartition;
 
 /// Sends `letters` to the dead-letter topic with their origin in headers and
@@ -76,6 +78,12 @@ pub struct ReplayReport {
 /// oldest first.
 pub async fn replay(app: &App, ids: Option<&[i64]>) -> Result<ReplayReport, PipelineError> {
     let mut report = ReplayReport::default();
+    // A follow event another database wrote stays dead, as the projector
+    // left it.
+    let origin = {
+        let mut conn = app.pg.get().await?;
+        super::origin::check(&mut conn).await?
+    };
     let mut after = 0;
     loop {
         let letters = {
@@ -90,7 +98,7 @@ pub async fn replay(app: &App, ids: Option<&[i64]>) -> Result<ReplayReport, Pipe
             if ids.is_some_and(|ids| !ids.contains(&letter.id)) {
                 continue;
             }
-            match replay_one(app, &letter).await? {
+            match replay_one(app, &origin, &letter).await? {
                 Ok(()) => report.replayed.push(letter.id),
                 Err(reason) => report.still_dead.push((letter.id, reason)),
             }
@@ -99,7 +107,16 @@ pub async fn replay(app: &App, ids: Option<&[i64]>) -> Result<ReplayReport, Pipe
     Ok(report)
 }
 
-async fn replay_one(app: &App, letter: &DeadLetter) -> Result<Result<(), String>, PipelineError> {
+async fn replay_one(
+    app: &App,
+    origin: &Origin,
+    letter: &DeadLetter,
+) -> Result<Result<(), String>, PipelineError> {
+    if letter.source_topic == app.config.follow_topic
+        && let Some(refusal) = Writer::from_stamp(letter.origin, origin).refusal()
+    {
+        return Ok(Err(refusal));
+    }
     let message = OwnedMessage::new(
         letter.payload.clone(),
         letter.message_key.clone(),

@@ -6,6 +6,7 @@
 pub(crate) mod dead_letters;
 pub(crate) mod kafka;
 pub(crate) mod ledger;
+pub(crate) mod origin;
 pub(crate) mod projector;
 pub(crate) mod relay;
 pub(crate) mod state;
@@ -32,6 +33,22 @@ pub enum PipelineError {
     /// A list cache could not be filled.
     #[error("list cache fill: {0}")]
     CacheFill(String),
+    /// The database is not where its event origin was made: a logical
+    /// restore or copy of the database that wrote its events, or the same
+    /// data on another cluster. Its relay and projector must not run until
+    /// an operator says which (`docs/operations.md`, Restores and copies).
+    #[error(
+        "this database is not the one its event origin was made on (made on {made}, now on {now}): \
+         it is a restore, a copy, or a move of it. A backup restored to an earlier point: run \
+         `kith after-restore`. A copy that is to live beside the original: `kith origin renew`. \
+         The same data moved or upgraded with nothing lost: `kith origin adopt`"
+    )]
+    Relocated {
+        /// Where the origin was made (system identifier / table oid).
+        made: String,
+        /// Where the database is now.
+        now: String,
+    },
     /// The test hook stopped the projector between its PostgreSQL commit and
     /// its Redis writes, as a crash there would.
     #[error("simulated crash after the PostgreSQL commit")]

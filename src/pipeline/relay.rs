@@ -9,6 +9,7 @@
 //! When the broker is unreachable it backs off and keeps the rows; the API
 //! keeps accepting writes meanwhile. It also mirrors the projector's dead
 //! letters (recorded in PostgreSQL) to the dead-letter topic, once each.
+//! Every event carries its database's origin ([`super::origin`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use diesel::sql_types::Bool;
 use diesel::{QueryableByName, sql_query};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
 use super::wake::{Signal, Wakeups, announce_produced};
@@ -31,8 +33,9 @@ const DEAD_LETTERS_PER_ROUND: i64 = 100;
 /// How often a standby relay retries the leadership lock.
 const STANDBY_POLL: Duration = Duration::from_secs(1);
 
-/// Runs the relay until `shutdown`.
-pub async fn run(app: Arc<App>, mut shutdown: Shutdown) {
+/// Runs the relay until `shutdown`; fails only on a database that is not
+/// where its event origin was made ([`PipelineError::Relocated`]).
+pub async fn run(app: Arc<App>, mut shutdown: Shutdown) -> Result<(), PipelineError> {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let mut producer = None;
     while !shutdown.requested() {
@@ -47,6 +50,7 @@ pub async fn run(app: Arc<App>, mut shutdown: Shutdown) {
         .await;
         match result {
             Ok(()) => break,
+            Err(e @ PipelineError::Relocated { .. }) => return Err(e),
             Err(e) => {
                 tracing::warn!(error = %e, "outbox relay: restarting");
                 // A producer in a fatal state must be replaced.
@@ -66,6 +70,7 @@ pub async fn run(app: Arc<App>, mut shutdown: Shutdown) {
         let _ = p.flush(Duration::from_secs(5));
     }
     tracing::info!("outbox relay stopped");
+    Ok(())
 }
 
 #[derive(QueryableByName)]
@@ -99,8 +104,10 @@ async fn lead(
             return Ok(());
         }
     }
+    // Every event goes out stamped with the database that wrote it.
+    let origin = super::origin::check(&mut conn).await?.origin.to_string();
     let mut wakeups = Wakeups::new(app, Signal::Relay).await;
-    tracing::info!("outbox relay active");
+    tracing::info!(%origin, "outbox relay active");
     let poll = Duration::from_millis(app.config.relay_poll_ms);
 
     // Rows the broker acknowledged, deleted with the next round's read (or
@@ -128,7 +135,7 @@ async fn lead(
         let started = std::time::Instant::now();
         let mut sent = Ok(());
         if !batch.is_empty() {
-            sent = publish(producer, &app.config.follow_topic, &batch).await;
+            sent = publish(producer, &app.config.follow_topic, &origin, &batch).await;
             if sent.is_ok() {
                 // The events are on the broker: a parked projector may read.
                 announce_produced(app);
@@ -179,18 +186,25 @@ async fn lead(
     failed.map_or(Ok(()), Err)
 }
 
-/// Sends every row and waits for every acknowledgement.
+/// Sends every row, stamped with `origin`, and waits for every
+/// acknowledgement.
 async fn publish(
     producer: &FutureProducer,
     topic: &str,
+    origin: &str,
     batch: &[PendingEvent],
 ) -> Result<(), PipelineError> {
     let mut deliveries = Vec::with_capacity(batch.len());
     for event in batch {
         let payload = serde_json::to_vec(&event.payload).expect("JSON values serialize");
+        let headers = OwnedHeaders::new().insert(Header {
+            key: super::origin::HEADER,
+            value: Some(origin),
+        });
         let record = FutureRecord::to(topic)
             .key(&event.partition_key)
-            .payload(&payload);
+            .payload(&payload)
+            .headers(headers);
         let delivery = producer.send_result(record).map_err(|(e, _)| e)?;
         deliveries.push(delivery);
     }

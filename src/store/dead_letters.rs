@@ -24,6 +24,8 @@ pub(crate) struct NewDeadLetter {
     pub payload: Option<Vec<u8>>,
     /// Why it was not applied.
     pub error: String,
+    /// The origin it carried (`kith-origin`), if any.
+    pub origin: Option<uuid::Uuid>,
 }
 
 /// Records `letters`; a message already recorded (a replay) is left alone.
@@ -35,8 +37,8 @@ pub(crate) async fn insert(conn: &mut PgConn, letters: &[NewDeadLetter]) -> Quer
         letters.iter().map(f).collect()
     };
     diesel::sql_query(
-        "INSERT INTO dead_letter (source_topic, source_partition, source_offset, message_key, payload, error)
-         SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[])
+        "INSERT INTO dead_letter (source_topic, source_partition, source_offset, message_key, payload, error, origin)
+         SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bytea[], $5::bytea[], $6::text[], $7::uuid[])
          ON CONFLICT (source_topic, source_partition, source_offset) DO NOTHING",
     )
     .bind::<Array<Text>, _>(letters.iter().map(|l| l.source_topic.as_str()).collect::<Vec<_>>())
@@ -45,6 +47,9 @@ pub(crate) async fn insert(conn: &mut PgConn, letters: &[NewDeadLetter]) -> Quer
     .bind::<Array<Nullable<Bytea>>, _>(column(|l| l.key.clone()))
     .bind::<Array<Nullable<Bytea>>, _>(column(|l| l.payload.clone()))
     .bind::<Array<Text>, _>(letters.iter().map(|l| l.error.as_str()).collect::<Vec<_>>())
+    .bind::<Array<Nullable<diesel::sql_types::Uuid>>, _>(
+        letters.iter().map(|l| l.origin).collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await
 }
@@ -79,10 +84,13 @@ pub struct DeadLetter {
     /// When a replay applied it, if one did.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub replayed_at: Option<DateTime<Utc>>,
+    /// The origin it carried (`kith-origin`), if any.
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    pub origin: Option<uuid::Uuid>,
 }
 
 const COLUMNS: &str = "id, source_topic, source_partition, source_offset, message_key, payload, \
-                       error, created_at, replayed_at";
+                       error, created_at, replayed_at, origin";
 
 /// Dead letters in id order from `after_id`, at most `limit`; `pending_only`
 /// leaves out the ones a replay already applied.

@@ -15,6 +15,7 @@ pub(crate) mod imports;
 pub(crate) mod lists;
 pub(crate) mod migrate;
 pub(crate) mod mutes;
+pub(crate) mod origin;
 pub(crate) mod outbox;
 pub(crate) mod partitions;
 pub(crate) mod pool;

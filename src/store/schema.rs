@@ -39,6 +39,17 @@ diesel::table! {
         created_at -> Timestamptz,
         published_at -> Nullable<Timestamptz>,
         replayed_at -> Nullable<Timestamptz>,
+        origin -> Nullable<Uuid>,
+    }
+}
+
+diesel::table! {
+    event_origin (singleton) {
+        singleton -> Bool,
+        origin -> Uuid,
+        identity -> Text,
+        made_at -> Timestamptz,
+        retired -> Array<Nullable<Uuid>>,
     }
 }
 
@@ -220,6 +231,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     block,
     content_event_ledger,
     dead_letter,
+    event_origin,
     follow_request,
     follower,
     following,

@@ -427,7 +427,7 @@ async fn one_relay_is_active_and_a_standby_takes_over() {
     settled(&t, &[alice, bob, carol], 60).await;
     assert_eq!(t.full_stats(bob).await.followers, 2);
     standby_trigger.trigger();
-    standby.await.unwrap();
+    standby.await.unwrap().unwrap();
     projector.stop().await.unwrap();
 }
 
@@ -794,4 +794,60 @@ async fn kafka_properties_reach_the_clients() {
         Some("all"),
         "acks=all is not negotiable"
     );
+}
+
+/// Two databases on one set of topics (staging beside production, a
+/// restored backup): a projector applies only what its own database wrote.
+/// Each refused event becomes a dead letter, is counted, and stays dead
+/// through a replay.
+#[tokio::test]
+async fn events_another_database_wrote_are_refused_never_applied() {
+    let t = spawn_app().await;
+    let (alice, bob, carol) = (
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+    );
+    t.cache_list(ListKey::Followers(bob), &[]).await;
+    let projector = t.start_projector(hooks());
+    let topic = t.app.config.follow_topic.clone();
+    let at = chrono::Utc::now().timestamp_millis();
+    let foreign = follow_event(FollowEventType::FollowCreated, alice, bob, 1, at);
+    t.produce_from(Some(Uuid::new_v4()), &topic, &alice.to_string(), &foreign)
+        .await;
+    t.produce_from(None, &topic, &alice.to_string(), &foreign)
+        .await;
+    // Our own, after them on the same partition: once it is applied, the
+    // two before it were handled.
+    let own = follow_event(FollowEventType::FollowCreated, carol, bob, 1, at);
+    t.produce(&topic, &alice.to_string(), &own).await;
+    eventually("our own event applied", 60, || async {
+        (t.projected(carol, bob).await == Some((true, 1))).then_some(())
+    })
+    .await;
+    projector.stop().await.unwrap();
+
+    assert_eq!(t.projected(alice, bob).await, None);
+    assert_eq!(t.full_stats(bob).await.followers, 1);
+    assert_eq!(t.counter_record(bob).await.unwrap().followers, 1);
+    assert_eq!(
+        t.cached_list(ListKey::Followers(bob)).await,
+        Some(vec![carol])
+    );
+    assert_eq!(t.app.metrics.events_foreign.get(), 2);
+    let letters = kith::testing::store::dead_letters::list(&mut *t.conn().await, 0, 100, false)
+        .await
+        .unwrap();
+    assert_eq!(letters.len(), 2, "{letters:#?}");
+    assert!(
+        letters[0].error.contains("another database"),
+        "{letters:#?}"
+    );
+    assert!(letters[1].error.contains("no kith-origin"), "{letters:#?}");
+
+    let replay = kith::testing::pipeline::dead_letters::replay(&t.app, None)
+        .await
+        .unwrap();
+    assert_eq!((replay.replayed.len(), replay.still_dead.len()), (0, 2));
+    assert_eq!(t.projected(alice, bob).await, None);
 }

@@ -143,5 +143,6 @@ fn dead_letter(item: &Item, reason: &str) -> NewDeadLetter {
         key: item.message.key().map(<[u8]>::to_vec),
         payload: item.message.payload().map(<[u8]>::to_vec),
         error: reason.to_owned(),
+        origin: crate::pipeline::origin::stamp(&item.message),
     }
 }

@@ -23,6 +23,10 @@
 //! where it stood. It parks only once it has read to the end the broker last
 //! reported, so no fetch answer in flight is dropped.
 //!
+//! Follow events another database wrote (their origin header is not this
+//! database's, [`super::origin`]) are never applied: each is recorded as a
+//! dead letter and counted, and the first of each writer is logged.
+//!
 //! Messages that never decode, and content events that would take a counter
 //! below zero, are recorded as dead letters in the same transaction (the
 //! relay mirrors them to the dead-letter topic). A batch a constraint rejects
@@ -53,10 +57,12 @@ use uuid::Uuid;
 use self::apply::Owner;
 use self::batch::{Action, Item};
 use self::leases::Assignment;
+use super::origin::Writer;
 use super::wake::{Signal, Wakeups, Woken};
 use super::{PipelineError, kafka};
 use crate::app::App;
 use crate::shutdown::{Backoff, Shutdown};
+use crate::store::origin::Origin;
 use crate::store::partitions::TopicPartition;
 
 /// How many times a batch a constraint rejects is retried before it is
@@ -115,6 +121,24 @@ pub async fn run(
             }
         }
     };
+    // Only this database's events are applied: what another database
+    // wrote to the same topics is refused.
+    let origin = loop {
+        let checked = async {
+            let mut conn = app.pg.get().await?;
+            super::origin::check(&mut conn).await
+        };
+        match checked.await {
+            Ok(origin) => break origin,
+            Err(e @ PipelineError::Relocated { .. }) => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "projector: cannot read the event origin; retrying");
+                if !shutdown.sleep(backoff.next_delay()).await {
+                    return Ok(());
+                }
+            }
+        }
+    };
     let member = Uuid::new_v4();
     let topics = vec![
         app.config.follow_topic.clone(),
@@ -137,6 +161,8 @@ pub async fn run(
         member,
         partitions: Partitions::default(),
         hooks,
+        origin,
+        foreign_seen: HashSet::new(),
     };
     let result = projector.consume(assignment, &mut shutdown).await;
     stop_keeper.trigger();
@@ -160,6 +186,10 @@ struct Projector {
     member: Uuid,
     partitions: Partitions,
     hooks: Arc<ProjectorHooks>,
+    /// This database's event origin: follow events of any other are refused.
+    origin: Origin,
+    /// Writers whose events were refused already (each is logged once).
+    foreign_seen: HashSet<Writer>,
 }
 
 impl Projector {
@@ -338,10 +368,29 @@ impl Projector {
             };
             let offset = message.offset();
             held.read_from = Some(offset + 1);
-            let decoded = batch::decode(&self.app.config, &message);
+            let refused = (tp.topic == self.app.config.follow_topic)
+                .then(|| Writer::of(&message, &self.origin))
+                .and_then(|writer| Some((writer, writer.refusal()?)));
+            let decoded = match &refused {
+                Some((_, reason)) => Err(reason.clone()),
+                None => batch::decode(&self.app.config, &message),
+            };
             let action = if held.applied_to.is_some_and(|next| offset < next) {
                 Action::Resync(decoded.ok())
             } else {
+                if let Some((writer, reason)) = refused {
+                    self.app.metrics.events_foreign.inc();
+                    if self.foreign_seen.insert(writer) {
+                        tracing::error!(
+                            topic = %tp.topic,
+                            partition = tp.partition,
+                            offset,
+                            "projector: refusing events {reason}; each becomes a dead letter. \
+                             Give each database topics of its own (KITH_FOLLOW_TOPIC), or if this \
+                             database was restored from a backup, stop Kith and run `kith after-restore`"
+                        );
+                    }
+                }
                 match decoded {
                     Ok(event) => Action::Apply(event),
                     Err(reason) => Action::DeadLetter(reason),

@@ -74,15 +74,52 @@ impl TestApp {
         start_jobs(app, kith::jobs::Jobs::PROJECT, hooks)
     }
 
-    /// Publishes a raw message, as another service would.
+    /// Publishes a raw message, as another service would; on the follow
+    /// topic, stamped with this database's origin, as its relay would.
     pub async fn produce(&self, topic: &str, key: &str, payload: &[u8]) {
+        let origin = (topic == self.app.config.follow_topic).then_some(self.origin().await);
+        self.produce_from(origin, topic, key, payload).await;
+    }
+
+    /// This database's event origin.
+    pub async fn origin(&self) -> uuid::Uuid {
+        #[derive(diesel::QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = diesel::sql_types::Uuid)]
+            origin: uuid::Uuid,
+        }
+        use diesel_async::RunQueryDsl as _;
+        let row: Row = diesel::sql_query("SELECT origin FROM event_origin")
+            .get_result(&mut *self.conn().await)
+            .await
+            .unwrap();
+        row.origin
+    }
+
+    /// Publishes a raw message stamped with `origin` (none: unstamped).
+    pub async fn produce_from(
+        &self,
+        origin: Option<uuid::Uuid>,
+        topic: &str,
+        key: &str,
+        payload: &[u8],
+    ) {
         let producer = kith::testing::pipeline::kafka::producer(&self.app.config).unwrap();
         kith::testing::pipeline::kafka::ensure_topics(&self.app.config)
             .await
             .unwrap();
+        let origin = origin.map(|o| o.to_string());
+        let mut headers = rdkafka::message::OwnedHeaders::new();
+        if let Some(origin) = &origin {
+            headers = headers.insert(rdkafka::message::Header {
+                key: kith::testing::pipeline::origin::HEADER,
+                value: Some(origin),
+            });
+        }
         let record = rdkafka::producer::FutureRecord::to(topic)
             .key(key)
-            .payload(payload);
+            .payload(payload)
+            .headers(headers);
         producer
             .send(record, std::time::Duration::from_secs(10))
             .await
