@@ -3,6 +3,8 @@
 //! [`crate::model::with_counters`], then the `user_stats` version
 //! (big-endian u64) they were read at. Written whole and only when newer
 //! (`lua/counter_record_set.lua`), so replays and reorders never move a count.
+//! A repair ([`repair`]) sets a record to the truth whatever its version,
+//! unless it changed since the repair read it.
 //!
 //! A record of another format or length reads as missing (it is rebuilt
 //! from `user_stats`), and the script replaces it rather than comparing
@@ -20,6 +22,9 @@ use crate::store::stats::UserStats;
 
 static SET_IF_NEWER: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../lua/counter_record_set.lua")));
+
+static REPAIR: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../lua/counter_record_repair.lua")));
 
 /// How long an untouched record stays cached; a miss is rebuilt from `user_stats`.
 pub(crate) const RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -111,36 +116,80 @@ pub(crate) fn queue_store(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
 ) {
-    queue(pipe, keys, records, false);
-}
-
-/// Queues "store each record unless a newer one is cached, replacing one of
-/// the same version" on `pipe`: a repair of records corrupted in place.
-pub(crate) fn queue_repair(
-    pipe: &mut redis::Pipeline,
-    keys: &RedisKeys,
-    records: &[(UserId, CounterRecord)],
-) {
-    queue(pipe, keys, records, true);
-}
-
-fn queue(
-    pipe: &mut redis::Pipeline,
-    keys: &RedisKeys,
-    records: &[(UserId, CounterRecord)],
-    replace_equal: bool,
-) {
     for (user, record) in records {
         pipe.invoke_script(
             SET_IF_NEWER
                 .key(keys.counter_record(*user))
                 .arg(&record.encode()[..])
                 .arg(record.version)
-                .arg(RECORD_TTL.as_millis() as u64)
-                .arg(if replace_equal { "1" } else { "0" }),
+                .arg(RECORD_TTL.as_millis() as u64),
         )
         .ignore();
     }
+}
+
+/// One record to set to the truth: the user, the record as read before the
+/// truth was (raw bytes; `None`: missing), and the truth's record (`None`:
+/// the truth has no counters for the user, and the record goes).
+pub(crate) type RepairItem = (UserId, Option<Vec<u8>>, Option<CounterRecord>);
+
+/// How a compare-and-set repair of one record ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Repaired {
+    /// Set to the truth (or deleted).
+    Written,
+    /// It was the truth already.
+    Equal,
+    /// It changed since it was read: left alone, to be read again.
+    Moved,
+}
+
+/// Sets each record to its truth unless it changed since it was read
+/// (`lua/counter_record_repair.lua`), in one round trip. Versions are not
+/// compared: a record ahead of the truth is set back too.
+pub(crate) async fn repair(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    items: &[RepairItem],
+) -> redis::RedisResult<Vec<Repaired>> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for (user, seen, truth) in items {
+        let truth = truth.map(|r| r.encode().to_vec()).unwrap_or_default();
+        pipe.invoke_script(
+            REPAIR
+                .key(keys.counter_record(*user))
+                .arg(seen.as_deref().unwrap_or_default())
+                .arg(truth)
+                .arg(RECORD_TTL.as_millis() as u64),
+        );
+    }
+    let answers: Vec<i64> = super::query_with_scripts(conn, &pipe, &[&REPAIR]).await?;
+    Ok(answers
+        .into_iter()
+        .map(|a| match a {
+            1 => Repaired::Written,
+            0 => Repaired::Equal,
+            _ => Repaired::Moved,
+        })
+        .collect())
+}
+
+/// The stored bytes of `users`' records, whatever their format, in one
+/// round trip (`None`: missing).
+pub(crate) async fn load_raw(
+    conn: &mut impl ConnectionLike,
+    keys: &RedisKeys,
+    users: &[UserId],
+) -> redis::RedisResult<Vec<Option<Vec<u8>>>> {
+    if users.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    queue_load(&mut pipe, keys, users);
+    pipe.query_async(conn).await
 }
 
 /// Reads the records of `users` in one round trip; `None` where missing or
