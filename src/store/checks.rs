@@ -88,6 +88,10 @@ pub(crate) struct EdgePair {
     /// Projection: follow time.
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub projected_followed_at: Option<DateTime<Utc>>,
+    /// Projection: when the row last changed (walks of orphans by change
+    /// time only).
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub projected_updated_at: Option<DateTime<Utc>>,
 }
 
 impl EdgePair {
@@ -116,7 +120,7 @@ impl EdgePair {
     /// The key the next page of a walk starts after.
     pub(crate) fn key(&self) -> EdgeKey {
         EdgeKey {
-            updated_at: self.truth_updated_at,
+            updated_at: self.truth_updated_at.or(self.projected_updated_at),
             from: self.from_user_id,
             to: self.to_user_id,
         }
@@ -127,7 +131,7 @@ const PAIR_COLUMNS: &str = "f.from_user_id, f.to_user_id,
     f.active AS truth_active, f.version AS truth_version, f.followed_at AS truth_followed_at,
     f.updated_at AS truth_updated_at,
     p.active AS projected_active, p.version AS projected_version,
-    p.followed_at AS projected_followed_at";
+    p.followed_at AS projected_followed_at, NULL::timestamptz AS projected_updated_at";
 
 /// A page of truth rows (with their projection rows, if any) after `after`.
 pub(crate) async fn truth_page(
@@ -182,33 +186,49 @@ pub(crate) async fn truth_page(
 /// A page of projection rows that have no truth row, after `after`. Whole
 /// walks go in `(to, from)` order (the projection's key); a user's walk
 /// covers the rows *to* that user (those rows feed its own list and count;
-/// `follower` has no index by follower). Walks by change time find none:
-/// orphans only come from hand edits or bugs, and a full walk finds them.
+/// `follower` has no index by follower); a walk by change time covers the
+/// rows written since (`follower_updated_idx`) — what an event with no
+/// truth behind it wrote lately.
 pub(crate) async fn orphan_page(
     conn: &mut PgConn,
     pass: EdgePass,
     after: EdgeKey,
     limit: i64,
 ) -> QueryResult<Vec<EdgePair>> {
-    let (filter, order, user) = match pass {
-        EdgePass::All => (
+    // $1 from, $2 to, $3 limit, $4 user, $5 since, $6 the last change time.
+    let (filter, order, user, since) = match (pass, after.updated_at) {
+        (EdgePass::All, _) => (
             "(p.to_user_id, p.from_user_id) > ($2, $1)",
             "p.to_user_id, p.from_user_id",
             0,
+            DateTime::UNIX_EPOCH,
         ),
-        EdgePass::Incoming(u) => (
+        (EdgePass::Incoming(u), _) => (
             "p.to_user_id = $4 AND p.from_user_id > $1",
             "p.from_user_id",
             u.get(),
+            DateTime::UNIX_EPOCH,
         ),
-        EdgePass::Outgoing(_) | EdgePass::ChangedSince(_) => return Ok(Vec::new()),
+        (EdgePass::ChangedSince(t), None) => (
+            "p.updated_at >= $5",
+            "p.updated_at, p.to_user_id, p.from_user_id",
+            0,
+            t,
+        ),
+        (EdgePass::ChangedSince(t), Some(_)) => (
+            "p.updated_at >= $5 AND (p.updated_at, p.to_user_id, p.from_user_id) > ($6, $2, $1)",
+            "p.updated_at, p.to_user_id, p.from_user_id",
+            0,
+            t,
+        ),
+        (EdgePass::Outgoing(_), _) => return Ok(Vec::new()),
     };
     diesel::sql_query(format!(
         "SELECT p.from_user_id, p.to_user_id,
                 NULL::boolean AS truth_active, NULL::bigint AS truth_version,
                 NULL::timestamptz AS truth_followed_at, NULL::timestamptz AS truth_updated_at,
                 p.active AS projected_active, p.version AS projected_version,
-                p.followed_at AS projected_followed_at
+                p.followed_at AS projected_followed_at, p.updated_at AS projected_updated_at
            FROM follower p
           WHERE {filter}
             AND NOT EXISTS (SELECT 1 FROM following f
@@ -220,6 +240,8 @@ pub(crate) async fn orphan_page(
     .bind::<BigInt, _>(after.to)
     .bind::<BigInt, _>(limit)
     .bind::<BigInt, _>(user)
+    .bind::<Timestamptz, _>(since)
+    .bind::<Timestamptz, _>(after.updated_at.unwrap_or(DateTime::UNIX_EPOCH))
     .load(conn)
     .await
 }
@@ -235,7 +257,7 @@ pub(crate) async fn pairs(
                 f.active AS truth_active, f.version AS truth_version, f.followed_at AS truth_followed_at,
                 f.updated_at AS truth_updated_at,
                 p.active AS projected_active, p.version AS projected_version,
-                p.followed_at AS projected_followed_at
+                p.followed_at AS projected_followed_at, NULL::timestamptz AS projected_updated_at
            FROM unnest($1::bigint[], $2::bigint[]) AS k(from_id, to_id)
            LEFT JOIN following f ON f.from_user_id = k.from_id AND f.to_user_id = k.to_id
            LEFT JOIN follower p ON p.to_user_id = k.to_id AND p.from_user_id = k.from_id

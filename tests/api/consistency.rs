@@ -443,6 +443,12 @@ async fn rebuild_cache_sets_back_what_is_ahead_of_the_truth_and_counts_it() {
         Some(&1),
         "{report}"
     );
+    assert!(
+        report
+            .to_string()
+            .contains("repair with: kith rebuild-cache"),
+        "{report}"
+    );
 
     let options = rebuild::Options {
         batch: 3,
@@ -464,4 +470,47 @@ async fn rebuild_cache_sets_back_what_is_ahead_of_the_truth_and_counts_it() {
         "{again}"
     );
     assert_eq!(again.records.checked, 4, "{again}");
+}
+
+/// An incremental reconcile finds projection rows with no truth row among
+/// those written inside its window, and `verify` names the repair to run.
+#[tokio::test]
+async fn an_incremental_reconcile_finds_orphans_written_in_its_window() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let u = graph(&t, 4).await;
+    reconcile::reconcile(&t.app, reconcile::Scope::Incremental, 100, false)
+        .await
+        .unwrap();
+    t.sql("UPDATE reconcile_watermark SET watermark = now()")
+        .await;
+    // What an event with no truth behind it leaves: a row and its count.
+    t.sql(&format!(
+        "INSERT INTO follower (to_user_id, from_user_id, active, followed_at, version)
+         VALUES ({}, {}, TRUE, date_trunc('milliseconds', now()), 3)",
+        u[0], u[2]
+    ))
+    .await;
+    t.sql(&format!(
+        "UPDATE user_stats SET followers = followers + 1 WHERE user_id = {}",
+        u[0]
+    ))
+    .await;
+    let report = t.verify(0).await;
+    assert_eq!(
+        report.counts.get(&Kind::ProjectionOrphan),
+        Some(&1),
+        "{report}"
+    );
+    assert!(
+        report
+            .to_string()
+            .contains("repair with: kith reconcile --full"),
+        "{report}"
+    );
+    let summary = reconcile::reconcile(&t.app, reconcile::Scope::Incremental, 2, false)
+        .await
+        .unwrap();
+    assert_eq!(summary.orphans_deleted, 1, "{summary}");
+    assert!(summary.counters_fixed >= 1, "{summary}");
+    assert_consistent(&t.verify(0).await);
 }

@@ -108,6 +108,32 @@ impl Kind {
             Self::StrayRequest => "stray_request",
         }
     }
+
+    /// The command that repairs this kind (for `user`'s scope, if given).
+    /// Projection rows with no truth row are found by an incremental
+    /// reconcile only inside its window, so the whole walk is named.
+    pub fn repair(self, user: Option<UserId>) -> String {
+        let tool = match self {
+            Self::ProjectionMissing
+            | Self::ProjectionDiffers
+            | Self::ProjectionOrphan
+            | Self::StatsMissing
+            | Self::FollowingsDiffer
+            | Self::FollowersDiffer
+            | Self::FollowAcrossBlock
+            | Self::StrayRequest => "reconcile",
+            Self::CounterRecordDiffers
+            | Self::ListMemberMissing
+            | Self::ListMemberExtra
+            | Self::ListEntryDiffers
+            | Self::ListMalformed => "rebuild-cache",
+        };
+        match (user, tool) {
+            (Some(user), _) => format!("kith {tool} --user {user}"),
+            (None, "reconcile") => "kith reconcile --full".to_owned(),
+            (None, _) => "kith rebuild-cache".to_owned(),
+        }
+    }
 }
 
 /// What a disagreement is about, so it can be looked at again.
@@ -133,6 +159,8 @@ pub(crate) struct Disagreement {
 /// The outcome of a pass.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
+    /// The one user checked, when only one was.
+    pub user: Option<UserId>,
     /// Users checked.
     pub users: u64,
     /// Edges checked (truth rows and projection orphans).
@@ -177,6 +205,19 @@ impl std::fmt::Display for Report {
                 writeln!(f, "    e.g. {example}")?;
             }
         }
+        // Reconcile first: rebuilding the caches copies counters it repairs.
+        let mut repairs: Vec<String> = self.counts.keys().map(|k| k.repair(self.user)).collect();
+        repairs.sort_by_key(|r| !r.contains("reconcile"));
+        repairs.dedup();
+        writeln!(f, "repair with: {}", repairs.join(", then "))?;
+        if self.counts.contains_key(&Kind::CounterRecordDiffers)
+            || self.counts.contains_key(&Kind::ListMemberExtra)
+        {
+            writeln!(
+                f,
+                "(if PostgreSQL was restored from a backup, stop Kith and run `kith after-restore` instead)"
+            )?;
+        }
         Ok(())
     }
 }
@@ -186,7 +227,10 @@ const RECHECK_CAP: usize = 10_000;
 
 /// Runs a whole pass.
 pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineError> {
-    let mut report = Report::default();
+    let mut report = Report {
+        user: options.user,
+        ..Report::default()
+    };
     let mut suspects: Vec<Disagreement> = Vec::new();
     let mut found = |d: Disagreement, report: &mut Report| {
         if options.settle.is_zero() || suspects.len() >= RECHECK_CAP {
