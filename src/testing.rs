@@ -30,6 +30,9 @@ pub mod consistency {
     pub mod rebuild {
         pub use crate::consistency::rebuild::{Options, rebuild};
     }
+    pub mod restore {
+        pub use crate::consistency::restore::{OriginChange, after_restore, change_origin};
+    }
     pub mod reconcile {
         pub use crate::consistency::reconcile::{Scope, reconcile, schedule};
     }

@@ -76,6 +76,17 @@ impl RedisKeys {
         [kept, generation]
     }
 
+    /// Patterns of every key derived from PostgreSQL (counter records,
+    /// list caches with their versions and coverage, counter-check marks,
+    /// kept suggestions), for every user: what a restore must forget. Rate
+    /// limits are not derived and are left out.
+    pub fn derived_patterns(&self) -> Vec<String> {
+        ["ucnt:", "uf:", "chk:", "sugg:"]
+            .iter()
+            .map(|kind| super::sweep::prefix_pattern(&format!("{}{kind}", self.prefix)))
+            .collect()
+    }
+
     /// The token bucket of `user`'s imports (`rl:import:{uid}`), apart from
     /// its follows'.
     pub fn import_rate_limit(&self, user: UserId) -> String {

@@ -6,6 +6,7 @@ pub(crate) mod counters;
 pub(crate) mod keys;
 pub(crate) mod lists;
 pub(crate) mod pool;
+pub(crate) mod sweep;
 
 pub(crate) use keys::RedisKeys;
 pub use pool::RedisPool;

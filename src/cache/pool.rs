@@ -175,6 +175,17 @@ pub struct RedisConn {
 }
 
 impl RedisConn {
+    /// Deletes every key matching `patterns`, on every primary of a
+    /// cluster; returns how many ([`super::sweep`]).
+    pub(crate) async fn sweep(&mut self, patterns: &[String]) -> Result<u64, RedisError> {
+        let result = match &mut self.inner {
+            Inner::Single(conn) => super::sweep::single(conn, patterns).await,
+            Inner::Cluster(conn) => super::sweep::cluster(conn, patterns).await,
+        };
+        self.observe(&result);
+        result
+    }
+
     fn observe<T>(&mut self, result: &Result<T, RedisError>) {
         if let Err(e) = result
             && is_unavailable(e)

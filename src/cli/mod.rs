@@ -4,6 +4,7 @@
 //! allocator and calls [`main`].
 
 mod logging;
+mod recovery;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
@@ -152,6 +153,19 @@ pub enum Command {
         /// No progress line on stderr.
         #[arg(long)]
         quiet: bool,
+    },
+    /// After PostgreSQL was restored to an earlier point while Redis and the
+    /// broker kept newer state (every Kith process stopped): renew the event
+    /// origin, skip what the lost timeline published, rebuild the derived views.
+    AfterRestore {
+        /// No progress line on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Show or change this database's event origin (every event it writes carries it).
+    Origin {
+        #[command(subcommand)]
+        action: recovery::OriginAction,
     },
     /// Inspect and re-apply messages the projector could not apply.
     DeadLetters {
@@ -333,6 +347,8 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             print!("{summary}");
             Ok(())
         }
+        Command::AfterRestore { quiet } => recovery::after_restore(config, !quiet).await,
+        Command::Origin { action } => recovery::origin(config, action).await,
         Command::DeadLetters { action } => {
             let app = App::start(config).await?;
             match action {

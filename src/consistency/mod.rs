@@ -5,11 +5,14 @@
 //! - [`reconcile`]: repairs the `follower` projection and `user_stats` from
 //!   the truth, without racing the projector; also scheduled in `kith run`.
 //! - [`rebuild`]: rebuilds the Redis caches from PostgreSQL.
+//! - [`restore`]: after a restore to an earlier point (or a copy), the
+//!   event origin, the projectors' positions and every derived view.
 //! - [`sampled`]: the online check of counters as they are read.
 
 pub(crate) mod progress;
 pub(crate) mod rebuild;
 pub(crate) mod reconcile;
+pub(crate) mod restore;
 pub(crate) mod sampled;
 pub(crate) mod state;
 pub(crate) mod truth;

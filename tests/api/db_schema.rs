@@ -92,23 +92,7 @@ fn dump(base: &str, schema: &str) -> String {
 
 /// The newest PostgreSQL's `pg_dump` (as `scripts/stack` picks its server).
 fn pg_dump() -> String {
-    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin/pg_dump"))
-        .filter(|p| p.exists())
-        .collect();
-    found.sort_by_key(|p| {
-        p.parent()
-            .and_then(|b| b.parent())
-            .and_then(|v| v.file_name())
-            .and_then(|v| v.to_str())
-            .and_then(|v| v.parse::<u32>().ok())
-    });
-    found
-        .pop()
-        .map_or_else(|| "pg_dump".into(), |p| p.display().to_string())
+    crate::helpers::pg_tool("pg_dump")
 }
 
 /// Compares `actual` with the file at `path`, or writes it when asked to.

@@ -23,3 +23,4 @@ mod redis_failover;
 mod redis_outage;
 mod redis_policy;
 mod replicas;
+mod restore;

@@ -31,29 +31,8 @@ impl KithProcess {
             STARTS.fetch_add(1, Ordering::Relaxed)
         ));
         let out = std::fs::File::create(&log).unwrap();
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
-        cmd.arg(command)
-            .env("DATABASE_URL", &c.database_url)
-            .env("DATABASE_SESSION_URL", c.session_url())
-            .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
-            .env("DATABASE_POOL_SIZE", "4")
-            .env("REDIS_URL", &c.redis_url)
-            .env("REDIS_POOL_SIZE", "4")
-            .env("KITH_REDIS_PREFIX", &c.redis_prefix)
-            .env("KAFKA_BROKERS", &c.kafka_brokers)
-            .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
-            .env("KITH_CONTENT_TOPIC", &c.content_topic)
-            .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
-            .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
-            .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
-            .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
-            .env("KITH_CONSUMER_GROUP", &c.consumer_group)
-            .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
-            .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
-            .env("KITH_HTTP_ADDR", "127.0.0.1:0")
-            .env("KITH_METRICS_ADDR", "off")
-            .env("RUST_LOG", "info")
-            .stdin(std::process::Stdio::null())
+        let mut cmd = kith_command(t, &[command]);
+        cmd.stdin(std::process::Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out);
         for (name, value) in extra {
@@ -61,6 +40,38 @@ impl KithProcess {
         }
         let child = cmd.spawn().expect("kith binary starts");
         Self { child, log }
+    }
+
+    /// Runs an operator command (`kith after-restore`, `kith verify`…) on
+    /// the test app's configuration to its end: its exit status and what
+    /// it printed (stdout, then stderr).
+    pub fn run_to_end(t: &TestApp, args: &[&str]) -> (std::process::ExitStatus, String) {
+        let out = kith_command(t, args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kith binary runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status, text)
+    }
+
+    /// Waits up to `secs` for the process to end on its own; its status.
+    pub fn wait_for_exit(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        for _ in 0..secs * 10 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// What the process logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The process id.
@@ -89,6 +100,56 @@ impl Drop for KithProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// `kith <args>` with the test app's configuration in its environment.
+fn kith_command(t: &TestApp, args: &[&str]) -> std::process::Command {
+    let c = &t.app.config;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
+    cmd.args(args)
+        .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_SESSION_URL", c.session_url())
+        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
+        .env("DATABASE_POOL_SIZE", "4")
+        .env("REDIS_URL", &c.redis_url)
+        .env("REDIS_POOL_SIZE", "4")
+        .env("KITH_REDIS_PREFIX", &c.redis_prefix)
+        .env("KAFKA_BROKERS", &c.kafka_brokers)
+        .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
+        .env("KITH_CONTENT_TOPIC", &c.content_topic)
+        .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+        .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
+        .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
+        .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
+        .env("KITH_CONSUMER_GROUP", &c.consumer_group)
+        .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
+        .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
+        .env("KITH_HTTP_ADDR", "127.0.0.1:0")
+        .env("KITH_METRICS_ADDR", "off")
+        .env("RUST_LOG", "info");
+    cmd
+}
+
+/// The path of a PostgreSQL client tool of the newest installed version
+/// (`pg_dump`, `pg_restore`), or its bare name.
+pub fn pg_tool(name: &str) -> String {
+    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin").join(name))
+        .filter(|p| p.exists())
+        .collect();
+    found.sort_by_key(|p| {
+        p.parent()
+            .and_then(|b| b.parent())
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+    });
+    found
+        .pop()
+        .map_or_else(|| name.to_owned(), |p| p.display().to_string())
 }
 
 /// A `redis-server` owned by one test; killed when dropped.
