@@ -111,7 +111,7 @@ pub(crate) struct EdgeResult {
     /// A request to follow this (locked) user is pending after the call:
     /// the follow waits for the user's consent.
     pub requested: bool,
-    /// The user, when the edge was applied.
+    /// The user, when the edge was applied (null when the account is deleted).
     pub user: Option<UserNode>,
     /// The viewer's relation to the user after the call, when applied.
     pub viewer_relation: Option<Relationship>,
@@ -139,8 +139,9 @@ pub(crate) struct FollowPayload {
     /// `changed` says one was made, `viewerRelation.requested` that it waits.
     pub changed: bool,
     /// The target user (for `removeFollower`, the follower removed; for an
-    /// answer to a request, the requester).
-    pub user: UserNode,
+    /// answer to a request, the requester); null when the account is
+    /// deleted, as every query reads it.
+    pub user: Option<UserNode>,
     /// The viewer's relation to that user after the mutation.
     pub viewer_relation: Relationship,
     /// The input's `clientMutationId`.
@@ -156,7 +157,7 @@ impl FollowPayload {
         Self {
             changed: outcome.changed,
             viewer_relation: Relationship::between(viewer, outcome.target.id, outcome.relation),
-            user: UserNode(outcome.target),
+            user: UserNode::visible(outcome.target),
             client_mutation_id,
         }
     }
@@ -267,7 +268,7 @@ async fn run_many(
                     outcome.target.id,
                     outcome.relation,
                 )),
-                user: Some(UserNode(outcome.target)),
+                user: UserNode::visible(outcome.target),
                 error: None,
             },
             Err(e) => EdgeResult {

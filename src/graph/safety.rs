@@ -25,8 +25,9 @@ pub(crate) struct BlockInput {
 pub(crate) struct BlockPayload {
     /// False when the block was in the asked state already; nothing was written.
     pub changed: bool,
-    /// The user blocked or unblocked.
-    pub user: UserNode,
+    /// The user blocked or unblocked; null when the account is deleted,
+    /// as every query reads it.
+    pub user: Option<UserNode>,
     /// The viewer's relation to that user after the mutation.
     pub viewer_relation: Relationship,
     /// The input's `clientMutationId`.
@@ -77,7 +78,7 @@ async fn run(
     Ok(BlockPayload {
         changed: outcome.changed,
         viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
-        user: UserNode(outcome.target),
+        user: UserNode::visible(outcome.target),
         client_mutation_id: input.client_mutation_id,
     })
 }
@@ -109,8 +110,9 @@ pub(crate) struct MutePayload {
     /// False when nothing changed: an unmute of no live mute, or a mute
     /// without end over one without end.
     pub changed: bool,
-    /// The user muted or unmuted.
-    pub user: UserNode,
+    /// The user muted or unmuted; null when the account is deleted, as
+    /// every query reads it.
+    pub user: Option<UserNode>,
     /// The viewer's relation to that user after the mutation.
     pub viewer_relation: Relationship,
     /// When the mute made now ends by itself; null for no end (and for `unmute`).
@@ -170,7 +172,7 @@ async fn run_mute(
     Ok(MutePayload {
         changed: outcome.changed,
         viewer_relation: Relationship::between(actor, outcome.target.id, outcome.relation),
-        user: UserNode(outcome.target),
+        user: UserNode::visible(outcome.target),
         expires_at: outcome.expires_at,
         client_mutation_id,
     })

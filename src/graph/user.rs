@@ -17,6 +17,14 @@ use crate::store::following::PairState;
 /// A user's public profile. Private fields (email, phone) are never exposed.
 pub(crate) struct UserNode(pub User);
 
+impl UserNode {
+    /// `user` as readers may see it: `None` once the account is deleted,
+    /// as every query reads it (a mutation's payload too).
+    pub(crate) fn visible(user: User) -> Option<Self> {
+        (user.status != crate::model::UserStatus::Deleted).then_some(Self(user))
+    }
+}
+
 /// A user's public profile.
 #[Object(name = "User")]
 impl UserNode {

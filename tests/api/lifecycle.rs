@@ -374,3 +374,50 @@ async fn an_unfollow_during_a_suspension_is_not_undone_by_the_restore() {
         Some(false)
     );
 }
+
+/// Every query reads a deleted account as null; the payloads of the
+/// mutations that still reach one (an unfollow, unblock, unmute, a removal,
+/// an answer to its request) do too.
+#[tokio::test]
+async fn mutation_payloads_show_a_deleted_account_as_null() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 100).await;
+    let (me, gone) = (t.user("me").await, t.user("gone").await);
+    let id = kith::testing::graph::ids::user_id(gone).to_string();
+    let viewer = kith::testing::auth::Viewer::User(me);
+    let run = async |query: &str| {
+        let r = t.execute(viewer, query, json!({ "id": id })).await;
+        assert!(r["errors"].is_null(), "{query}: {r}");
+        r
+    };
+    t.follow(me, gone).await;
+    t.follow(gone, me).await;
+    run("mutation($id: ID!) { mute(input: {userId: $id}) { changed } }").await;
+    lifecycle::set_status(&t.app, gone, UserStatus::Deleted)
+        .await
+        .unwrap();
+    let user = "user { id handle displayName }";
+    for (field, input) in [
+        ("unfollow", "{userId: $id}"),
+        ("removeFollower", "{userId: $id}"),
+        ("unmute", "{userId: $id}"),
+        ("unblock", "{userId: $id}"),
+        ("rejectFollowRequest", "{userId: $id}"),
+    ] {
+        let r = run(&format!(
+            "mutation($id: ID!) {{ {field}(input: {input}) {{ changed {user} }} }}"
+        ))
+        .await;
+        assert_eq!(r["data"][field]["user"], Value::Null, "{field}: {r}");
+    }
+    let r = run(&format!(
+        "mutation($id: ID!) {{ unfollowMany(input: {{userIds: [$id]}}) {{ results {{ changed {user} }} }} }}"
+    ))
+    .await;
+    assert_eq!(
+        r["data"]["unfollowMany"]["results"][0]["user"],
+        Value::Null,
+        "{r}"
+    );
+    let r = run("query($id: ID!) { user(id: $id) { handle } }").await;
+    assert_eq!(r["data"]["user"], Value::Null, "{r}");
+}
