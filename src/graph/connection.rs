@@ -329,6 +329,16 @@ pub(crate) fn hidden(total: u64) -> FollowConnection {
     }
 }
 
+/// Reports, beside the field's answer, that its owner blocks the viewer:
+/// a `BLOCKED` error at the field's path, while the field answers an empty,
+/// `hidden` connection (with the public count where it has one), so the
+/// rest of the response stands.
+pub(crate) fn report_blocked(ctx: &Context<'_>) {
+    use async_graphql::ErrorExtensions as _;
+    let error = ApiError::Blocked.extend().into_server_error(ctx.item.pos);
+    ctx.add_error(ctx.set_error_path(error));
+}
+
 /// The connection of `list`, hidden from the viewer: its public count.
 /// The paging arguments are checked as a visible list's would be.
 pub(crate) async fn hidden_list(

@@ -69,7 +69,9 @@ impl UserNode {
         Ok(Counters::from(record))
     }
 
-    /// Whom this user follows, newest first.
+    /// Whom this user follows, newest first. To a viewer this user blocks:
+    /// no edge (`hidden`, `totalCount` the public count) and a `BLOCKED`
+    /// error at this field beside it.
     #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn following(
         &self,
@@ -84,7 +86,8 @@ impl UserNode {
         self.list(ctx, ListKey::Following(self.0.id), args).await
     }
 
-    /// Who follows this user, newest first.
+    /// Who follows this user, newest first; to a viewer this user blocks,
+    /// as `following`.
     #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn followers(
         &self,
@@ -183,7 +186,8 @@ impl UserNode {
     }
 
     /// Users both this user and `with` follow (none when `with` is unknown
-    /// or deleted), newest first by the more
+    /// or deleted; none, with a `BLOCKED` error, when either blocks the
+    /// viewer), newest first by the more
     /// recent of the two follow times (each edge's `followedAt`). Computed by
     /// walking the smaller of the two following lists and probing the other;
     /// `totalCount` is exact while that list has at most
@@ -209,6 +213,11 @@ impl UserNode {
             };
             let me = viewer(ctx).optional().gql()?;
             let args = PageArgs::new(first, after, last, before, None);
+            if self.blocks(ctx, me).await? || other_user.blocks(ctx, me).await? {
+                args.shape(0).gql()?;
+                connection::report_blocked(ctx);
+                return Ok(connection::hidden(0));
+            }
             if !self.shows_lists_to(me) || !other_user.shows_lists_to(me) {
                 args.shape(0).gql()?;
                 return Ok(connection::hidden(0));
@@ -220,7 +229,8 @@ impl UserNode {
 
     /// Followers of this user whom the signed-in viewer follows ("followers
     /// you know"), newest first by when they followed this user. Empty for
-    /// an anonymous viewer. Computed and bounded as `commonFollowing`.
+    /// an anonymous viewer, and with a `BLOCKED` error for a viewer this
+    /// user blocks. Computed and bounded as `commonFollowing`.
     #[graphql(complexity = "page_args::intersection_cost(first, last, child_complexity)")]
     async fn known_followers(
         &self,
@@ -235,6 +245,11 @@ impl UserNode {
                 return Ok(connection::empty());
             };
             let args = PageArgs::new(first, after, last, before, None);
+            if self.blocks(ctx, Some(me)).await? {
+                args.shape(0).gql()?;
+                connection::report_blocked(ctx);
+                return Ok(connection::hidden(0));
+            }
             if !self.shows_lists_to(Some(me)) {
                 args.shape(0).gql()?;
                 return Ok(connection::hidden(0));
@@ -298,12 +313,36 @@ impl UserNode {
         args: PageArgs,
     ) -> async_graphql::Result<FollowConnection> {
         Box::pin(async move {
-            if !self.shows_lists_to(viewer(ctx).optional().gql()?) {
+            let me = viewer(ctx).optional().gql()?;
+            if self.blocks(ctx, me).await? {
+                connection::report_blocked(ctx);
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            if !self.shows_lists_to(me) {
                 return connection::hidden_list(ctx, list, &args).await;
             }
             connection::resolve(ctx, list, args).await
         })
         .await
+    }
+
+    /// Whether this user blocks `viewer` (never itself, nor an anonymous
+    /// viewer): then a blocked viewer sees nothing of its graph, as on X and
+    /// Bluesky. From the viewer's boundaries, which the process keeps.
+    pub(crate) async fn blocks(
+        &self,
+        ctx: &Context<'_>,
+        viewer: Option<UserId>,
+    ) -> async_graphql::Result<bool> {
+        let Some(me) = viewer.filter(|me| *me != self.0.id) else {
+            return Ok(false);
+        };
+        let boundaries = ctx
+            .data_unchecked::<Loaders>()
+            .boundaries(me)
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        Ok(boundaries.blocked_by.contains(&self.0.id))
     }
 
     /// Whether `viewer` may see this user's lists (and what derives from

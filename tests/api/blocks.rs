@@ -540,3 +540,101 @@ async fn each_field_of_one_document_sees_its_own_write() {
     assert_eq!(r["data"]["on"]["viewerRelation"]["blocking"], true);
     assert_eq!(r["data"]["off"]["viewerRelation"]["blocking"], false, "{r}");
 }
+
+/// A viewer an account blocks sees nothing of that account's graph, as on X
+/// and Bluesky: its lists, the follows in common and "followers you know"
+/// come back empty with a `BLOCKED` error, while its counts stay public and
+/// the rest of the answer stands.
+#[tokio::test]
+async fn a_blocked_viewer_reads_nothing_of_the_blockers_lists() {
+    let t = spawn_app_with(|c| c.rate_limit_capacity = 100).await;
+    let (owner, viewer, friend, other) = (
+        t.user("owner").await,
+        t.user("viewer").await,
+        t.user("friend").await,
+        t.user("other").await,
+    );
+    for (from, to) in [
+        (friend, owner),
+        (owner, friend),
+        (viewer, friend),
+        (other, owner),
+    ] {
+        t.follow(from, to).await;
+    }
+    assert_eq!(
+        block(&t, owner, viewer).await["data"]["block"]["changed"],
+        true
+    );
+    let query = "query($id: ID!, $me: ID!) { user(id: $id) {
+        handle
+        counters { followers followings }
+        followers(first: 10) { totalCount hidden edges { node { handle } } }
+        following(first: 10) { totalCount hidden edges { node { handle } } }
+        commonFollowing(with: $me, first: 10) { totalCount edges { node { handle } } }
+        knownFollowers(first: 10) { totalCount edges { node { handle } } }
+    } }";
+    let vars = json!({ "id": gid(owner), "me": gid(viewer) });
+    let r = t.execute(Viewer::User(viewer), query, vars.clone()).await;
+    let user = &r["data"]["user"];
+    assert_eq!(user["handle"], "owner", "{r}");
+    assert_eq!(user["counters"]["followings"], 1, "{r}");
+    for field in [
+        "followers",
+        "following",
+        "commonFollowing",
+        "knownFollowers",
+    ] {
+        assert_eq!(user[field]["edges"], json!([]), "{field}: {r}");
+    }
+    assert_eq!(user["following"]["totalCount"], 1, "{r}");
+    assert_eq!(user["following"]["hidden"], true, "{r}");
+    let errors = r["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 4, "{r}");
+    for error in errors {
+        assert_eq!(error["extensions"]["code"], "BLOCKED", "{r}");
+    }
+    let paths: Vec<&Value> = errors.iter().map(|e| &e["path"][1]).collect();
+    for field in [
+        "followers",
+        "following",
+        "commonFollowing",
+        "knownFollowers",
+    ] {
+        assert!(paths.contains(&&json!(field)), "{field}: {r}");
+    }
+    // Viewed from the other side, or by anyone else, nothing is withheld.
+    let r = t
+        .execute(
+            Viewer::User(other),
+            query,
+            json!({ "id": gid(owner), "me": gid(other) }),
+        )
+        .await;
+    assert!(r["errors"].is_null(), "{r}");
+    assert_eq!(
+        r["data"]["user"]["following"]["edges"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{r}"
+    );
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            query,
+            json!({ "id": gid(owner), "me": gid(owner) }),
+        )
+        .await;
+    assert!(r["errors"].is_null(), "{r}");
+    // Lifted, the lists come back.
+    unblock(&t, owner, viewer).await;
+    let r = t.execute(Viewer::User(viewer), query, vars).await;
+    assert!(r["errors"].is_null(), "{r}");
+    assert_eq!(
+        r["data"]["user"]["following"]["edges"],
+        json!([{ "node": { "handle": "friend" } }]),
+        "{r}"
+    );
+}
