@@ -163,6 +163,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest query text, bytes (checked before parsing).
     pub max_query_bytes: usize,
+    /// How long a shared cache may keep an anonymous GET answer, seconds.
+    pub public_cache_secs: u32,
     /// Whether introspection is answered.
     pub introspection: bool,
     /// Queries and mutations one WebSocket connection may run at once.
@@ -331,6 +333,7 @@ impl Config {
             max_root_fields: parse(&lookup, "KITH_MAX_ROOT_FIELDS")?,
             max_body_bytes: parse(&lookup, "KITH_MAX_BODY_BYTES")?,
             max_query_bytes: parse(&lookup, "KITH_MAX_QUERY_BYTES")?,
+            public_cache_secs: parse(&lookup, "KITH_PUBLIC_CACHE_SECS")?,
             introspection: parse(&lookup, "KITH_INTROSPECTION")?,
             max_operations_per_connection: parse(&lookup, "KITH_MAX_OPERATIONS_PER_CONNECTION")?,
             request_timeout_ms: parse(&lookup, "KITH_REQUEST_TIMEOUT_MS")?,

@@ -273,6 +273,11 @@ pub const SECTIONS: &[Section] = &[
                 "longest GraphQL query text (over POST, GET or WebSocket); a longer one is refused with `INVALID_INPUT` before it is parsed (parsing takes far more memory than the text). Variables stay under `KITH_MAX_BODY_BYTES`",
             ),
             value(
+                "KITH_PUBLIC_CACHE_SECS",
+                "5",
+                "how long a shared cache (a CDN) may keep an anonymous `GET /graphql` answer without errors (`Cache-Control: public, max-age=…`; 0: `no-cache`). An answer to a bearer token is always `private, no-cache`, and every answer varies by `Authorization` and `Accept`",
+            ),
+            value(
                 "KITH_INTROSPECTION",
                 "true",
                 "answer introspection (`__schema`, `__type`), which GraphiQL and every schema tool need; `false` refuses it with `INTROSPECTION_DISABLED`",

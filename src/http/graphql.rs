@@ -15,6 +15,7 @@ use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::HttpState;
+use crate::auth::Viewer;
 use crate::error::ErrorCode;
 use crate::graph;
 use crate::graph::run::QueryText;
@@ -341,17 +342,17 @@ fn graphql_request(value: Value) -> Result<async_graphql::Request, Refusal> {
     Ok(request)
 }
 
-/// Runs `request` for the viewer its headers name; `resolved` when its
-/// persisted query was resolved already.
+/// Runs `request` for the viewer its headers name; `get` when it came
+/// over GET (its persisted query was resolved already).
 async fn execute(
     state: &HttpState,
     headers: &HeaderMap,
     request: async_graphql::Request,
     media: Media,
-    resolved: bool,
+    get: bool,
 ) -> Response {
     let viewer = super::viewer_of(state, headers).await;
-    let text = if resolved {
+    let text = if get {
         QueryText::Resolved
     } else {
         QueryText::Unresolved
@@ -380,8 +381,28 @@ async fn execute(
         StatusCode::OK
     };
     let mut response = (status, body).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, media.content_type());
+    let public = get
+        && viewer == Viewer::Anonymous
+        && !headers.contains_key(header::AUTHORIZATION)
+        && outcome.response.errors.is_empty();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, media.content_type());
+    // A shared cache may keep only what anyone would be answered: a GET
+    // with no token that ran without errors. Everything varies by who asks
+    // and by the media type negotiated.
+    let seconds = state.app.config.public_cache_secs;
+    let cache = if public && seconds > 0 {
+        HeaderValue::from_str(&format!("public, max-age={seconds}"))
+            .expect("a number is a header value")
+    } else if public {
+        HeaderValue::from_static("no-cache")
+    } else {
+        HeaderValue::from_static("private, no-cache")
+    };
+    headers.insert(header::CACHE_CONTROL, cache);
+    headers.insert(
+        header::VARY,
+        HeaderValue::from_static("Accept, Authorization"),
+    );
     response
 }

@@ -775,3 +775,74 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
         .await;
     assert!(r["errors"].is_null(), "{r}");
 }
+
+/// Only what anyone would be answered may sit in a shared cache: an
+/// anonymous `GET` without errors is public for `KITH_PUBLIC_CACHE_SECS`;
+/// an answer to a token (GET or POST) is private; every answer varies by
+/// `Authorization` and `Accept`.
+#[tokio::test]
+async fn only_anonymous_get_answers_are_publicly_cacheable() {
+    let t = spawn_app_with(|c| c.public_cache_secs = 7).await;
+    let alice = t.user("alice").await;
+    let bearer = format!("Bearer {}", t.token(alice));
+    let headers = async |method: &str, authorization: Option<&str>, query: &str| {
+        let mut request = match method {
+            "GET" => Request::get(format!("/graphql?query={}", url_escape(query))),
+            _ => Request::post("/graphql").header(header::CONTENT_TYPE, "application/json"),
+        };
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        let body = match method {
+            "GET" => Body::empty(),
+            _ => Body::from(json!({ "query": query }).to_string()),
+        };
+        let response = kith::testing::http::router(t.app.clone())
+            .oneshot(request.body(body).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let header = |name| {
+            response
+                .headers()
+                .get_all(name)
+                .iter()
+                .map(|v| v.to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        (header(header::CACHE_CONTROL), header(header::VARY))
+    };
+    let query = "{ userByHandle(handle: \"alice\") { handle } }";
+    let (cache, vary) = headers("GET", None, query).await;
+    assert_eq!(cache, "public, max-age=7");
+    assert!(
+        vary.contains("Authorization") && vary.contains("Accept"),
+        "{vary}"
+    );
+    for (method, authorization) in [
+        ("GET", Some(bearer.as_str())),
+        ("POST", Some(&bearer)),
+        ("POST", None),
+    ] {
+        let (cache, vary) = headers(method, authorization, query).await;
+        assert_eq!(cache, "private, no-cache", "{method} {authorization:?}");
+        assert!(vary.contains("Authorization"), "{vary}");
+    }
+    // A rejected token and an answer with errors are private too.
+    let (cache, _) = headers("GET", Some("Bearer nonsense"), query).await;
+    assert_eq!(cache, "private, no-cache");
+    let (cache, _) = headers("GET", None, "{ user(id: \"nope\") { handle } }").await;
+    assert_eq!(cache, "private, no-cache");
+}
+
+fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
