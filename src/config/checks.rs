@@ -41,6 +41,13 @@ impl Config {
                 "must be a number of at least 0",
             ));
         }
+        if self.cursor_key.len() < 16 {
+            return Err(invalid(
+                "KITH_CURSOR_KEY",
+                "<hidden>",
+                "must be at least 16 bytes",
+            ));
+        }
         if self.jwt_secret.len() < 16 {
             return Err(invalid(
                 "KITH_JWT_SECRET",
@@ -194,10 +201,11 @@ impl Config {
 
     /// Refuses to accept tokens signed with the published development secret
     /// on an address other hosts can reach: anyone could sign tokens for any
-    /// user. A deployment that takes only an identity provider's tokens
-    /// (no `KITH_JWT_SECRET`, so HS256 is refused) needs no secret: the
-    /// development default then signs only paging cursors, which name a
-    /// position in a list the client may read anyway.
+    /// user. A deployment that takes only an identity provider's tokens (no
+    /// `KITH_JWT_SECRET`, so HS256 is refused) still signs paging cursors,
+    /// and refuses to sign them with the published secret there too: anyone
+    /// could forge a cursor, and a list's cursors are how Kith knows a
+    /// position came from that list.
     pub fn check_listener(&self) -> Result<(), ConfigError> {
         if self.jwt_hs256 && self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
             return Err(invalid(
@@ -206,6 +214,17 @@ impl Config {
                 &format!(
                     "the published development secret is only allowed on a loopback address, \
                      not {}; set KITH_JWT_SECRET",
+                    self.http_addr
+                ),
+            ));
+        }
+        if self.cursor_key == DEV_JWT_SECRET && !self.http_addr.ip().is_loopback() {
+            return Err(invalid(
+                "KITH_CURSOR_KEY",
+                "<development default>",
+                &format!(
+                    "paging cursors would be signed with the published development secret, \
+                     which lets anyone forge them; on {} set KITH_CURSOR_KEY (or KITH_JWT_SECRET)",
                     self.http_addr
                 ),
             ));

@@ -187,6 +187,8 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: String,
+    /// The key that signs paging cursors (`KITH_CURSOR_KEY`, else the JWT secret).
+    pub cursor_key: String,
     /// Whether HS256 tokens are accepted: unless an identity provider is
     /// configured and `KITH_JWT_SECRET` is not.
     pub jwt_hs256: bool,
@@ -354,6 +356,9 @@ impl Config {
                 })?),
             },
             jwt_secret: lookup("KITH_JWT_SECRET").unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
+            cursor_key: lookup("KITH_CURSOR_KEY")
+                .or_else(|| lookup("KITH_JWT_SECRET"))
+                .unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),
             jwt_hs256: lookup("KITH_JWT_SECRET").is_some()
                 || (lookup("KITH_JWT_JWKS_URL").is_none()
                     && lookup("KITH_JWT_PUBLIC_KEY_FILE").is_none()),

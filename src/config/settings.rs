@@ -358,7 +358,11 @@ pub const SECTIONS: &[Section] = &[
         settings: &[
             unset(
                 "KITH_JWT_SECRET",
-                "HS256 key for bearer tokens (at least 16 bytes). Unset, a published development-only secret is used, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` while HS256 tokens are accepted (a deployment with only an identity provider needs no secret)",
+                "HS256 key for bearer tokens (at least 16 bytes). Unset, a published development-only secret is used, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` while HS256 tokens are accepted (a deployment with only an identity provider needs none for tokens, but one for cursors: `KITH_CURSOR_KEY`)",
+            ),
+            unset(
+                "KITH_CURSOR_KEY",
+                "key (at least 16 bytes) that signs paging cursors, so a client cannot forge a position. Unset: `KITH_JWT_SECRET`, else the published development secret, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` — also when tokens come only from an identity provider",
             ),
             unset(
                 "KITH_JWT_JWKS_URL",

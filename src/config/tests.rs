@@ -83,7 +83,7 @@ fn the_dev_secret_only_serves_loopback() {
 }
 
 #[test]
-fn an_identity_provider_alone_serves_any_address() {
+fn an_identity_provider_alone_serves_any_address_with_a_cursor_key() {
     let config = Config::from_lookup(|name| match name {
         "KITH_HTTP_ADDR" => Some("0.0.0.0:8080".to_owned()),
         "KITH_JWT_JWKS_URL" => Some("https://id.example/.well-known/jwks.json".to_owned()),
@@ -91,7 +91,18 @@ fn an_identity_provider_alone_serves_any_address() {
     })
     .unwrap();
     assert!(!config.jwt_hs256, "no secret: HS256 tokens are refused");
+    // Cursors still need a key of their own: not the published one.
+    let err = config.check_listener().unwrap_err().to_string();
+    assert!(err.contains("KITH_CURSOR_KEY"), "{err}");
+    let config = Config::from_lookup(|name| match name {
+        "KITH_HTTP_ADDR" => Some("0.0.0.0:8080".to_owned()),
+        "KITH_JWT_JWKS_URL" => Some("https://id.example/.well-known/jwks.json".to_owned()),
+        "KITH_CURSOR_KEY" => Some("a-cursor-key-of-enough-length".to_owned()),
+        _ => None,
+    })
+    .unwrap();
     assert!(config.check_listener().is_ok());
+    assert_ne!(config.cursor_key, config.jwt_secret);
 }
 
 #[test]

@@ -68,7 +68,7 @@ pub fn schema(app: Arc<App>) -> KithSchema {
     // Depth is limited by `limits`, where introspection has its own bound.
     builder()
         .limit_complexity(app.config.max_query_complexity)
-        .data(cursor::CursorKeys::new(&app.config.jwt_secret))
+        .data(cursor::CursorKeys::new(&app.config.cursor_key))
         .data(app)
         .finish()
 }
