@@ -1263,6 +1263,17 @@ CREATE TABLE kith.hidden_edge (
 );
 
 --
+-- Name: import_follow_budget; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.import_follow_budget (
+    owner_id bigint NOT NULL,
+    window_start timestamp with time zone NOT NULL,
+    follows integer NOT NULL,
+    CONSTRAINT import_follow_budget_follows_check CHECK ((follows >= 0))
+);
+
+--
 -- Name: import_job; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -1285,7 +1296,7 @@ CREATE TABLE kith.import_job (
     finished_at timestamp with time zone,
     CONSTRAINT import_job_kind_check CHECK ((kind = ANY (ARRAY['following'::text, 'blocks'::text, 'mutes'::text]))),
     CONSTRAINT import_job_mode_check CHECK ((mode = ANY (ARRAY['merge'::text, 'overwrite'::text]))),
-    CONSTRAINT import_job_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text]))),
+    CONSTRAINT import_job_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, 'failed'::text, 'canceled'::text]))),
     CONSTRAINT import_job_total_check CHECK ((total >= 0))
 );
 
@@ -1317,6 +1328,15 @@ CREATE TABLE kith.import_row (
     address text NOT NULL,
     target_id bigint,
     outcome text
+);
+
+--
+-- Name: import_turn; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.import_turn (
+    job_id bigint NOT NULL,
+    due_at timestamp with time zone NOT NULL
 );
 
 --
@@ -1510,6 +1530,13 @@ ALTER TABLE ONLY kith.hidden_edge
     ADD CONSTRAINT hidden_edge_pkey PRIMARY KEY (account_id, from_user_id, to_user_id);
 
 --
+-- Name: import_follow_budget import_follow_budget_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.import_follow_budget
+    ADD CONSTRAINT import_follow_budget_pkey PRIMARY KEY (owner_id);
+
+--
 -- Name: import_job import_job_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1522,6 +1549,13 @@ ALTER TABLE ONLY kith.import_job
 
 ALTER TABLE ONLY kith.import_row
     ADD CONSTRAINT import_row_pkey PRIMARY KEY (job_id, ordinal);
+
+--
+-- Name: import_turn import_turn_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.import_turn
+    ADD CONSTRAINT import_turn_pkey PRIMARY KEY (job_id);
 
 --
 -- Name: mute mute_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
@@ -1673,6 +1707,12 @@ CREATE INDEX following_updated_idx ON kith.following USING btree (updated_at, fr
 CREATE INDEX hidden_edge_pair_idx ON kith.hidden_edge USING btree (from_user_id, to_user_id);
 
 --
+-- Name: import_job_finished_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX import_job_finished_idx ON kith.import_job USING btree (finished_at) WHERE (finished_at IS NOT NULL);
+
+--
 -- Name: import_job_open_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -1691,6 +1731,12 @@ CREATE INDEX import_job_owner_idx ON kith.import_job USING btree (owner_id, id D
 CREATE INDEX import_job_pending_idx ON kith.import_job USING btree (id) WHERE (state = ANY (ARRAY['queued'::text, 'running'::text]));
 
 --
+-- Name: import_row_deferred_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX import_row_deferred_idx ON kith.import_row USING btree (job_id) WHERE (outcome = 'FOLLOW_BUDGET'::text);
+
+--
 -- Name: import_row_pending_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -1701,6 +1747,12 @@ CREATE INDEX import_row_pending_idx ON kith.import_row USING btree (job_id, ordi
 --
 
 CREATE INDEX import_row_target_idx ON kith.import_row USING btree (job_id, target_id) WHERE (target_id IS NOT NULL);
+
+--
+-- Name: import_turn_due_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX import_turn_due_idx ON kith.import_turn USING btree (due_at, job_id);
 
 --
 -- Name: mute_recent_idx; Type: INDEX; Schema: kith; Owner: -
@@ -1811,6 +1863,13 @@ ALTER TABLE ONLY kith.following
     ADD CONSTRAINT following_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
 
 --
+-- Name: import_follow_budget import_follow_budget_owner_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.import_follow_budget
+    ADD CONSTRAINT import_follow_budget_owner_id_fkey FOREIGN KEY (owner_id) REFERENCES kith.users(id);
+
+--
 -- Name: import_job import_job_owner_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1823,6 +1882,13 @@ ALTER TABLE ONLY kith.import_job
 
 ALTER TABLE ONLY kith.import_row
     ADD CONSTRAINT import_row_job_id_fkey FOREIGN KEY (job_id) REFERENCES kith.import_job(id) ON DELETE CASCADE;
+
+--
+-- Name: import_turn import_turn_job_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.import_turn
+    ADD CONSTRAINT import_turn_job_id_fkey FOREIGN KEY (job_id) REFERENCES kith.import_job(id) ON DELETE CASCADE;
 
 --
 -- Name: mute mute_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

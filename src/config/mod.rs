@@ -163,6 +163,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest query text, bytes (checked before parsing).
     pub max_query_bytes: usize,
+    /// How long one write may wait for the client to read, seconds.
+    pub write_timeout_secs: u64,
     /// How long a shared cache may keep an anonymous GET answer, seconds.
     pub public_cache_secs: u32,
     /// Whether introspection is answered.
@@ -227,6 +229,10 @@ pub struct Config {
     pub import_max_rows: u32,
     /// Rows an account's import applies per second.
     pub import_rows_per_sec: u32,
+    /// Follows an account's imports may make in one day.
+    pub import_follows_per_day: u32,
+    /// How long a finished import is kept, seconds.
+    pub import_retention_secs: u64,
     /// Followees read per computation of suggestions.
     pub suggestions_sample: u32,
     /// Follows read from each sampled followee.
@@ -335,6 +341,7 @@ impl Config {
             max_root_fields: parse(&lookup, "KITH_MAX_ROOT_FIELDS")?,
             max_body_bytes: parse(&lookup, "KITH_MAX_BODY_BYTES")?,
             max_query_bytes: parse(&lookup, "KITH_MAX_QUERY_BYTES")?,
+            write_timeout_secs: parse(&lookup, "KITH_WRITE_TIMEOUT_SECS")?,
             public_cache_secs: parse(&lookup, "KITH_PUBLIC_CACHE_SECS")?,
             introspection: parse(&lookup, "KITH_INTROSPECTION")?,
             max_operations_per_connection: parse(&lookup, "KITH_MAX_OPERATIONS_PER_CONNECTION")?,
@@ -385,6 +392,8 @@ impl Config {
             account_domain: text("KITH_ACCOUNT_DOMAIN").trim().to_owned(),
             import_max_rows: parse(&lookup, "KITH_IMPORT_MAX_ROWS")?,
             import_rows_per_sec: parse(&lookup, "KITH_IMPORT_ROWS_PER_SEC")?,
+            import_follows_per_day: parse(&lookup, "KITH_IMPORT_FOLLOWS_PER_DAY")?,
+            import_retention_secs: parse(&lookup, "KITH_IMPORT_RETENTION_SECS")?,
             suggestions_sample: parse(&lookup, "KITH_SUGGESTIONS_SAMPLE")?,
             suggestions_per_followee: parse(&lookup, "KITH_SUGGESTIONS_PER_FOLLOWEE")?,
             suggestions_ttl_secs: parse(&lookup, "KITH_SUGGESTIONS_TTL_SECS")?,

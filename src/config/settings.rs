@@ -273,6 +273,11 @@ pub const SECTIONS: &[Section] = &[
                 "longest GraphQL query text (over POST, GET or WebSocket); a longer one is refused with `INVALID_INPUT` before it is parsed (parsing takes far more memory than the text). Variables stay under `KITH_MAX_BODY_BYTES`",
             ),
             value(
+                "KITH_WRITE_TIMEOUT_SECS",
+                "30",
+                "how long one write of an answer may wait for the client to read; past it the connection is dropped, so a client that stops reading (an export it never takes, a WebSocket it ignores) holds nothing for longer. A client that reads slowly but reads is kept",
+            ),
+            value(
                 "KITH_PUBLIC_CACHE_SECS",
                 "5",
                 "how long a shared cache (a CDN) may keep an anonymous `GET /graphql` answer without errors (`Cache-Control: public, max-age=…`; 0: `no-cache`). An answer to a bearer token is always `private, no-cache`, and every answer varies by `Authorization` and `Accept`",

@@ -52,7 +52,17 @@ pub(super) const PORTABILITY: Section = Section {
         value(
             "KITH_IMPORT_ROWS_PER_SEC",
             "50",
-            "rows an account's import applies per second, on a token bucket of its own (apart from the follow bucket)",
+            "rows an account's import applies per second, on a token bucket of its own (apart from the follow bucket); the runner takes the open imports of all accounts in turn, a batch each",
+        ),
+        value(
+            "KITH_IMPORT_FOLLOWS_PER_DAY",
+            "400",
+            "follows an account's imports may make in one day (Mastodon's and X's daily follow limit); rows past it wait, reported as `FOLLOW_BUDGET`, and the import resumes when the day is over (`ImportJob.resumesAt`). Unfollows, blocks and mutes spend none",
+        ),
+        value(
+            "KITH_IMPORT_RETENTION_SECS",
+            "604800",
+            "how long a finished import (done, failed or canceled) is kept for its report; then it and its rows are deleted. Only the rows a report needs outlive their import: those not applied",
         ),
     ],
 };

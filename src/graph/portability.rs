@@ -47,6 +47,8 @@ pub(crate) enum ImportState {
     Done,
     /// Stopped: `failure` says why (the account was suspended meanwhile).
     Failed,
+    /// Stopped by its owner (`cancelImportJob`): what it applied stays.
+    Canceled,
 }
 
 /// Why one row of a file was not applied.
@@ -65,8 +67,12 @@ pub(crate) enum ImportErrorCode {
     BlockLimit,
     /// The account cannot be followed now.
     Unfollowable,
-    /// The line is not a CSV record with an address.
+    /// The line is not a CSV record with an address (or one too long).
     Malformed,
+    /// The day's follow budget of imports (`KITH_IMPORT_FOLLOWS_PER_DAY`)
+    /// is spent: the row waits, and the job resumes it at `resumesAt` (it
+    /// stays so only if the job is canceled first).
+    FollowBudget,
 }
 
 impl From<RowError> for ImportErrorCode {
@@ -79,6 +85,7 @@ impl From<RowError> for ImportErrorCode {
             RowError::BlockLimit => Self::BlockLimit,
             RowError::Unfollowable => Self::Unfollowable,
             RowError::Malformed => Self::Malformed,
+            RowError::FollowBudget => Self::FollowBudget,
         }
     }
 }
@@ -174,6 +181,7 @@ impl ImportJob {
             "running" => ImportState::Running,
             "done" => ImportState::Done,
             "failed" => ImportState::Failed,
+            "canceled" => ImportState::Canceled,
             _ => ImportState::Queued,
         }
     }
@@ -203,6 +211,20 @@ impl ImportJob {
         self.0.removed
     }
 
+    /// Rows waiting for the next day's follow budget (`FOLLOW_BUDGET` in
+    /// `errors`), which the job applies from `resumesAt`.
+    async fn deferred(&self) -> i32 {
+        self.0.deferred
+    }
+
+    /// While the job waits for its account's follow budget of the next day
+    /// (`KITH_IMPORT_FOLLOWS_PER_DAY`): when it goes on. Null otherwise.
+    async fn resumes_at(&self) -> Option<DateTime<Utc>> {
+        (self.0.deferred > 0 && matches!(self.0.state.as_str(), "queued" | "running"))
+            .then_some(self.0.due_at)
+            .flatten()
+    }
+
     /// Why a failed job stopped.
     async fn failure(&self) -> Option<&str> {
         self.0.failure.as_deref()
@@ -218,7 +240,8 @@ impl ImportJob {
         self.0.finished_at
     }
 
-    /// The rows not applied, in file order, each with its line and code.
+    /// The rows not applied, in file order, each with its line and code
+    /// (and, while the job waits for its follow budget, the rows waiting).
     #[graphql(complexity = "page_args::page_cost(first, None, None, child_complexity)")]
     async fn errors(
         &self,
@@ -268,7 +291,7 @@ impl ImportJob {
                 end_cursor: edges.last().map(|e| e.cursor.clone()),
             },
             edges,
-            total_count: self.0.failed,
+            total_count: self.0.failed + self.0.deferred,
         })
     }
 }
@@ -281,10 +304,13 @@ pub(crate) struct ImportMutation;
 impl ImportMutation {
     /// Queues an import of a CSV file into the viewer's own following list,
     /// blocks or mutes, and answers at once with the job; follow it with
-    /// `importJob(id:)` or `importJobChanged(id:)`. One import per account
-    /// at a time (`IMPORT_RUNNING`); at most `KITH_IMPORT_MAX_ROWS` rows
-    /// (`INVALID_INPUT`). Each bad row is reported in `errors` without
-    /// stopping the rest. Takes a rate-limit token.
+    /// `importJob(id:)` or `importJobChanged(id:)`. Takes a rate-limit
+    /// token first. One import per account at a time (`IMPORT_RUNNING`),
+    /// one `importGraph` per operation, at most `KITH_IMPORT_MAX_ROWS`
+    /// rows, and a file that names no account is refused (`INVALID_INPUT`).
+    /// Each bad row is reported in `errors` without stopping the rest. The
+    /// imports of all accounts are applied in turn, a batch each; follows
+    /// spend a daily budget of their own (`KITH_IMPORT_FOLLOWS_PER_DAY`).
     async fn import_graph(
         &self,
         ctx: &Context<'_>,
@@ -308,6 +334,46 @@ impl ImportMutation {
             client_mutation_id: input.client_mutation_id,
         })
     }
+
+    /// Cancels one of the viewer's imports while it is open (queued,
+    /// running, or waiting for its follow budget): what it applied stays,
+    /// the rest is not applied. A finished job is answered as it is
+    /// (`changed: false`); another account's, as a missing one
+    /// (`NOT_FOUND`).
+    async fn cancel_import_job(
+        &self,
+        ctx: &Context<'_>,
+        input: CancelImportJobInput,
+    ) -> async_graphql::Result<CancelImportJobPayload> {
+        let owner = viewer(ctx).require().gql()?;
+        let id = ids::decode_import_job(&input.id).gql()?;
+        let (job, changed) = import::cancel(app(ctx), owner, id).await.gql()?;
+        Ok(CancelImportJobPayload {
+            changed,
+            job: ImportJob(job),
+            client_mutation_id: input.client_mutation_id,
+        })
+    }
+}
+
+/// Input of `cancelImportJob`.
+#[derive(InputObject)]
+pub(crate) struct CancelImportJobInput {
+    /// The job's global id.
+    pub id: ID,
+    /// Echoed back in the payload (Relay).
+    pub client_mutation_id: Option<String>,
+}
+
+/// Result of `cancelImportJob`.
+#[derive(SimpleObject)]
+pub(crate) struct CancelImportJobPayload {
+    /// True when this call ended the job; false when it had ended already.
+    pub changed: bool,
+    /// The job as it now stands.
+    pub job: ImportJob,
+    /// The input's `clientMutationId`.
+    pub client_mutation_id: Option<String>,
 }
 
 /// `importJob`.
@@ -378,12 +444,14 @@ impl ImportSubscription {
                             next.skipped,
                             next.failed,
                             next.removed,
+                            next.deferred,
                         ) != (
                             last.state.as_str(),
                             last.applied,
                             last.skipped,
                             last.failed,
                             last.removed,
+                            last.deferred,
                         ) {
                             break;
                         }
@@ -403,7 +471,7 @@ impl ImportSubscription {
                             }
                         };
                     }
-                    let ended = matches!(next.state.as_str(), "done" | "failed");
+                    let ended = matches!(next.state.as_str(), "done" | "failed" | "canceled");
                     let following = (!ended).then(|| next.clone());
                     Some((Ok(ImportJob(next.clone())), (following, Some(next), slot)))
                 }

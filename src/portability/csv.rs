@@ -24,27 +24,77 @@ pub(crate) fn write_record(out: &mut String, fields: &[&str]) {
 /// One record read: its fields, or why it is not one.
 pub(crate) type Record = Result<Vec<String>, &'static str>;
 
-/// The records of `text`, each with its 1-based line. Blank lines are
-/// skipped. A record is malformed when a quote is not closed on its line,
-/// a closing quote is followed by anything but a comma or the line's end,
-/// or it holds a NUL; reading goes on at the next line.
-pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut out = Vec::new();
-    let mut chars = text.chars().peekable();
-    let mut line = 1;
-    while chars.peek().is_some() {
-        let start = line;
+/// Longest line read as a record, in characters: a longer one is malformed,
+/// and no more of it than this is ever held.
+pub(crate) const MAX_LINE_CHARS: usize = 1024;
+
+/// The records of `text`, each with its 1-based line, read one at a time
+/// (nothing is held but the record being read). Blank lines are skipped. A
+/// record is malformed when a quote is not closed on its line, a closing
+/// quote is followed by anything but a comma or the line's end, it holds a
+/// NUL, or its line is longer than [`MAX_LINE_CHARS`]; reading goes on at
+/// the next line.
+pub(crate) fn records(text: &str) -> Records<'_> {
+    Records {
+        chars: text
+            .strip_prefix('\u{feff}')
+            .unwrap_or(text)
+            .chars()
+            .peekable(),
+        line: 1,
+    }
+}
+
+/// The iterator of [`records`].
+pub(crate) struct Records<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    line: usize,
+}
+
+impl Records<'_> {
+    /// Skips to the start of the next line.
+    fn skip_line(&mut self) {
+        for c in self.chars.by_ref() {
+            if c == '\n' {
+                self.line += 1;
+                return;
+            }
+        }
+    }
+}
+
+impl Iterator for Records<'_> {
+    type Item = (usize, Record);
+
+    fn next(&mut self) -> Option<(usize, Record)> {
+        while self.chars.peek().is_some() {
+            if let Some(record) = self.read_one() {
+                return Some(record);
+            }
+        }
+        None
+    }
+}
+
+impl Records<'_> {
+    /// Reads one line: its record, or `None` for a blank line.
+    fn read_one(&mut self) -> Option<(usize, Record)> {
+        let start = self.line;
         let mut fields = Vec::new();
         let mut field = String::new();
         let mut at_field_start = true;
-        let mut error = None;
+        let mut read = 0usize;
         loop {
-            match chars.next() {
+            read += 1;
+            if read > MAX_LINE_CHARS {
+                self.skip_line();
+                return Some((start, Err("the line is too long")));
+            }
+            match self.chars.next() {
                 None => break,
-                Some('\r') if chars.peek() == Some(&'\n') => {}
+                Some('\r') if self.chars.peek() == Some(&'\n') => {}
                 Some('\n') => {
-                    line += 1;
+                    self.line += 1;
                     break;
                 }
                 Some(',') => {
@@ -54,35 +104,31 @@ pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
                 Some('"') if at_field_start => {
                     at_field_start = false;
                     loop {
-                        match chars.next() {
-                            Some('"') if chars.peek() == Some(&'"') => {
-                                chars.next();
+                        read += 1;
+                        if read > MAX_LINE_CHARS {
+                            self.skip_line();
+                            return Some((start, Err("the line is too long")));
+                        }
+                        match self.chars.next() {
+                            Some('"') if self.chars.peek() == Some(&'"') => {
+                                self.chars.next();
                                 field.push('"');
                             }
                             Some('"') => break,
                             Some('\n') | None => {
-                                error = Some("a quoted field is not closed on its line");
-                                line += 1;
-                                break;
+                                self.line += 1;
+                                return Some((
+                                    start,
+                                    Err("a quoted field is not closed on its line"),
+                                ));
                             }
                             Some(c) => field.push(c),
                         }
                     }
-                    if error.is_none() && !matches!(chars.peek(), None | Some(',' | '\r' | '\n')) {
-                        error = Some("a closing quote is followed by more text");
-                    }
-                    if error == Some("a closing quote is followed by more text") {
+                    if !matches!(self.chars.peek(), None | Some(',' | '\r' | '\n')) {
                         // The rest of the line belongs to the bad record.
-                        for c in chars.by_ref() {
-                            if c == '\n' {
-                                line += 1;
-                                break;
-                            }
-                        }
-                        break;
-                    }
-                    if error.is_some() {
-                        break;
+                        self.skip_line();
+                        return Some((start, Err("a closing quote is followed by more text")));
                     }
                 }
                 Some(c) => {
@@ -91,21 +137,15 @@ pub(crate) fn records(text: &str) -> Vec<(usize, Record)> {
                 }
             }
         }
-        if let Some(error) = error {
-            out.push((start, Err(error)));
-            continue;
-        }
         fields.push(field);
         if fields.len() == 1 && fields[0].trim().is_empty() {
-            continue;
+            return None;
         }
         if fields.iter().any(|f| f.contains('\0')) {
-            out.push((start, Err("a field holds a NUL")));
-            continue;
+            return Some((start, Err("a field holds a NUL")));
         }
-        out.push((start, Ok(fields)));
+        Some((start, Ok(fields)))
     }
-    out
 }
 
 #[cfg(test)]
@@ -121,7 +161,7 @@ mod tests {
             text,
             "Account address,Show boosts\n\"a,b@x\",\"say \"\"hi\"\"\"\n"
         );
-        let read: Vec<(usize, Record)> = records(&format!("\u{feff}{text}"));
+        let read: Vec<(usize, Record)> = records(&format!("\u{feff}{text}")).collect();
         assert_eq!(
             read,
             vec![
@@ -135,7 +175,7 @@ mod tests {
     fn bad_records_are_told_and_reading_goes_on() {
         let text = "a@x\r\n\r\n\"b\"c,d\n  \ne@x,true\n\"open\nf@x\ng\0@x\n\"end";
         assert_eq!(
-            records(text),
+            records(text).collect::<Vec<_>>(),
             vec![
                 (1, Ok(vec!["a@x".into()])),
                 (3, Err("a closing quote is followed by more text")),
@@ -144,6 +184,15 @@ mod tests {
                 (7, Ok(vec!["f@x".into()])),
                 (8, Err("a field holds a NUL")),
                 (9, Err("a quoted field is not closed on its line")),
+            ]
+        );
+        let long = format!("a@x\n{}\nb@x\n", "z".repeat(MAX_LINE_CHARS + 5));
+        assert_eq!(
+            records(&long).collect::<Vec<_>>(),
+            vec![
+                (1, Ok(vec!["a@x".into()])),
+                (2, Err("the line is too long")),
+                (3, Ok(vec!["b@x".into()])),
             ]
         );
     }

@@ -70,38 +70,75 @@ fn kind_of(name: &str) -> ImportKind {
     }
 }
 
+/// Longest account address a row may hold (a handle, `@`, a domain name);
+/// a longer one is a malformed row.
+pub(crate) const MAX_ADDRESS_CHARS: usize = 320;
+
+/// How much of a malformed row's text is kept for its report.
+const REPORTED_CHARS: usize = 64;
+
+/// At most `limit` characters of `text`, marked when cut.
+fn clip(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
 /// The rows of a CSV file: the first column of each record is an account
 /// address; a first record whose first column is `Account address` is the
-/// header. A line that is no record, or has no address, is a malformed row.
-pub(crate) fn rows(text: &str) -> Vec<NewRow> {
+/// header. A line that is no record, has no address, or one longer than
+/// [`MAX_ADDRESS_CHARS`], is a malformed row, kept with the first
+/// characters of its text only. Read as a stream: `INVALID_INPUT` as soon
+/// as a row past `max` is met.
+pub(crate) fn rows(text: &str, max: usize) -> Result<Vec<NewRow>, ApiError> {
     let mut rows = Vec::new();
-    for (i, (line, record)) in csv::records(text).into_iter().enumerate() {
+    for (i, (line, record)) in csv::records(text).enumerate() {
         let line = i32::try_from(line).unwrap_or(i32::MAX);
-        match record {
-            Ok(fields) if i == 0 && fields[0].trim().eq_ignore_ascii_case("account address") => {}
-            Ok(fields) if !fields[0].trim().is_empty() => rows.push(NewRow {
+        let row = match record {
+            Ok(fields) if i == 0 && fields[0].trim().eq_ignore_ascii_case("account address") => {
+                continue;
+            }
+            Ok(fields)
+                if !fields[0].trim().is_empty()
+                    && fields[0].trim().chars().count() <= MAX_ADDRESS_CHARS =>
+            {
+                NewRow {
+                    line,
+                    address: fields[0].trim().to_owned(),
+                    outcome: None,
+                }
+            }
+            Ok(fields) => NewRow {
                 line,
-                address: fields[0].trim().to_owned(),
-                outcome: None,
-            }),
-            Ok(fields) => rows.push(NewRow {
-                line,
-                address: fields.join(","),
+                address: clip(&fields.join(","), REPORTED_CHARS),
                 outcome: Some(RowError::Malformed.as_str()),
-            }),
-            Err(_) => rows.push(NewRow {
+            },
+            Err(_) => NewRow {
                 line,
                 address: String::new(),
                 outcome: Some(RowError::Malformed.as_str()),
-            }),
+            },
+        };
+        if rows.len() == max {
+            return Err(too_many(max));
         }
+        rows.push(row);
     }
-    rows
+    Ok(rows)
 }
 
-/// Queues `owner`'s import of `text` and wakes this process's runner. Refused: past `KITH_IMPORT_MAX_ROWS` or empty (`INVALID_INPUT`),
-/// while another import of the account is open (`IMPORT_RUNNING`), for an
-/// account that is not active (`FORBIDDEN`), or past the rate limit.
+fn too_many(max: usize) -> ApiError {
+    ApiError::invalid(format!("an import holds at most {max} rows"))
+}
+
+/// Queues `owner`'s import of `text` and wakes this process's runner. The
+/// rate-limit token is taken first, then the file is bounded before it is
+/// read: at most `KITH_MAX_BODY_BYTES` bytes and `KITH_IMPORT_MAX_ROWS`
+/// lines (`INVALID_INPUT`), counted without parsing. Refused as well: a file
+/// that names no account (`INVALID_INPUT`), while another import of the
+/// account is open (`IMPORT_RUNNING`), for an account that is not active
+/// (`FORBIDDEN`).
 pub(crate) async fn start(
     app: &App,
     owner: UserId,
@@ -109,18 +146,29 @@ pub(crate) async fn start(
     mode: ImportMode,
     text: &str,
 ) -> Result<JobRow, ApiError> {
-    let rows = rows(text);
+    crate::write::take_tokens(app, owner, 1).await?;
     let max = app.config.import_max_rows as usize;
-    if rows.len() > max {
+    if text.len() > app.config.max_body_bytes {
         return Err(ApiError::invalid(format!(
-            "an import holds at most {max} rows; this file has {}",
-            rows.len()
+            "an import file holds at most {} bytes",
+            app.config.max_body_bytes
         )));
     }
-    if rows.is_empty() {
-        return Err(ApiError::invalid("the file names no account"));
+    // Lines counted, not parsed: a file of too many is refused for the
+    // price of one pass over its bytes (the header may be one more).
+    let lines = text
+        .split('\n')
+        .filter(|l| !l.trim_ascii().is_empty())
+        .count();
+    if lines > max + 1 {
+        return Err(too_many(max));
     }
-    crate::write::take_tokens(app, owner, 1).await?;
+    let rows = rows(text, max)?;
+    if rows.iter().all(|r| r.outcome.is_some()) {
+        return Err(ApiError::invalid(
+            "the file names no account: each row needs an account address in its first column",
+        ));
+    }
     let job = {
         let mut conn = app.pg.get().await?;
         match users::status_of(&mut conn, owner).await? {
@@ -141,44 +189,89 @@ pub(crate) async fn start(
     Ok(job)
 }
 
-/// Runs queued jobs, and jobs whose lease lapsed (their runner died), until
-/// `stop`: at once when a job is queued in this process, else every
-/// [`POLL`]. A stop gives up the lease of the job running, for another
-/// process to go on at once.
+/// How often a runner deletes finished jobs past their retention.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Finished jobs one sweep deletes at most.
+const SWEEP_BATCH: i64 = 1000;
+
+/// Runs the open jobs of all accounts in turn, a batch each, until `stop`:
+/// at once when a job is queued in this process, else every [`POLL`] (or
+/// when the soonest job held out of turn comes due, if sooner). A stop
+/// gives up the lease of the job whose batch runs, for another process to
+/// go on at once. Every [`SWEEP_EVERY`], deletes the jobs finished longer
+/// than `KITH_IMPORT_RETENTION_SECS` ago.
 pub(crate) async fn run(app: Arc<App>, mut stop: Shutdown) {
+    let mut swept: Option<std::time::Instant> = None;
+    let mut wait = Duration::ZERO;
     loop {
         tokio::select! {
             () = stop.wait() => return,
             () = app.wakes.imports.notified() => {}
-            () = tokio::time::sleep(POLL) => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+        if swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY) {
+            swept = Some(std::time::Instant::now());
+            if let Err(error) = sweep(&app).await {
+                tracing::warn!(%error, "import: finished jobs not swept");
+            }
         }
         while !stop.requested() {
-            match run_one(&app, &mut stop).await {
+            match turn(&app).await {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(error) => {
-                    tracing::warn!(%error, "import: a run stopped");
+                    tracing::warn!(%error, "import: a turn stopped");
                     break;
                 }
             }
         }
+        wait = match next_due(&app).await {
+            Ok(Some(due)) => (due - chrono::Utc::now())
+                .to_std()
+                .unwrap_or_default()
+                .clamp(Duration::from_millis(10), POLL),
+            _ => POLL,
+        };
     }
+}
+
+async fn sweep(app: &App) -> Result<(), ApiError> {
+    let retention = i64::try_from(app.config.import_retention_secs).unwrap_or(i64::MAX);
+    let mut conn = app.pg.get().await?;
+    let deleted = imports::sweep(&mut conn, retention, SWEEP_BATCH).await?;
+    if deleted > 0 {
+        tracing::info!(
+            deleted,
+            "import: finished jobs past their retention deleted"
+        );
+    }
+    Ok(())
+}
+
+async fn next_due(app: &App) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+    let mut conn = app.pg.get().await?;
+    Ok(imports::next_due(&mut conn).await?)
 }
 
 /// What a batch left to do.
 enum Next {
     /// More batches.
     More,
+    /// Nothing before this time: the account's pace, or its follow budget.
+    Wait(chrono::DateTime<chrono::Utc>),
     /// Every row is applied (and, for an overwrite, the rest undone).
     Done,
-    /// Another runner holds the job now.
+    /// Another runner holds the job now, or it was canceled.
     Lost,
 }
 
-/// Claims the oldest open job whose lease is free and runs it to its end,
-/// or until `stop` (then its lease is given up, for another process to go
-/// on at once). `Ok(false)`: there was none to claim.
-async fn run_one(app: &Arc<App>, stop: &mut Shutdown) -> Result<bool, ApiError> {
+/// One turn: claims the open job whose turn is oldest and runs one batch of
+/// it — as many rows as the account's pace allows, paced by its own token
+/// bucket (`KITH_IMPORT_ROWS_PER_SEC`); a job whose bucket is empty waits
+/// out of turn instead, and the next account's goes. `Ok(false)`: there was
+/// none to claim.
+async fn turn(app: &Arc<App>) -> Result<bool, ApiError> {
     let token = uuid::Uuid::new_v4();
     let lease_ms = LEASE.as_millis() as i64;
     let job = {
@@ -191,41 +284,59 @@ async fn run_one(app: &Arc<App>, stop: &mut Shutdown) -> Result<bool, ApiError> 
     let Some(owner) = UserId::new(job.owner_id) else {
         return Ok(false);
     };
-    // A batch is as many rows as the pace allows in a few seconds, so that
-    // waiting for it never outlasts the lease.
+    // A batch is as many rows as the pace allows in a few seconds.
     let rate = app.config.import_rows_per_sec;
     let size = (rate.saturating_mul(MAX_PACE_WAIT_SECS) as usize).clamp(1, BATCH);
     let pace = RateLimiter::new(size as u32, f64::from(rate));
-    let pace_key = app.keys.import_rate_limit(owner);
-    loop {
-        if stop.requested() {
+    let decision = pace
+        .check_key(&app.redis, app.keys.import_rate_limit(owner), size)
+        .await;
+    let outcome = match decision {
+        Ok(d) if !d.allowed => {
+            let wait = chrono::Duration::milliseconds(d.retry_after_ms.max(10) as i64);
+            Ok(Next::Wait(chrono::Utc::now() + wait))
+        }
+        Ok(_) => batch(app, job.id, owner, token, size).await,
+        Err(e) => Err(e),
+    };
+    let failure = match outcome {
+        Ok(Next::More) => {
             let mut conn = app.pg.get().await?;
-            imports::release(&mut conn, job.id, token).await?;
+            imports::end_turn(&mut conn, job.id, token, None).await?;
             return Ok(true);
         }
-        let decision = pace.check_key(&app.redis, pace_key.clone(), size).await?;
-        if !decision.allowed {
-            stop.sleep(Duration::from_millis(decision.retry_after_ms.max(10)))
-                .await;
-            continue;
+        Ok(Next::Wait(until)) => {
+            let mut conn = app.pg.get().await?;
+            imports::end_turn(&mut conn, job.id, token, Some(until)).await?;
+            return Ok(true);
         }
-        let outcome = batch(app, job.id, owner, token, size).await;
-        let failure = match outcome {
-            Ok(Next::More) => continue,
-            Ok(Next::Lost) => return Ok(true),
-            Ok(Next::Done) => None,
-            Err(e @ (ApiError::Unavailable(_) | ApiError::Timeout)) => return Err(e),
-            Err(ApiError::Unauthenticated(why) | ApiError::Forbidden(why)) => Some(why),
-            Err(e) => {
-                tracing::error!(error = %e, job = job.id, "import: a batch failed");
-                Some("an internal error stopped the import")
-            }
-        };
-        let mut conn = app.pg.get().await?;
-        let state = if failure.is_some() { "failed" } else { "done" };
-        imports::finish(&mut conn, job.id, token, state, failure).await?;
-        return Ok(true);
-    }
+        Ok(Next::Lost) => return Ok(true),
+        Ok(Next::Done) => None,
+        Err(e @ (ApiError::Unavailable(_) | ApiError::Timeout)) => {
+            // Given back: this or another runner goes on once it passes.
+            let mut conn = app.pg.get().await?;
+            imports::release(&mut conn, job.id, token).await?;
+            return Err(e);
+        }
+        Err(ApiError::Unauthenticated(why) | ApiError::Forbidden(why)) => Some(why),
+        Err(e) => {
+            tracing::error!(error = %e, job = job.id, "import: a batch failed");
+            Some("an internal error stopped the import")
+        }
+    };
+    let mut conn = app.pg.get().await?;
+    let state = if failure.is_some() { "failed" } else { "done" };
+    imports::finish(&mut conn, job.id, token, state, failure).await?;
+    Ok(true)
+}
+
+/// Cancels `owner`'s import `id`, if open; the job as it now stands and
+/// whether this call ended it. `NOT_FOUND` when `owner` has no such job.
+pub(crate) async fn cancel(app: &App, owner: UserId, id: i64) -> Result<(JobRow, bool), ApiError> {
+    let mut conn = app.pg.get().await?;
+    imports::cancel(&mut conn, owner, id)
+        .await?
+        .ok_or(ApiError::NotFound("import job"))
 }
 
 /// One batch of job `id`, under the lease `token`.
@@ -247,6 +358,21 @@ async fn batch(
                 return Ok(Next::Lost);
             };
             let kind = kind_of(&job.kind);
+            // Follows spend the account's budget of the day; rows that
+            // waited for a new day are pending again once it has come.
+            let budget = if kind == ImportKind::Following {
+                let per_day = i32::try_from(app.config.import_follows_per_day).unwrap_or(i32::MAX);
+                let budget = imports::budget(conn, owner, per_day).await?;
+                if job.deferred > 0 {
+                    if budget.left == 0 {
+                        return Ok(Next::Wait(budget.renews_at));
+                    }
+                    imports::resume_deferred(conn, id).await?;
+                }
+                Some(budget)
+            } else {
+                None
+            };
             let rows = imports::pending_rows(conn, id, size as i64).await?;
             if !rows.is_empty() {
                 let domain = &app.config.account_domain;
@@ -257,7 +383,11 @@ async fn batch(
                 let found = users::find_by_handles(conn, &handles).await?;
                 let mut progress = Progress::default();
                 let mut recorded = Vec::with_capacity(rows.len());
+                let mut left = budget.map(|b| b.left);
                 for row in &rows {
+                    if left == Some(0) {
+                        break;
+                    }
                     let user = address::parse(&row.address, domain).and_then(|handle| {
                         found
                             .iter()
@@ -271,7 +401,10 @@ async fn batch(
                         }
                     };
                     match outcome {
-                        RowOutcome::Applied => progress.applied += 1,
+                        RowOutcome::Applied => {
+                            progress.applied += 1;
+                            left = left.map(|l| l - 1);
+                        }
                         RowOutcome::Skipped => progress.skipped += 1,
                         RowOutcome::Failed(_) => progress.failed += 1,
                     }
@@ -279,6 +412,14 @@ async fn batch(
                 }
                 imports::record_rows(conn, id, &recorded).await?;
                 imports::advance(conn, id, progress).await?;
+                if let Some(budget) = budget {
+                    imports::spend(conn, owner, progress.applied).await?;
+                    if left == Some(0) && recorded.len() < rows.len() {
+                        // The day's budget is spent: what is left waits.
+                        imports::defer_rest(conn, id).await?;
+                        return Ok(Next::Wait(budget.renews_at));
+                    }
+                }
                 return Ok(Next::More);
             }
             // An overwrite whose rows named no account at all (a file of

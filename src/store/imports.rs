@@ -40,10 +40,20 @@ pub(crate) struct JobRow {
     pub created_at: DateTime<Utc>,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     pub finished_at: Option<DateTime<Utc>>,
+    /// Rows waiting for the next day's follow budget.
+    #[diesel(sql_type = Int4)]
+    pub deferred: i32,
+    /// When an open job's next turn is due (its pace, or its follow budget,
+    /// may hold it back).
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub due_at: Option<DateTime<Utc>>,
 }
 
 const JOB_COLUMNS: &str = "id, owner_id, kind, mode, state, total, applied, skipped, failed, \
-     removed, removal_after, failure, created_at, finished_at";
+     removed, removal_after, failure, created_at, finished_at, \
+     (SELECT count(*) FROM import_row r \
+       WHERE r.job_id = import_job.id AND r.outcome = 'FOLLOW_BUDGET')::INT AS deferred, \
+     (SELECT t.due_at FROM import_turn t WHERE t.job_id = import_job.id) AS due_at";
 
 /// One row of a job's file.
 #[derive(diesel::QueryableByName, Clone, Debug)]
@@ -99,6 +109,10 @@ pub(crate) async fn create(
         let Some(job) = jobs.into_iter().next() else {
             return Ok(None);
         };
+        diesel::sql_query("INSERT INTO import_turn (job_id, due_at) VALUES ($1, now())")
+            .bind::<BigInt, _>(job.id)
+            .execute(conn)
+            .await?;
         diesel::sql_query(
             "INSERT INTO import_row (job_id, ordinal, line, address, outcome)
                  SELECT $1, r.n - 1, r.line, r.address, r.outcome
@@ -116,8 +130,10 @@ pub(crate) async fn create(
     .await
 }
 
-/// Takes the lease of the oldest open job whose lease is free or lapsed,
-/// for `lease_ms`, naming the holder `token`.
+/// Takes the lease, for `lease_ms`, of the open job due first whose lease
+/// is free or lapsed, naming the holder `token`. Every batch makes its job
+/// due again behind the others ([`end_turn`]), so every account's import
+/// gets a batch in turn.
 pub(crate) async fn claim(
     conn: &mut PgConn,
     token: uuid::Uuid,
@@ -127,10 +143,11 @@ pub(crate) async fn claim(
         "UPDATE import_job
             SET lease_token = $1, lease_until = now() + $2 * interval '1 millisecond',
                 state = 'running'
-          WHERE id = (SELECT id FROM import_job
-                       WHERE state IN ('queued', 'running')
-                         AND (lease_until IS NULL OR lease_until < now())
-                       ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+          WHERE id = (SELECT j.id FROM import_turn t JOIN import_job j ON j.id = t.job_id
+                       WHERE t.due_at <= now()
+                         AND j.state IN ('queued', 'running')
+                         AND (j.lease_until IS NULL OR j.lease_until < now())
+                       ORDER BY t.due_at, t.job_id LIMIT 1 FOR UPDATE OF j SKIP LOCKED)
          RETURNING {JOB_COLUMNS}"
     ))
     .bind::<Uuid, _>(token)
@@ -138,6 +155,43 @@ pub(crate) async fn claim(
     .load(conn)
     .await?;
     Ok(super::committed(rows))
+}
+
+/// Ends `token`'s turn of job `id`: its lease given up, and the job due
+/// again at `due` (at once, behind every job due already, when `None`).
+pub(crate) async fn end_turn(
+    conn: &mut PgConn,
+    id: i64,
+    token: uuid::Uuid,
+    due: Option<DateTime<Utc>>,
+) -> diesel::QueryResult<()> {
+    diesel::sql_query(
+        "WITH released AS (
+             UPDATE import_job SET lease_token = NULL, lease_until = NULL
+              WHERE id = $1 AND lease_token = $2 RETURNING id)
+         UPDATE import_turn SET due_at = coalesce($3, now())
+          WHERE job_id IN (SELECT id FROM released)",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Uuid, _>(token)
+    .bind::<Nullable<Timestamptz>, _>(due)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// When the soonest open job comes due, if any is held back.
+pub(crate) async fn next_due(conn: &mut PgConn) -> diesel::QueryResult<Option<DateTime<Utc>>> {
+    #[derive(diesel::QueryableByName)]
+    struct Due {
+        #[diesel(sql_type = Nullable<Timestamptz>)]
+        due: Option<DateTime<Utc>>,
+    }
+    let row: Due =
+        diesel::sql_query("SELECT min(due_at) AS due FROM import_turn WHERE due_at > now()")
+            .get_result(conn)
+            .await?;
+    Ok(row.due)
 }
 
 /// Inside a batch's transaction: the job, locked, if `token` still holds
@@ -237,7 +291,7 @@ pub(crate) async fn advance(
 }
 
 /// Ends job `id` as `state` ('done' or 'failed', with why), if `token`
-/// still holds it.
+/// still holds it; then keeps only the rows its report needs.
 pub(crate) async fn finish(
     conn: &mut PgConn,
     id: i64,
@@ -257,7 +311,159 @@ pub(crate) async fn finish(
     .bind::<Nullable<Text>, _>(failure)
     .execute(conn)
     .await?;
+    if n == 1 {
+        keep_report(conn, id).await?;
+    }
     Ok(n == 1)
+}
+
+/// Of a finished job's rows, keeps only those its report lists (the ones
+/// not applied): what was applied, skipped or never reached goes, and so
+/// does its turn.
+async fn keep_report(conn: &mut PgConn, id: i64) -> diesel::QueryResult<()> {
+    diesel::sql_query("DELETE FROM import_turn WHERE job_id = $1")
+        .bind::<BigInt, _>(id)
+        .execute(conn)
+        .await?;
+    diesel::sql_query(
+        "DELETE FROM import_row
+          WHERE job_id = $1 AND (outcome IS NULL OR outcome IN ('applied', 'skipped'))",
+    )
+    .bind::<BigInt, _>(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Cancels `owner`'s job `id` if it is open (queued, running or waiting):
+/// what it applied stays, the rest is not applied, and a runner holding
+/// it loses it at its next batch. The job as it now stands; `None` when
+/// `owner` has no such job.
+pub(crate) async fn cancel(
+    conn: &mut PgConn,
+    owner: UserId,
+    id: i64,
+) -> diesel::QueryResult<Option<(JobRow, bool)>> {
+    use diesel_async::AsyncConnection as _;
+    conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+        let canceled: Vec<JobRow> = diesel::sql_query(format!(
+            "UPDATE import_job
+                SET state = 'canceled', finished_at = now(), lease_token = NULL,
+                    lease_until = NULL
+              WHERE id = $1 AND owner_id = $2 AND state IN ('queued', 'running')
+             RETURNING {JOB_COLUMNS}"
+        ))
+        .bind::<BigInt, _>(id)
+        .bind::<BigInt, _>(owner.get())
+        .load(conn)
+        .await?;
+        if let Some(job) = canceled.into_iter().next() {
+            keep_report(conn, id).await?;
+            return Ok(Some((job, true)));
+        }
+        Ok(get(conn, id)
+            .await?
+            .filter(|job| job.owner_id == owner.get())
+            .map(|job| (job, false)))
+    })
+    .await
+}
+
+/// Holds back every row of job `id` still to apply, as waiting for the next
+/// day's follow budget; returns how many.
+pub(crate) async fn defer_rest(conn: &mut PgConn, id: i64) -> diesel::QueryResult<usize> {
+    diesel::sql_query(
+        "UPDATE import_row SET outcome = 'FOLLOW_BUDGET' WHERE job_id = $1 AND outcome IS NULL",
+    )
+    .bind::<BigInt, _>(id)
+    .execute(conn)
+    .await
+}
+
+/// Makes job `id`'s rows that waited for the follow budget pending again.
+pub(crate) async fn resume_deferred(conn: &mut PgConn, id: i64) -> diesel::QueryResult<()> {
+    diesel::sql_query(
+        "UPDATE import_row SET outcome = NULL WHERE job_id = $1 AND outcome = 'FOLLOW_BUDGET'",
+    )
+    .bind::<BigInt, _>(id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// An account's follow budget of the day, locked for the transaction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    /// Follows the account's imports may still make in this window.
+    pub left: i32,
+    /// When this window ends (and the budget is whole again).
+    pub renews_at: DateTime<Utc>,
+}
+
+/// `owner`'s follow budget (`per_day` a day), a new window opened where the
+/// last one ended, locked until the transaction ends.
+pub(crate) async fn budget(
+    conn: &mut PgConn,
+    owner: UserId,
+    per_day: i32,
+) -> diesel::QueryResult<Budget> {
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = Int4)]
+        follows: i32,
+        #[diesel(sql_type = Timestamptz)]
+        renews_at: DateTime<Utc>,
+    }
+    let row: Row = diesel::sql_query(
+        "INSERT INTO import_follow_budget AS b (owner_id, window_start, follows)
+         VALUES ($1, now(), 0)
+         ON CONFLICT (owner_id) DO UPDATE
+            SET window_start = CASE WHEN b.window_start + interval '1 day' <= now()
+                                    THEN now() ELSE b.window_start END,
+                follows = CASE WHEN b.window_start + interval '1 day' <= now()
+                               THEN 0 ELSE b.follows END
+         RETURNING follows, window_start + interval '1 day' AS renews_at",
+    )
+    .bind::<BigInt, _>(owner.get())
+    .get_result(conn)
+    .await?;
+    Ok(Budget {
+        left: (per_day - row.follows).max(0),
+        renews_at: row.renews_at,
+    })
+}
+
+/// Counts `follows` against `owner`'s budget of the day.
+pub(crate) async fn spend(
+    conn: &mut PgConn,
+    owner: UserId,
+    follows: i32,
+) -> diesel::QueryResult<()> {
+    diesel::sql_query("UPDATE import_follow_budget SET follows = follows + $2 WHERE owner_id = $1")
+        .bind::<BigInt, _>(owner.get())
+        .bind::<Int4, _>(follows)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Deletes up to `limit` jobs finished more than `retention_secs` ago,
+/// with their rows; returns how many.
+pub(crate) async fn sweep(
+    conn: &mut PgConn,
+    retention_secs: i64,
+    limit: i64,
+) -> diesel::QueryResult<usize> {
+    diesel::sql_query(
+        "DELETE FROM import_job
+          WHERE id IN (SELECT id FROM import_job
+                        WHERE finished_at < now() - $1 * interval '1 second'
+                        ORDER BY finished_at LIMIT $2)",
+    )
+    .bind::<BigInt, _>(retention_secs)
+    .bind::<BigInt, _>(limit)
+    .execute(conn)
+    .await
 }
 
 /// Gives up `token`'s lease of job `id` (its runner stops): the next runner

@@ -96,6 +96,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    import_follow_budget (owner_id) {
+        owner_id -> Int8,
+        window_start -> Timestamptz,
+        follows -> Int4,
+    }
+}
+
+diesel::table! {
     import_job (id) {
         id -> Int8,
         owner_id -> Int8,
@@ -124,6 +132,13 @@ diesel::table! {
         address -> Text,
         target_id -> Nullable<Int8>,
         outcome -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    import_turn (job_id) {
+        job_id -> Int8,
+        due_at -> Timestamptz,
     }
 }
 
@@ -220,9 +235,13 @@ diesel::table! {
     }
 }
 
+diesel::joinable!(import_follow_budget -> users (owner_id));
+
 diesel::joinable!(import_job -> users (owner_id));
 
 diesel::joinable!(import_row -> import_job (job_id));
+
+diesel::joinable!(import_turn -> import_job (job_id));
 
 diesel::joinable!(user_stats -> users (user_id));
 
@@ -236,8 +255,10 @@ diesel::allow_tables_to_appear_in_same_query!(
     follower,
     following,
     hidden_edge,
+    import_follow_budget,
     import_job,
     import_row,
+    import_turn,
     mute,
     outbox,
     projector_member,

@@ -41,6 +41,9 @@ pub(crate) enum RowError {
     Unfollowable,
     /// The line is not a CSV record with an address.
     Malformed,
+    /// The day's follow budget of imports is spent: the row waits for the
+    /// next day (not a failure; the job resumes it).
+    FollowBudget,
 }
 
 impl RowError {
@@ -54,6 +57,7 @@ impl RowError {
             Self::BlockLimit => "BLOCK_LIMIT",
             Self::Unfollowable => "UNFOLLOWABLE",
             Self::Malformed => "MALFORMED",
+            Self::FollowBudget => "FOLLOW_BUDGET",
         }
     }
 
@@ -67,6 +71,7 @@ impl RowError {
             Self::BlockLimit,
             Self::Unfollowable,
             Self::Malformed,
+            Self::FollowBudget,
         ]
         .into_iter()
         .find(|e| e.as_str() == code)

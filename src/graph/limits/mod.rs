@@ -172,6 +172,17 @@ impl Limits {
                     Some(operation.pos),
                 ));
             }
+            // Each import reads a whole file: one per operation, however
+            // spelt (aliases, fragments spread twice).
+            if size.imports > 1 {
+                return Err(refuse(
+                    format!(
+                        "the operation runs `importGraph` {} times; one import per operation",
+                        size.imports
+                    ),
+                    Some(operation.pos),
+                ));
+            }
             if size.roots > self.max_root_fields {
                 return Err(refuse(
                     format!(

@@ -18,10 +18,12 @@ pub(crate) const MAX_EXPANDED_FIELDS: usize = 10_000;
 /// The size of a selection once spread: every field (at any depth), the
 /// fields at its own level, how deep it nests (fields inside fields, as
 /// async-graphql counts depth), how many introspection list fields nest in
-/// it, and whether every field at its own level is an introspection field.
+/// it, whether every field at its own level is an introspection field, and
+/// how many `importGraph` fields it runs.
 #[derive(Clone, Copy)]
 pub(super) struct Size {
     pub(super) fields: usize,
+    pub(super) imports: usize,
     pub(super) roots: usize,
     pub(super) depth: usize,
     pub(super) list_nesting: usize,
@@ -32,6 +34,7 @@ impl Default for Size {
     fn default() -> Self {
         Self {
             fields: 0,
+            imports: 0,
             roots: 0,
             depth: 0,
             list_nesting: 0,
@@ -65,6 +68,7 @@ impl<'a> Sizes<'a> {
                     let list = usize::from(INTROSPECTION_LISTS.contains(&name));
                     Size {
                         fields: 1 + inner.fields,
+                        imports: usize::from(name == "importGraph") + inner.imports,
                         roots: 1,
                         depth: 1 + inner.depth,
                         list_nesting: list + inner.list_nesting,
@@ -75,6 +79,7 @@ impl<'a> Sizes<'a> {
                 Selection::FragmentSpread(spread) => self.fragment(&spread.node.fragment_name.node),
             };
             total.fields = total.fields.saturating_add(size.fields);
+            total.imports = total.imports.saturating_add(size.imports);
             total.roots = total.roots.saturating_add(size.roots);
             total.depth = total.depth.max(size.depth);
             total.list_nesting = total.list_nesting.max(size.list_nesting);
