@@ -11,20 +11,77 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
-use tokio::sync::Semaphore;
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::HttpState;
 use crate::error::ApiError;
-use crate::model::UserStatus;
+use crate::model::{UserId, UserStatus};
 use crate::portability::export;
 
 /// Exports one process streams at once: each holds a PostgreSQL connection
 /// while a batch is read, so they are bounded apart from requests.
 pub(super) const AT_ONCE: usize = 8;
 
-/// The semaphore of exports in flight.
-pub(super) fn slots() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(AT_ONCE))
+/// The exports a process streams: at most [`AT_ONCE`], and one per account,
+/// so that one account cannot hold them all by opening several and reading
+/// none (the write deadline drops a client that stops reading).
+pub(super) struct Slots {
+    at_once: Arc<Semaphore>,
+    owners: Mutex<HashSet<UserId>>,
+}
+
+/// One export's place, given back when its stream ends or is dropped.
+pub(super) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    owner: UserId,
+    slots: Arc<Slots>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.owners().remove(&self.owner);
+    }
+}
+
+impl Slots {
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashSet<UserId>> {
+        self.owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A place for `owner`'s export: `RATE_LIMITED` while the account
+    /// streams one already, or every place is taken.
+    fn take(self: &Arc<Self>, owner: UserId) -> Result<Slot, ApiError> {
+        let busy = ApiError::RateLimited {
+            retry_after_ms: 1000,
+        };
+        if !self.owners().insert(owner) {
+            return Err(busy);
+        }
+        match self.at_once.clone().try_acquire_owned() {
+            Ok(permit) => Ok(Slot {
+                _permit: permit,
+                owner,
+                slots: self.clone(),
+            }),
+            Err(_) => {
+                self.owners().remove(&owner);
+                Err(busy)
+            }
+        }
+    }
+}
+
+/// The places of this process's exports.
+pub(super) fn slots() -> Arc<Slots> {
+    Arc::new(Slots {
+        at_once: Arc::new(Semaphore::new(AT_ONCE)),
+        owners: Mutex::default(),
+    })
 }
 
 pub(super) async fn export(
@@ -50,10 +107,9 @@ pub(super) async fn export(
         }
         Err(e) => return refusal(&e),
     }
-    let Ok(slot) = state.exports.clone().try_acquire_owned() else {
-        return refusal(&ApiError::RateLimited {
-            retry_after_ms: 1000,
-        });
+    let slot = match state.exports.take(owner) {
+        Ok(slot) => slot,
+        Err(e) => return refusal(&e),
     };
     let stream = match export::start(state.app.clone(), list, owner).await {
         Ok(stream) => stream,

@@ -36,6 +36,7 @@ use crate::auth::{TokenError, Viewer};
 use crate::graph::{self, KithSchema};
 
 mod cors;
+mod deadline;
 mod export;
 mod graphiql;
 mod graphql;
@@ -50,8 +51,8 @@ pub use metrics::{metrics_router, sample_backlog, serve_metrics};
 struct HttpState {
     app: Arc<App>,
     schema: KithSchema,
-    /// Exports in flight ([`export::AT_ONCE`]).
-    exports: Arc<tokio::sync::Semaphore>,
+    /// Exports in flight ([`export::AT_ONCE`], one per account).
+    exports: Arc<export::Slots>,
 }
 
 /// The viewer a request's `Authorization` header names.
@@ -116,6 +117,10 @@ pub(crate) async fn serve(
             tracing::debug!(%error, "no TCP keepalive on a connection");
         }
     });
+    let listener = deadline::Deadlined::new(
+        listener,
+        Duration::from_secs(app.config.write_timeout_secs.max(1)),
+    );
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)
         .await

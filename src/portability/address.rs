@@ -9,10 +9,18 @@ pub(crate) fn format(handle: &str, domain: &str) -> String {
 
 /// The handle an address names on `domain`: `handle`, `@handle`,
 /// `handle@domain` and `@handle@domain` (the domain in any case) all name
-/// `handle`. `None` for an empty handle or another domain.
+/// `handle`. An address an export guarded against formula injection
+/// (`'` before one of [`super::FORMULA_STARTS`]) is read as the export
+/// wrote it, guard taken off, so a handle beginning with `@` or a tab comes
+/// back whole. `None` for an empty handle or another domain.
 pub(crate) fn parse<'a>(address: &'a str, domain: &str) -> Option<&'a str> {
-    let address = address.trim();
-    let address = address.strip_prefix('@').unwrap_or(address);
+    let address = match address.trim().strip_prefix('\'') {
+        Some(guarded) if guarded.starts_with(super::FORMULA_STARTS) => guarded,
+        _ => {
+            let address = address.trim();
+            address.strip_prefix('@').unwrap_or(address)
+        }
+    };
     let handle = match address.rsplit_once('@') {
         Some((handle, at)) if at.eq_ignore_ascii_case(domain) => handle,
         Some(_) => return None,
@@ -42,5 +50,10 @@ mod tests {
         }
         // A handle may hold an '@' of its own: the domain is after the last.
         assert_eq!(parse("a@b@kith.example", "kith.example"), Some("a@b"));
+        // An exported address behind its formula guard comes back whole.
+        assert_eq!(parse("'@sum@kith.example", "kith.example"), Some("@sum"));
+        assert_eq!(parse("'\tpad@kith.example", "kith.example"), Some("\tpad"));
+        assert_eq!(parse("'=1+1", "kith.example"), Some("=1+1"));
+        assert_eq!(parse("'plain", "kith.example"), Some("'plain"));
     }
 }

@@ -8,6 +8,10 @@
 //! | `following.csv`, `followers.csv` | `Account address,Show boosts,Notify on new posts,Languages` (a header, then `address,true,false,`) |
 //! | `blocks.csv` | the address alone, no header (as Mastodon's `blocked_accounts.csv`) |
 //! | `mutes.csv` | `Account address` (a header), then the address |
+//!
+//! An address a spreadsheet would take for a formula (it begins with `=`,
+//! `+`, `-`, `@`, a tab or a CR) is written behind a `'`, which an import
+//! takes off again.
 
 use std::sync::Arc;
 
@@ -109,6 +113,8 @@ async fn next_chunk(
     let domain = &app.config.account_domain;
     for member in &members {
         let address = address::format(&member.handle, domain);
+        // A handle is the account's own choice: never a formula.
+        let address = super::guard_formula(&address);
         match list {
             ExportList::Following | ExportList::Followers => {
                 csv::write_record(&mut chunk, &[&address, "true", "false", ""]);

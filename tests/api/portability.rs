@@ -9,7 +9,7 @@ use kith::testing::auth::Viewer;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::helpers::{TestApp, assert_ok, seed_followers, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, assert_ok, error_code, seed_followers, spawn_app, spawn_app_with};
 
 fn gid(user: UserId) -> String {
     kith::testing::graph::ids::user_id(user).to_string()
@@ -608,7 +608,11 @@ async fn a_stopping_process_gives_its_import_up() {
 /// transaction.
 #[tokio::test]
 async fn runners_racing_over_one_job_apply_each_row_once() {
-    let t = spawn_app_with(|c| c.import_rows_per_sec = 1000).await;
+    let t = spawn_app_with(|c| {
+        c.import_rows_per_sec = 1000;
+        c.import_follows_per_day = 10_000;
+    })
+    .await;
     let me = t.user("me").await;
     let csv = seeded_file(&t, "star", 1500).await;
     let (first, second) = (t.start_imports(), t.start_imports());
@@ -660,4 +664,401 @@ async fn runners_racing_over_one_job_apply_each_row_once() {
         "each row applied once"
     );
     applied_once(&t, me, 1500).await;
+}
+
+/// The state and counts of job `id` as its owner reads it.
+async fn job_of(t: &TestApp, owner: UserId, id: &Value) -> Value {
+    let r = t
+        .execute(Viewer::User(owner), JOB_NOW, json!({ "id": id }))
+        .await;
+    assert_ok(&r);
+    r["data"]["importJob"].clone()
+}
+
+const JOB_NOW: &str = "query($id: ID!) { importJob(id: $id) {
+    state total applied skipped failed deferred resumesAt
+    errors(first: 20) { totalCount edges { node { row handle code } } } } }";
+
+/// Queues an import of `csv` as `owner`; the job's id.
+async fn queue(t: &TestApp, owner: UserId, csv: &str) -> Value {
+    let r = t
+        .execute(
+            Viewer::User(owner),
+            IMPORT,
+            json!({ "kind": "FOLLOWING", "csv": csv }),
+        )
+        .await;
+    assert_ok(&r);
+    r["data"]["importGraph"]["job"]["id"].clone()
+}
+
+/// A file is bounded before it is read: one `importGraph` per operation
+/// (refused whole before anything runs), the rate-limit token taken before
+/// the file is looked at, rows counted before they are parsed, and a file
+/// that names no account refused rather than stored.
+#[tokio::test]
+async fn an_import_is_bounded_before_it_is_read() {
+    let t = spawn_app_with(|c| {
+        c.import_max_rows = 10;
+        c.rate_limit_capacity = 3;
+        c.rate_limit_per_sec = 0.001;
+    })
+    .await;
+    let me = t.user("me").await;
+    t.user("friend").await;
+    let twice = "mutation($csv: String!) {
+        a: importGraph(input: {kind: FOLLOWING, csv: $csv}) { job { id } }
+        b: importGraph(input: {kind: FOLLOWING, csv: $csv}) { job { id } } }";
+    let r = t
+        .execute(Viewer::User(me), twice, json!({ "csv": "friend" }))
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert!(r["data"].is_null(), "nothing ran: {r}");
+    let spread = "mutation($csv: String!) { ...I ...I }
+        fragment I on Mutation { importGraph(input: {kind: FOLLOWING, csv: $csv}) { job { id } } }";
+    let r = t
+        .execute(Viewer::User(me), spread, json!({ "csv": "friend" }))
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    assert_eq!(t.count("SELECT count(*) AS n FROM import_job").await, 0);
+
+    // One line too many, and a file whose one line names no account (a
+    // line far longer than any address): refused, each for a token.
+    let long_line = "x".repeat(262_145);
+    for csv in ["friend\n".repeat(11), long_line.clone()] {
+        let r = t
+            .execute(
+                Viewer::User(me),
+                IMPORT,
+                json!({ "kind": "FOLLOWING", "csv": csv }),
+            )
+            .await;
+        assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+    }
+    let r = t
+        .execute(
+            Viewer::User(me),
+            IMPORT,
+            json!({ "kind": "FOLLOWING", "csv": format!("friend\n{long_line}") }),
+        )
+        .await;
+    assert_ok(&r);
+    // The three tokens are spent: the bucket refuses before any reading.
+    let r = t
+        .execute(
+            Viewer::User(me),
+            IMPORT,
+            json!({ "kind": "FOLLOWING", "csv": "friend\n".repeat(11) }),
+        )
+        .await;
+    assert_eq!(error_code(&r), Some("RATE_LIMITED"), "{r}");
+
+    // The long line is kept only as far as its report needs.
+    let longest = t
+        .count("SELECT max(length(address))::BIGINT AS n FROM import_row")
+        .await;
+    assert!(longest <= 65, "{longest} characters kept of a row");
+}
+
+/// One account's long import does not starve another's: the runner takes
+/// the open imports of all accounts in turn, a batch each. An owner cancels
+/// its import; what it applied stays.
+#[tokio::test]
+async fn imports_take_turns_and_can_be_canceled() {
+    let t = spawn_app_with(|c| {
+        c.import_rows_per_sec = 10;
+        c.import_follows_per_day = 100_000;
+    })
+    .await;
+    let (big, small, other) = (
+        t.user("big").await,
+        t.user("small").await,
+        t.user("other").await,
+    );
+    let csv = seeded_file(&t, "crowd", 400).await;
+    let runner = t.start_imports();
+    let long = queue(&t, big, &csv).await;
+    crate::helpers::eventually("the long import to start", 30, || async {
+        (job_of(&t, big, &long).await["applied"].as_i64() > Some(0)).then_some(())
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let short = queue(&t, small, "crowd7").await;
+    let done = crate::helpers::eventually("the short import to end", 30, || async {
+        let job = job_of(&t, small, &short).await;
+        (job["state"] == "DONE").then_some(job)
+    })
+    .await;
+    assert_eq!(done["applied"], 1, "{done}");
+    let waited = started.elapsed();
+    let behind = job_of(&t, big, &long).await;
+    assert_eq!(
+        behind["state"], "RUNNING",
+        "the long one still runs: {behind}"
+    );
+    // At 10 rows a second, in batches of 40, the long one alone would
+    // take 40 s: the short one went in its turn.
+    assert!(waited < std::time::Duration::from_secs(15), "{waited:?}");
+
+    let cancel = "mutation($id: ID!) { cancelImportJob(input: {id: $id}) {
+        changed job { state applied } } }";
+    let r = t
+        .execute(Viewer::User(other), cancel, json!({ "id": long }))
+        .await;
+    assert_eq!(error_code(&r), Some("NOT_FOUND"), "{r}");
+    let r = t
+        .execute(Viewer::User(big), cancel, json!({ "id": long }))
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["cancelImportJob"]["changed"], true, "{r}");
+    assert_eq!(
+        r["data"]["cancelImportJob"]["job"]["state"], "CANCELED",
+        "{r}"
+    );
+    let applied = r["data"]["cancelImportJob"]["job"]["applied"]
+        .as_i64()
+        .unwrap();
+    assert!(applied < 400, "{r}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let after = job_of(&t, big, &long).await;
+    assert_eq!(
+        after["applied"].as_i64(),
+        Some(applied),
+        "nothing after the cancel: {after}"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) AS n FROM following WHERE from_user_id = {big} AND active"
+        ))
+        .await,
+        applied
+    );
+    let r = t
+        .execute(Viewer::User(big), cancel, json!({ "id": long }))
+        .await;
+    assert_eq!(r["data"]["cancelImportJob"]["changed"], false, "{r}");
+    // A new import may start now; only what a report needs was kept.
+    assert_eq!(
+        t.count(&format!("SELECT count(*) AS n FROM import_row r JOIN import_job j ON j.id = r.job_id WHERE j.owner_id = {big}"))
+            .await,
+        0
+    );
+    runner.stop().await.unwrap();
+    // Past KITH_IMPORT_RETENTION_SECS, a finished job goes with its rows.
+    t.sql("UPDATE import_job SET finished_at = now() - interval '8 days' WHERE state = 'canceled'")
+        .await;
+    let runner = t.start_imports();
+    crate::helpers::eventually("the old job to be deleted", 30, || async {
+        (job_of(&t, big, &long).await.is_null()).then_some(())
+    })
+    .await;
+    assert_eq!(job_of(&t, small, &short).await["state"], "DONE");
+    runner.stop().await.unwrap();
+}
+
+/// Imports spend a daily follow budget of their own: rows past it wait,
+/// reported as `FOLLOW_BUDGET`, and the job resumes them when the day is
+/// over, while the account's own follows go on.
+#[tokio::test]
+async fn imports_spend_a_daily_follow_budget_and_resume_the_next_day() {
+    let t = spawn_app_with(|c| c.import_follows_per_day = 3).await;
+    let me = t.user("me").await;
+    let csv = seeded_file(&t, "pal", 5).await;
+    let runner = t.start_imports();
+    let id = queue(&t, me, &csv).await;
+    let waiting = crate::helpers::eventually("the budget to be spent", 30, || async {
+        let job = job_of(&t, me, &id).await;
+        (job["deferred"] == 2).then_some(job)
+    })
+    .await;
+    assert_eq!(waiting["applied"], 3, "{waiting}");
+    assert_eq!(waiting["state"], "RUNNING", "{waiting}");
+    assert!(waiting["resumesAt"].is_string(), "{waiting}");
+    let codes: Vec<&Value> = waiting["errors"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["node"]["code"])
+        .collect();
+    assert_eq!(codes, [&json!("FOLLOW_BUDGET"), &json!("FOLLOW_BUDGET")]);
+    // The budget is the imports' own: a follow of the account's still goes.
+    let other = t.user("other").await;
+    assert_eq!(t.follow(me, other).await["data"]["follow"]["changed"], true);
+    // A day later.
+    t.sql("UPDATE import_follow_budget SET window_start = now() - interval '1 day'")
+        .await;
+    t.sql("UPDATE import_turn SET due_at = now()").await;
+    t.app.wakes.imports.notify_one();
+    let done = crate::helpers::eventually("the import to resume and end", 30, || async {
+        let job = job_of(&t, me, &id).await;
+        (job["state"] == "DONE").then_some(job)
+    })
+    .await;
+    assert_eq!(
+        json!([
+            done["applied"],
+            done["deferred"],
+            done["failed"],
+            done["errors"]["totalCount"]
+        ]),
+        json!([5, 0, 0, 0]),
+        "{done}"
+    );
+    assert!(done["resumesAt"].is_null(), "{done}");
+    runner.stop().await.unwrap();
+}
+
+/// A handle a spreadsheet would take for a formula is exported behind a
+/// `'` (OWASP's advice), and an import takes the guard off again: the round
+/// trip is exact.
+#[tokio::test]
+async fn exported_cells_are_never_formulas_and_import_back_exactly() {
+    let t = spawn_app().await;
+    let (me, copy) = (t.user("me").await, t.user("copy").await);
+    let mut hostile = Vec::new();
+    for handle in [
+        "=HYPERLINK(\"http://x\",\"y\")",
+        "+1",
+        "-2",
+        "@sum",
+        "\tpad",
+        "plain",
+    ] {
+        let user = kith::testing::store::users::create(
+            &mut *t.conn().await,
+            handle,
+            handle,
+            UserStatus::Active,
+        )
+        .await
+        .unwrap();
+        t.follow(me, user).await;
+        hostile.push(user);
+    }
+    let (status, _, body, _) = get(&t, "/export/following.csv", Some(&t.token(me))).await;
+    assert_eq!(status, StatusCode::OK);
+    for line in body.lines().skip(1) {
+        let cell = line.trim_start_matches('"');
+        assert!(
+            !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+            "a formula cell: {line:?}"
+        );
+    }
+    assert!(
+        body.contains("\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")@"),
+        "{body}"
+    );
+    assert!(body.contains("'+1@") && body.contains("'\tpad@"), "{body}");
+    let job = import(&t, copy, "FOLLOWING", "MERGE", &body).await;
+    assert_eq!(job["applied"], 6, "{job}");
+    let followed = t
+        .count(&format!(
+            "SELECT count(*) AS n FROM following WHERE from_user_id = {copy} AND active
+                AND to_user_id IN ({})",
+            hostile
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+        .await;
+    assert_eq!(followed, 6);
+}
+
+/// One account streams one export at a time: a second is refused while the
+/// first streams, and another account is served meanwhile.
+#[tokio::test]
+async fn an_account_streams_one_export_at_a_time() {
+    let t = spawn_app().await;
+    let (me, other) = (t.user("me").await, t.user("other").await);
+    seed_followers(&t, me, "fan", 3_000, 7).await;
+    let router = kith::testing::http::router(t.app.clone());
+    let ask = |token: String| {
+        let router = router.clone();
+        async move {
+            router
+                .oneshot(
+                    Request::get("/export/followers.csv")
+                        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                        .body(Body::empty())
+                        .unwrap(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    // Opened, not read: its place is held.
+    let first = ask(t.token(me)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = ask(t.token(me)).await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(ask(t.token(other)).await.status(), StatusCode::OK);
+    drop(first);
+    assert_eq!(ask(t.token(me)).await.status(), StatusCode::OK);
+}
+
+/// A client that opens an export and stops reading holds its place only
+/// until a write has waited `KITH_WRITE_TIMEOUT_SECS`: the server drops it,
+/// and the account may export again. Over real sockets, with a file far
+/// larger than the sockets' buffers.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped() {
+    use crate::helpers::{KithProcess, eventually};
+    use crate::http_client;
+    use tokio::io::AsyncWriteExt as _;
+
+    let t = spawn_app().await;
+    let me = t.user("me").await;
+    seed_followers(&t, me, "reader", 300_000, 7).await;
+    let port = http_client::free_port();
+    let _server = KithProcess::start(
+        &t,
+        "serve",
+        &[
+            ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
+            ("KITH_WRITE_TIMEOUT_SECS", "2".into()),
+        ],
+    );
+    eventually("the server to listen", 60, || async {
+        http_client::get(port, "/healthz").await.ok()
+    })
+    .await;
+    let token = t.token(me);
+    // A client that asks and never reads, with a small receive buffer.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    stalled
+        .write_all(
+            format!(
+                "GET /export/followers.csv HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let export = || async {
+        http_client::request(
+            port,
+            "GET",
+            "/export/mutes.csv",
+            &[("Authorization", &format!("Bearer {token}"))],
+            b"",
+        )
+        .await
+        .map(|(status, _)| status)
+    };
+    // Its place is held while the server can still write…
+    eventually("the stalled export to hold its place", 30, || async {
+        (export().await == Ok(429)).then_some(())
+    })
+    .await;
+    // …and given back once a write has waited past the deadline.
+    let started = std::time::Instant::now();
+    eventually("the stalled client to be dropped", 60, || async {
+        (export().await == Ok(200)).then_some(())
+    })
+    .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(40));
+    drop(stalled);
 }
