@@ -153,6 +153,7 @@ pub struct Loaders {
     remember: bool,
     seen_ids: Mutex<HashSet<UserId>>,
     seen_handles: Mutex<HashSet<String>>,
+    seen_boundaries: Mutex<HashSet<UserId>>,
     users: DataLoader<UserLoader, IdCache>,
     handles: DataLoader<HandleLoader, HashMapCache>,
     reads: DataLoader<CacheLoader, IdCache>,
@@ -169,6 +170,7 @@ impl Loaders {
             remember: true,
             seen_ids: Mutex::default(),
             seen_handles: Mutex::default(),
+            seen_boundaries: Mutex::default(),
             users: batched(UserLoader(app.clone()), delay, IdCache::new()),
             handles: batched(HandleLoader(app.clone()), delay, HashMapCache::default()),
             reads: batched(CacheLoader(app.clone()), delay, IdCache::new()),
@@ -318,7 +320,15 @@ impl Loaders {
     }
 
     /// The blocks `user` is party to, and its mutes.
+    ///
+    /// Fed from the process cache the first time the request asks, as
+    /// [`Self::users`] is: a field that checks boundaries before reading its
+    /// list costs no batch of its own, so its read joins the level's batch.
     pub async fn boundaries(&self, user: UserId) -> Result<Arc<Boundaries>, LoadError> {
+        let fresh = self.remember && self.seen_boundaries.lock().expect("seen lock").insert(user);
+        if fresh && let Some(set) = self.app.read.users.get_boundaries(user) {
+            self.boundaries.feed_one(user, set).await;
+        }
         Ok(self.boundaries.load_one(user).await?.unwrap_or_default())
     }
 
@@ -326,6 +336,7 @@ impl Loaders {
     /// have changed some, a later field of the same document reads them anew.
     pub(crate) fn forget_boundaries(&self) {
         self.boundaries.clear::<UserId>();
+        self.seen_boundaries.lock().expect("seen lock").clear();
     }
 
     /// The page of `list`, if its cache covers it (batched with the level's
