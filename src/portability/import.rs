@@ -20,6 +20,7 @@ use crate::error::ApiError;
 use crate::model::{UserId, UserStatus};
 use crate::shutdown::Shutdown;
 use crate::store::export::ExportList;
+use crate::store::import_budget;
 use crate::store::imports::{self, JobRow, NewRow, Progress};
 use crate::store::users;
 use crate::write::import::{self as write, ImportKind, RowError, RowOutcome, Touched};
@@ -362,12 +363,12 @@ async fn batch(
             // waited for a new day are pending again once it has come.
             let budget = if kind == ImportKind::Following {
                 let per_day = i32::try_from(app.config.import_follows_per_day).unwrap_or(i32::MAX);
-                let budget = imports::budget(conn, owner, per_day).await?;
+                let budget = import_budget::budget(conn, owner, per_day).await?;
                 if job.deferred > 0 {
                     if budget.left == 0 {
                         return Ok(Next::Wait(budget.renews_at));
                     }
-                    imports::resume_deferred(conn, id).await?;
+                    import_budget::resume_deferred(conn, id).await?;
                 }
                 Some(budget)
             } else {
@@ -413,10 +414,10 @@ async fn batch(
                 imports::record_rows(conn, id, &recorded).await?;
                 imports::advance(conn, id, progress).await?;
                 if let Some(budget) = budget {
-                    imports::spend(conn, owner, progress.applied).await?;
+                    import_budget::spend(conn, owner, progress.applied).await?;
                     if left == Some(0) && recorded.len() < rows.len() {
                         // The day's budget is spent: what is left waits.
-                        imports::defer_rest(conn, id).await?;
+                        import_budget::defer_rest(conn, id).await?;
                         return Ok(Next::Wait(budget.renews_at));
                     }
                 }

@@ -11,6 +11,7 @@ pub(crate) mod failure;
 pub(crate) mod follower;
 pub(crate) mod following;
 pub(crate) mod hidden_edges;
+pub(crate) mod import_budget;
 pub(crate) mod imports;
 pub(crate) mod lists;
 pub(crate) mod migrate;
