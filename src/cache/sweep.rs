@@ -2,10 +2,10 @@
 //! primary of a cluster: how a restore forgets the derived state Redis held
 //! of a timeline PostgreSQL no longer has (`kith after-restore`).
 
+use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{RedisResult, Value};
 
 /// Keys asked for per `SCAN` call.
 const SCAN_COUNT: usize = 1000;
@@ -41,8 +41,7 @@ pub(super) async fn single(
 }
 
 /// Deletes the keys matching `patterns` on every primary of a cluster;
-/// returns how many. Keys go one `UNLINK` each (a cluster refuses one of
-/// keys in several slots).
+/// returns how many.
 pub(super) async fn cluster(conn: &mut ClusterConnection, patterns: &[String]) -> RedisResult<u64> {
     let nodes: String = redis::from_redis_value(
         conn.route_command(
@@ -70,17 +69,7 @@ pub(super) async fn cluster(conn: &mut ClusterConnection, patterns: &[String]) -
                     .arg(SCAN_COUNT);
                 let (next, keys): (u64, Vec<Vec<u8>>) =
                     redis::from_redis_value(conn.route_command(scan, node()).await?)?;
-                if !keys.is_empty() {
-                    let mut pipe = redis::pipe();
-                    for key in &keys {
-                        pipe.cmd("UNLINK").arg(key);
-                    }
-                    let answers: Vec<Value> = pipe.query_async(conn).await?;
-                    deleted += answers
-                        .iter()
-                        .filter_map(|v| redis::from_redis_value_ref::<u64>(v).ok())
-                        .sum::<u64>();
-                }
+                deleted += unlink_each(conn, keys).await?;
                 if next == 0 {
                     break;
                 }
@@ -89,6 +78,28 @@ pub(super) async fn cluster(conn: &mut ClusterConnection, patterns: &[String]) -
         }
     }
     Ok(deleted)
+}
+
+/// Keys unlinked at once on a cluster.
+const UNLINKS_IN_FLIGHT: usize = 64;
+
+/// Deletes `keys` one `UNLINK` each, several in flight (a cluster refuses
+/// a command, or a pipeline, of keys in several slots); returns how many.
+async fn unlink_each(conn: &ClusterConnection, keys: Vec<Vec<u8>>) -> RedisResult<u64> {
+    use futures_util::{StreamExt as _, TryStreamExt as _};
+    futures_util::stream::iter(keys)
+        .map(|key| {
+            let mut conn = conn.clone();
+            async move {
+                redis::cmd("UNLINK")
+                    .arg(key)
+                    .query_async::<u64>(&mut conn)
+                    .await
+            }
+        })
+        .buffer_unordered(UNLINKS_IN_FLIGHT)
+        .try_fold(0, |sum, n| async move { Ok(sum + n) })
+        .await
 }
 
 /// The primaries in a `CLUSTER NODES` answer, as (host, port).
