@@ -72,7 +72,7 @@ pub mod live {
 }
 
 pub mod metrics {
-    pub use crate::metrics::ReplicaLabels;
+    pub use crate::metrics::{PathLabels, ReplicaLabels, SkipLabels};
 }
 
 pub mod paging {

@@ -138,6 +138,41 @@ pub(crate) async fn eviction_policy(
     Ok(pair.get(1).cloned())
 }
 
+/// How full Redis is: `used_memory` and `maxmemory` (0: none) of the
+/// fullest server (on a cluster `INFO` answers for every primary; the one
+/// with the highest share, or the most used where none has a limit).
+pub(crate) async fn memory_use(
+    conn: &mut impl ConnectionLike,
+) -> Result<Option<(u64, u64)>, redis::RedisError> {
+    fn field(info: &str, name: &str) -> Option<u64> {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+    }
+    fn texts(value: &redis::Value) -> Vec<String> {
+        match value {
+            redis::Value::Map(nodes) => nodes.iter().flat_map(|(_, v)| texts(v)).collect(),
+            redis::Value::Array(values) => values.iter().flat_map(texts).collect(),
+            other => redis::from_redis_value_ref::<String>(other)
+                .ok()
+                .into_iter()
+                .collect(),
+        }
+    }
+    let info: redis::Value = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    let share = |(used, max): (u64, u64)| {
+        if max == 0 {
+            0.0
+        } else {
+            used as f64 / max as f64
+        }
+    };
+    Ok(texts(&info)
+        .iter()
+        .filter_map(|text| Some((field(text, "used_memory")?, field(text, "maxmemory")?)))
+        .max_by(|a, b| share(*a).total_cmp(&share(*b)).then(a.0.cmp(&b.0))))
+}
+
 /// True when the server runs in cluster mode (`INFO cluster`); false when
 /// it does not say (a server too old to have the section).
 pub(crate) async fn cluster_enabled(

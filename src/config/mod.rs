@@ -181,6 +181,8 @@ pub struct Config {
     pub max_concurrent_fills: usize,
     /// Lists reads may fill per second, per process.
     pub max_fills_per_sec: u32,
+    /// Redis memory past which reads fill no list (0: 3/4 of `maxmemory`).
+    pub fill_memory_limit: u64,
     /// Origins allowed to call the API from a browser (`*` = any).
     pub cors_origins: Vec<String>,
     /// Address of the HTTP listener.
@@ -350,6 +352,7 @@ impl Config {
             redis_timeout_ms: parse(&lookup, "KITH_REDIS_TIMEOUT_MS")?,
             max_concurrent_fills: parse(&lookup, "KITH_MAX_CONCURRENT_FILLS")?,
             max_fills_per_sec: parse(&lookup, "KITH_MAX_FILLS_PER_SEC")?,
+            fill_memory_limit: parse(&lookup, "KITH_FILL_MEMORY_LIMIT")?,
             cors_origins: text("KITH_CORS_ORIGINS")
                 .split(',')
                 .map(|o| o.trim().trim_end_matches('/').to_owned())

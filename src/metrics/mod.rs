@@ -67,7 +67,8 @@ pub struct PartitionLabels {
 /// Labels of `kith_list_fills_skipped_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SkipLabels {
-    /// `not_active` (no such user, or not active) or `budget` (`KITH_MAX_FILLS_PER_SEC`).
+    /// `not_active` (no such user, or not active), `budget`
+    /// (`KITH_MAX_FILLS_PER_SEC`) or `memory` (`KITH_FILL_MEMORY_LIMIT`).
     pub reason: &'static str,
 }
 

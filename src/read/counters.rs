@@ -42,6 +42,15 @@ pub(crate) async fn rebuild(
 }
 
 async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<(), String> {
+    // Within the room reads may take in Redis (`KITH_FILL_MEMORY_LIMIT`).
+    let sizes = vec![crate::read::state::RECORD_BYTES; records.len()];
+    let room = super::pages::fits_in_memory(app, &sizes)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let records = &records[..room];
+    if records.is_empty() {
+        return Ok(());
+    }
     let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
     app.round_trips.redis();
     cache::write_through(&mut *redis, &app.keys, records, &[])

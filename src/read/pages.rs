@@ -190,6 +190,16 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
                     .list_fills_skipped("budget", active.len() - granted);
                 active.truncate(granted);
             }
+            let sizes: Vec<u64> = active
+                .iter()
+                .map(|list| app.read.fill_memory.list_bytes(*list))
+                .collect();
+            let room = fits_in_memory(&app, &sizes).await?;
+            if room < active.len() {
+                app.metrics
+                    .list_fills_skipped("memory", active.len() - room);
+                active.truncate(room);
+            }
             fill_many(&app, &active, false).await
         };
         if let Err(error) = filled.await {
@@ -203,6 +213,30 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
             in_flight.remove(list);
         }
     });
+}
+
+/// How many of the writes that take at most `sizes` bytes (from the first)
+/// Redis has room for under `KITH_FILL_MEMORY_LIMIT`, from a look at Redis's
+/// memory at most [`FillMemory::EVERY`] old less what was admitted since.
+/// Past the limit, reads go on from PostgreSQL and what is cached already
+/// expires: a crawl of every list cannot fill Redis.
+///
+/// [`FillMemory::EVERY`]: crate::read::state::FillMemory::EVERY
+pub(crate) async fn fits_in_memory(app: &App, sizes: &[u64]) -> Result<usize, ApiError> {
+    if sizes.is_empty() {
+        return Ok(0);
+    }
+    let memory = &app.read.fill_memory;
+    if let Some(admitted) = memory.admit(sizes) {
+        return Ok(admitted);
+    }
+    let usage = {
+        let mut redis = app.redis.get().await?;
+        app.round_trips.redis();
+        crate::cache::memory_use(&mut *redis).await?
+    };
+    memory.record(usage.and_then(|(used, max)| memory.headroom(used, max)));
+    Ok(memory.admit(sizes).unwrap_or(0))
 }
 
 /// Fills `list` with its newest edges, unless another filler holds the

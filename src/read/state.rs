@@ -43,6 +43,8 @@ pub struct ReadModel {
     pub fill_permits: Arc<tokio::sync::Semaphore>,
     /// Lists reads may still fill this second (`KITH_MAX_FILLS_PER_SEC`).
     pub fill_budget: FillBudget,
+    /// Room for more list caches in Redis (`KITH_FILL_MEMORY_LIMIT`).
+    pub fill_memory: FillMemory,
     /// The most followed accounts (suggestions' cold start), read once per
     /// process and kept a while.
     pub popular: moka::future::Cache<(), Arc<Vec<UserId>>>,
@@ -85,6 +87,7 @@ impl ReadModel {
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
             fill_budget: FillBudget::new(config.max_fills_per_sec),
+            fill_memory: FillMemory::new(config),
             popular: moka::future::Cache::builder()
                 .max_capacity(1)
                 .time_to_live(POPULAR_TTL)
@@ -108,6 +111,90 @@ pub struct Intersection {
 /// follower change of either owner moves a version, so the next read asks
 /// under a new key and computes it again; the old entry ages out.
 pub(crate) type IntersectionKey = (ListKey, ListKey, u64, u64, usize);
+
+/// Room for what reads cache in Redis — list caches and counter records —
+/// under `KITH_FILL_MEMORY_LIMIT`: how many bytes may still be written,
+/// from the last look at Redis's memory less what fills admitted since
+/// took at most. Looked at again at most every [`FillMemory::EVERY`].
+pub struct FillMemory {
+    /// The configured limit in bytes (0: three quarters of `maxmemory`).
+    pub limit: u64,
+    /// The most a filled followers list takes, in bytes.
+    pub followers_bytes: u64,
+    /// The most a filled following list takes, in bytes.
+    pub following_bytes: u64,
+    /// When Redis was last looked at, and the bytes left since.
+    pub last: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
+}
+
+/// About what a cached list takes per member: its ZSet entry and version.
+pub(crate) const MEMBER_BYTES: u64 = 120;
+
+/// About what a counter record takes, with its key.
+pub(crate) const RECORD_BYTES: u64 = 100;
+
+impl FillMemory {
+    /// How long one look at Redis's memory stands.
+    pub const EVERY: Duration = Duration::from_millis(10);
+
+    /// A limit for `config`'s list sizes.
+    pub fn new(config: &Config) -> Self {
+        Self {
+            limit: config.fill_memory_limit,
+            followers_bytes: config.list_cache_size as u64 * MEMBER_BYTES,
+            following_bytes: config.following_cache_size as u64 * MEMBER_BYTES,
+            last: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The bytes fills may still take on a server using `used` of `max`
+    /// (0: unlimited); `None`: no limit. A 64th of the limit is kept back
+    /// for what Redis itself adds as keys come (its hash tables double as
+    /// they grow), so `used_memory` stays under the limit.
+    pub fn headroom(&self, used: u64, max: u64) -> Option<u64> {
+        let limit = match (self.limit, max) {
+            (0, 0) => return None,
+            (0, max) => max / 4 * 3,
+            (limit, _) => limit,
+        };
+        Some((limit - limit / 64).saturating_sub(used))
+    }
+
+    /// The most a fill of `list` takes, in bytes.
+    pub fn list_bytes(&self, list: ListKey) -> u64 {
+        match list {
+            ListKey::Followers(_) => self.followers_bytes,
+            ListKey::Following(_) => self.following_bytes,
+        }
+    }
+
+    /// Of writes that take at most `sizes` bytes, how many (from the first)
+    /// fit in the room the last look left, which they then take; `None`
+    /// when that look is too old (look again and [`record`](Self::record)
+    /// it).
+    pub fn admit(&self, sizes: &[u64]) -> Option<usize> {
+        let mut last = self.last.lock().expect("fill memory lock");
+        let (at, left) = last.as_mut()?;
+        if at.elapsed() >= Self::EVERY {
+            return None;
+        }
+        let mut admitted = 0;
+        for size in sizes {
+            if *size > *left {
+                break;
+            }
+            *left -= size;
+            admitted += 1;
+        }
+        Some(admitted)
+    }
+
+    /// Records a look: `headroom` bytes left (`None`: no limit).
+    pub fn record(&self, headroom: Option<u64>) {
+        *self.last.lock().expect("fill memory lock") =
+            Some((std::time::Instant::now(), headroom.unwrap_or(u64::MAX)));
+    }
+}
 
 /// A token bucket of list fills per second, for one process: refilled at
 /// `rate` a second, holding at most a second's worth.

@@ -122,3 +122,103 @@ async fn positions(t: &crate::helpers::TestApp, group: &str) -> Vec<(Option<i64>
         .map(|r| (r.next_offset, r.synced_offset))
         .collect()
 }
+
+/// A crawl of every public list by an anonymous client: each read starts a
+/// fill, and without a limit the caches would take Redis to its
+/// `maxmemory`, where every write — the rate limiter's included — fails
+/// `OOM`. Reads stop filling past `KITH_FILL_MEMORY_LIMIT` (three quarters
+/// of `maxmemory` by default): Redis stays under it, and writes go on.
+#[tokio::test]
+async fn a_crawl_of_every_list_keeps_redis_under_its_fill_limit() {
+    use kith::testing::auth::Viewer;
+
+    const MAXMEMORY: u64 = 8 * 1024 * 1024;
+    let redis = Redis::start(&["--maxmemory", &MAXMEMORY.to_string()]);
+    let t = crate::helpers::spawn_app_with(|c| {
+        c.redis_url = redis.url.clone();
+        c.max_fills_per_sec = 100_000;
+    })
+    .await;
+    let plan = kith::testing::store::seed::Plan {
+        users: 3_000,
+        edges: 90_000,
+        celebrities: 0,
+        celebrity_followers: 0,
+        prefix: "crawl".into(),
+        seed: 0.3,
+        communities: 0,
+    };
+    let seeded = kith::testing::store::seed::generate(&mut *t.conn().await, &plan, |_| {})
+        .await
+        .unwrap();
+    let used = || async {
+        let client = redis::Client::open(redis.url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let query = "query($id: ID!) { user(id: $id) {
+        followers(first: 20) { edges { node { id } } }
+        following(first: 20) { edges { node { id } } } } }";
+    let mut peak = 0;
+    for id in seeded.first_id..seeded.first_id + seeded.users {
+        let gid = kith::testing::graph::ids::user_id(kith::model::UserId::new(id).unwrap());
+        let r = t
+            .execute(
+                Viewer::Anonymous,
+                query,
+                serde_json::json!({ "id": gid.to_string() }),
+            )
+            .await;
+        assert!(r["errors"].is_null(), "{r}");
+        if id % 100 == 0 {
+            peak = peak.max(used().await);
+        }
+    }
+    // The fills the crawl started are done once none is in flight.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    peak = peak.max(used().await);
+    let limit = MAXMEMORY / 4 * 3;
+    // Each write is admitted at the most it can take: none lands past it.
+    eprintln!("used_memory peaked at {peak} bytes under a limit of {limit}");
+    assert!(peak < limit, "peak {peak} bytes, limit {limit}");
+    let skipped = t
+        .app
+        .metrics
+        .list_fills_skipped
+        .get_or_create(&kith::testing::metrics::SkipLabels { reason: "memory" })
+        .get();
+    assert!(skipped > 0, "the limit was reached, and fills were skipped");
+    for path in [
+        "rate_limit",
+        "write_through",
+        "fill",
+        "counter_record",
+        "projector",
+    ] {
+        let refused = t
+            .app
+            .metrics
+            .redis_out_of_memory
+            .get_or_create(&kith::testing::metrics::PathLabels { path })
+            .get();
+        assert_eq!(refused, 0, "no write saw OOM on {path}");
+    }
+    // Writes go on: the rate limiter and the write-through have room.
+    let (a, b) = (
+        kith::model::UserId::new(seeded.first_id).unwrap(),
+        kith::model::UserId::new(seeded.first_id + seeded.users - 1).unwrap(),
+    );
+    t.unfollow(a, b).await;
+    let r = t.follow(a, b).await;
+    assert!(r["errors"].is_null(), "{r}");
+}
