@@ -80,26 +80,22 @@ pub(super) async fn cluster(conn: &mut ClusterConnection, patterns: &[String]) -
     Ok(deleted)
 }
 
-/// Keys unlinked at once on a cluster.
-const UNLINKS_IN_FLIGHT: usize = 64;
-
-/// Deletes `keys` one `UNLINK` each, several in flight (a cluster refuses
-/// a command, or a pipeline, of keys in several slots); returns how many.
-async fn unlink_each(conn: &ClusterConnection, keys: Vec<Vec<u8>>) -> RedisResult<u64> {
-    use futures_util::{StreamExt as _, TryStreamExt as _};
-    futures_util::stream::iter(keys)
-        .map(|key| {
-            let mut conn = conn.clone();
-            async move {
-                redis::cmd("UNLINK")
-                    .arg(key)
-                    .query_async::<u64>(&mut conn)
-                    .await
-            }
-        })
-        .buffer_unordered(UNLINKS_IN_FLIGHT)
-        .try_fold(0, |sum, n| async move { Ok(sum + n) })
-        .await
+/// Deletes `keys` from a cluster, one `UNLINK` each, split by slot as
+/// every pipeline on a cluster is (a cluster refuses a command, or a
+/// pipeline, of keys in several slots); returns how many.
+async fn unlink_each(conn: &mut ClusterConnection, keys: Vec<Vec<u8>>) -> RedisResult<u64> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let mut pipe = redis::pipe();
+    for key in &keys {
+        pipe.cmd("UNLINK").arg(key);
+    }
+    let answers = super::cluster::split(conn, &pipe, 0, keys.len()).await?;
+    Ok(answers
+        .iter()
+        .filter_map(|v| redis::from_redis_value_ref::<u64>(v).ok())
+        .sum())
 }
 
 /// The primaries in a `CLUSTER NODES` answer, as (host, port).
