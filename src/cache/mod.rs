@@ -43,6 +43,29 @@ pub(crate) fn write_through_pipe(
     pipe
 }
 
+/// The pipeline that drops what [`write_through`] would have written to:
+/// the counter records of `records`' users and the lists of `edges` (one
+/// `DEL` per user's keys, one hash slot each). A cache that cannot take a
+/// change — Redis full, or past what caches may take — must not keep the
+/// old state either; reads serve what is dropped from PostgreSQL.
+pub(crate) fn shed_pipe(
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) -> redis::Pipeline {
+    let mut del = redis::pipe();
+    for (user, _) in records {
+        del.cmd("DEL").arg(keys.counter_record(*user)).ignore();
+    }
+    for edge in edges {
+        del.cmd("DEL")
+            .arg(&keys.list(edge.list)[..])
+            .arg(keys.list_tombstones(edge.list))
+            .ignore();
+    }
+    del
+}
+
 /// Runs a pipeline of cache writes (the version-guarded scripts of
 /// [`counters`] and [`lists`], by hash). Every such write may run twice
 /// (a second run finds its version applied and changes nothing), so a

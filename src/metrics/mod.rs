@@ -145,6 +145,9 @@ pub struct Metrics {
     pub replica_reads: Family<ReplicaLabels, Counter>,
     /// Redis writes refused for lack of memory (`OOM`), by path.
     pub redis_out_of_memory: Family<PathLabels, Counter>,
+    /// Projector batches whose caches were dropped, not written: Redis was
+    /// past `KITH_FILL_MEMORY_LIMIT`.
+    pub caches_shed: Counter,
     /// Outbox rows not yet published, as last sampled (-1: not known yet).
     pub outbox_backlog: Gauge,
     operations: Mutex<OperationNames>,
@@ -171,6 +174,7 @@ impl Default for Metrics {
             list_fills_skipped: Family::default(),
             replica_reads: Family::default(),
             redis_out_of_memory: Family::default(),
+            caches_shed: Counter::default(),
             outbox_backlog: {
                 let gauge = Gauge::default();
                 gauge.set(-1);

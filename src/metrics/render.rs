@@ -105,7 +105,7 @@ impl Metrics {
         );
         kith.register(
             "list_fills_skipped",
-            "List fills asked for by reads and not made: the owner is not an active user, or the process's fill budget is spent",
+            "List fills asked for by reads and not made: the owner is not an active user, the process's fill budget is spent, or Redis is past its fill memory limit",
             self.list_fills_skipped.clone(),
         );
         kith.register(
@@ -117,6 +117,11 @@ impl Metrics {
             "redis_out_of_memory",
             "Redis writes refused for lack of memory (OOM), by path",
             self.redis_out_of_memory.clone(),
+        );
+        kith.register(
+            "caches_shed",
+            "Projector batches whose caches were dropped instead of written, Redis being past its fill memory limit",
+            self.caches_shed.clone(),
         );
         if self.outbox_backlog.get() >= 0 {
             kith.register(

@@ -223,20 +223,16 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
 ///
 /// [`FillMemory::EVERY`]: crate::read::state::FillMemory::EVERY
 pub(crate) async fn fits_in_memory(app: &App, sizes: &[u64]) -> Result<usize, ApiError> {
-    if sizes.is_empty() {
-        return Ok(0);
-    }
     let memory = &app.read.fill_memory;
     if let Some(admitted) = memory.admit(sizes) {
         return Ok(admitted);
     }
-    let usage = {
-        let mut redis = app.redis.get().await?;
+    let mut redis = app.redis.get().await?;
+    let (room, looked) = memory.room(&mut *redis, sizes).await?;
+    if looked {
         app.round_trips.redis();
-        crate::cache::memory_use(&mut *redis).await?
-    };
-    memory.record(usage.and_then(|(used, max)| memory.headroom(used, max)));
-    Ok(memory.admit(sizes).unwrap_or(0))
+    }
+    Ok(room)
 }
 
 /// Fills `list` with its newest edges, unless another filler holds the

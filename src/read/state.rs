@@ -148,16 +148,31 @@ impl FillMemory {
     }
 
     /// The bytes fills may still take on a server using `used` of `max`
-    /// (0: unlimited); `None`: no limit. A 64th of the limit is kept back
-    /// for what Redis itself adds as keys come (its hash tables double as
-    /// they grow), so `used_memory` stays under the limit.
+    /// (0: unlimited); `None`: no limit. [`Self::reserve`] is kept back for
+    /// what Redis adds beside the caches, so `used_memory` stays under the
+    /// limit.
     pub fn headroom(&self, used: u64, max: u64) -> Option<u64> {
         let limit = match (self.limit, max) {
             (0, 0) => return None,
             (0, max) => max / 4 * 3,
             (limit, _) => limit,
         };
-        Some((limit - limit / 64).saturating_sub(used))
+        Some((limit - Self::reserve(limit)).saturating_sub(used))
+    }
+
+    /// What is kept back under `limit` for what Redis adds beside the
+    /// caches: its hash tables doubling as keys come, a list's encoding
+    /// growing past its compact form, clients' buffers, scripts. A 64th of
+    /// the limit, at least 1 MiB (most of it does not grow with the limit),
+    /// at most a quarter.
+    pub fn reserve(limit: u64) -> u64 {
+        (limit / 64).max(1 << 20).min(limit / 4)
+    }
+
+    /// The most a write of `records` counter records and `edges` list
+    /// members takes, in bytes.
+    pub fn write_bytes(records: usize, edges: usize) -> u64 {
+        records as u64 * RECORD_BYTES + edges as u64 * MEMBER_BYTES
     }
 
     /// The most a fill of `list` takes, in bytes.
@@ -193,6 +208,25 @@ impl FillMemory {
     pub fn record(&self, headroom: Option<u64>) {
         *self.last.lock().expect("fill memory lock") =
             Some((std::time::Instant::now(), headroom.unwrap_or(u64::MAX)));
+    }
+
+    /// Of writes that take at most `sizes` bytes (from the first), how many
+    /// Redis has room for, looking at its memory on `conn` when the last
+    /// look is too old; and whether it looked (a round trip).
+    pub(crate) async fn room(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+        sizes: &[u64],
+    ) -> Result<(usize, bool), redis::RedisError> {
+        if sizes.is_empty() {
+            return Ok((0, false));
+        }
+        if let Some(admitted) = self.admit(sizes) {
+            return Ok((admitted, false));
+        }
+        let usage = crate::cache::memory_use(conn).await?;
+        self.record(usage.and_then(|(used, max)| self.headroom(used, max)));
+        Ok((self.admit(sizes).unwrap_or(0), true))
     }
 }
 

@@ -25,6 +25,7 @@ use crate::cache::lists::EdgeState;
 use crate::model::UserId;
 use crate::paging::ListKey;
 use crate::pipeline::wake;
+use crate::read::state::FillMemory;
 
 /// Takes `n` tokens from `actor`'s bucket, or fails with `RATE_LIMITED`
 /// (counted in the metrics).
@@ -79,6 +80,32 @@ fn queue_forget_suggestions(pipe: &mut redis::Pipeline, app: &App, user: UserId)
         .ignore();
 }
 
+/// Queues on `pipe` what every commit of an edge is followed by: relays
+/// woken by a `PUBLISH`, and the kept suggestions of `users`, and of the
+/// owners of the following lists `edges` change, outdated.
+fn queue_after_commit(
+    app: &App,
+    pipe: &mut redis::Pipeline,
+    edges: &[EdgeState],
+    users: &[UserId],
+) {
+    wake::queue_publish(pipe, &app.keys);
+    // A change of whom a user follows outdates its kept suggestions.
+    let mut owners: Vec<UserId> = edges
+        .iter()
+        .filter_map(|e| match e.list {
+            ListKey::Following(owner) => Some(owner),
+            ListKey::Followers(_) => None,
+        })
+        .chain(users.iter().copied())
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    for owner in owners {
+        queue_forget_suggestions(pipe, app, owner);
+    }
+}
+
 /// After a commit that appended outbox events: the changed counter records
 /// and following lists show it at once (read-your-writes), and every relay is
 /// woken — this process's directly, others' by a `PUBLISH` in the same Redis
@@ -103,24 +130,27 @@ pub(crate) async fn after_commit_for(
     users: &[UserId],
 ) {
     app.wakes.relay.notify_one();
-    let mut pipe = cache::write_through_pipe(&app.keys, records, edges);
-    wake::queue_publish(&mut pipe, &app.keys);
-    // A change of whom a user follows outdates its kept suggestions.
-    let mut owners: Vec<UserId> = edges
-        .iter()
-        .filter_map(|e| match e.list {
-            ListKey::Following(owner) => Some(owner),
-            ListKey::Followers(_) => None,
-        })
-        .chain(users.iter().copied())
-        .collect();
-    owners.sort_unstable();
-    owners.dedup();
-    for owner in owners {
-        queue_forget_suggestions(&mut pipe, app, owner);
-    }
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        // Past `KITH_FILL_MEMORY_LIMIT` the caches are dropped rather than
+        // grown, as the projector does: reads serve them from PostgreSQL.
+        let bytes = FillMemory::write_bytes(records.len(), edges.len());
+        let (room, looked) = app
+            .read
+            .fill_memory
+            .room(&mut *redis, &[bytes])
+            .await
+            .map_err(|e| e.to_string())?;
+        if looked {
+            app.round_trips.redis();
+        }
+        let mut pipe = if room == 0 {
+            app.metrics.caches_shed.inc();
+            cache::shed_pipe(&app.keys, records, edges)
+        } else {
+            cache::write_through_pipe(&app.keys, records, edges)
+        };
+        queue_after_commit(app, &mut pipe, edges, users);
         cache::run_writes(&mut *redis, &pipe).await.map_err(|e| {
             if cache::out_of_memory(&e) {
                 app.metrics.redis_oom("write_through");

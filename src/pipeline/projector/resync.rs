@@ -14,6 +14,7 @@ use crate::events::follow::FollowEventType;
 use crate::live::hub::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
+use crate::read::state::FillMemory;
 use crate::store::{follower, following, stats};
 
 /// Writes the current truth of every user and edge in `events` to Redis.
@@ -104,29 +105,34 @@ pub(crate) async fn resync_state(
         (records, edges)
     };
     let mut redis = app.redis.get().await?;
-    match cache::write_through(&mut *redis, &app.keys, &records, &edges).await {
-        Ok(()) => {}
-        // Redis is full (`maxmemory` with `noeviction`): a cache that cannot
-        // take the change must not keep the old state either. Dropping the
-        // keys frees memory and leaves these users and lists uncached, which
-        // reads serve from PostgreSQL — right, only slower.
-        Err(e) if cache::out_of_memory(&e) => {
-            app.metrics.redis_oom("projector");
-            tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
-            // One DEL per user's keys (one hash slot each), pipelined.
-            let mut del = redis::pipe();
-            for (user, _) in &records {
-                del.cmd("DEL").arg(app.keys.counter_record(*user)).ignore();
+    // Past `KITH_FILL_MEMORY_LIMIT` the batch's caches are dropped rather
+    // than grown, as when Redis is full: what is cached shrinks back under
+    // the limit, and reads fill it again from there.
+    let bytes = FillMemory::write_bytes(records.len(), edges.len());
+    let (room, _) = app.read.fill_memory.room(&mut *redis, &[bytes]).await?;
+    let shed = if room == 0 {
+        app.metrics.caches_shed.inc();
+        true
+    } else {
+        match cache::write_through(&mut *redis, &app.keys, &records, &edges).await {
+            Ok(()) => false,
+            // Redis is full (`maxmemory` with `noeviction`): a cache that
+            // cannot take the change must not keep the old state either.
+            // Dropping the keys frees memory and leaves these users and lists
+            // uncached, which reads serve from PostgreSQL — right, only
+            // slower.
+            Err(e) if cache::out_of_memory(&e) => {
+                app.metrics.redis_oom("projector");
+                tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
+                true
             }
-            for edge in &edges {
-                del.cmd("DEL")
-                    .arg(&app.keys.list(edge.list)[..])
-                    .arg(app.keys.list_tombstones(edge.list))
-                    .ignore();
-            }
-            del.query_async::<()>(&mut *redis).await?;
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e.into()),
+    };
+    if shed {
+        cache::shed_pipe(&app.keys, &records, &edges)
+            .query_async::<()>(&mut *redis)
+            .await?;
     }
     drop(redis);
     // This process's hot lists see the change now; other processes' within
