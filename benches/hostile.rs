@@ -34,6 +34,9 @@ async fn main() {
     if phase.as_deref().is_none_or(|p| p == "websocket") {
         probe_latency_under_a_websocket_flood().await;
     }
+    if phase.as_deref().is_none_or(|p| p == "crawl") {
+        crawl_every_list().await;
+    }
 }
 
 const FOLLOWERS: i64 = 200_000;
@@ -268,6 +271,183 @@ async fn probe_latency_under_a_websocket_flood() {
     text.push_str(&report);
     std::fs::write(&path, text).unwrap();
     eprintln!("{report}");
+}
+
+/// An anonymous client reads the first page of both lists of every user of
+/// a 200,000-user graph, eight at a time, on a Redis of its own with
+/// `maxmemory` 64 MB and `noeviction`, with fills unthrottled (as many
+/// processes would allow them) while other accounts follow. Redis's
+/// `used_memory` is sampled throughout; every write must go on without
+/// `OOM`. Appends to `target/bench-reports/hostile.md`.
+async fn crawl_every_list() {
+    use crate::helpers::Redis;
+    use kith::model::UserId;
+
+    const USERS: i64 = 200_000;
+    const EDGES: i64 = 1_000_000;
+    const MAXMEMORY: u64 = 64 * 1024 * 1024;
+    const CRAWLERS: i64 = 8;
+    let redis = Redis::start(&[
+        "--maxmemory",
+        &MAXMEMORY.to_string(),
+        "--maxmemory-policy",
+        "noeviction",
+    ]);
+    let t = Arc::new(
+        spawn_app_with(|c| {
+            c.redis_url = redis.url.clone();
+            c.max_fills_per_sec = 1_000_000;
+            // Seeding a million follows takes longer than a request may.
+            c.statement_timeout_ms = 0;
+        })
+        .await,
+    );
+    let plan = kith::testing::store::seed::Plan {
+        users: USERS,
+        edges: EDGES,
+        celebrities: 0,
+        celebrity_followers: 0,
+        prefix: "crawl".into(),
+        seed: 0.7,
+        communities: 0,
+    };
+    let seeded = kith::testing::store::seed::generate(&mut *t.conn().await, &plan, |_| {})
+        .await
+        .unwrap();
+    t.sql("ANALYZE").await;
+    let client = redis::Client::open(redis.url.as_str()).unwrap();
+    let info = client.get_multiplexed_async_connection().await.unwrap();
+    let used = move || {
+        let mut info = info.clone();
+        async move {
+            let text: String = redis::cmd("INFO")
+                .arg("memory")
+                .query_async(&mut info)
+                .await
+                .unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap()
+        }
+    };
+    let before = used().await;
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let (done, used) = (done.clone(), used.clone());
+        async move {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(used().await);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            peak
+        }
+    });
+    // Writers: a follow by a different account every 20 ms.
+    let writer = tokio::spawn({
+        let (t, done) = (t.clone(), done.clone());
+        let first = seeded.first_id;
+        async move {
+            let mut codes: std::collections::BTreeMap<String, usize> = Default::default();
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                let actor = UserId::new(first + i % USERS).unwrap();
+                let target = UserId::new(first + (i * 7919 + 1) % USERS).unwrap();
+                let r = t.follow(actor, target).await;
+                let code = r["errors"][0]["extensions"]["code"]
+                    .as_str()
+                    .unwrap_or("ok")
+                    .to_owned();
+                *codes.entry(code).or_default() += 1;
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            codes
+        }
+    });
+    let query = "query($id: ID!) { user(id: $id) {
+        followers(first: 20) { edges { node { id } } }
+        following(first: 20) { edges { node { id } } } } }";
+    let started = Instant::now();
+    let crawlers: Vec<_> = (0..CRAWLERS)
+        .map(|k| {
+            let t = t.clone();
+            let first = seeded.first_id;
+            tokio::spawn(async move {
+                let mut failed = 0usize;
+                for n in (k..USERS).step_by(CRAWLERS as usize) {
+                    let id = kith::testing::graph::ids::user_id(UserId::new(first + n).unwrap());
+                    let r = t
+                        .execute(Viewer::Anonymous, query, json!({ "id": id.to_string() }))
+                        .await;
+                    failed += usize::from(!r["errors"].is_null());
+                }
+                failed
+            })
+        })
+        .collect();
+    let mut failed = 0;
+    for crawler in crawlers {
+        failed += crawler.await.unwrap();
+    }
+    let took = started.elapsed();
+    // The fills the crawl started end soon after it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    done.store(true, Ordering::Relaxed);
+    let peak = sampler.await.unwrap();
+    let codes = writer.await.unwrap();
+    let after = used().await;
+    let metrics = &t.app.metrics;
+    let skipped = metrics
+        .list_fills_skipped
+        .get_or_create(&kith::testing::metrics::SkipLabels { reason: "memory" })
+        .get();
+    let oom: u64 = [
+        "rate_limit",
+        "write_through",
+        "fill",
+        "counter_record",
+        "projector",
+    ]
+    .iter()
+    .map(|path| {
+        metrics
+            .redis_out_of_memory
+            .get_or_create(&kith::testing::metrics::PathLabels { path })
+            .get()
+    })
+    .sum();
+    let limit = MAXMEMORY / 4 * 3;
+    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let codes: Vec<String> = codes.iter().map(|(c, n)| format!("{n} {c}")).collect();
+    let report = format!(
+        "\n## An anonymous crawl of every list\n\n\
+         {USERS} users, {EDGES} follows (`kith seed-data`'s generator); an anonymous client \
+         reads the first 20 of both lists of every user, {CRAWLERS} at a time, in process \
+         (debug build), on a Redis of its own: `maxmemory` {:.0} MB, `noeviction`, \
+         `KITH_FILL_MEMORY_LIMIT` at its default (three quarters: {:.1} MB), fills \
+         unthrottled. Meanwhile one account after another follows another, every 20 ms.\n\n\
+         | crawl | queries failed | used_memory before | peak (sampled every 100 ms) | after | \
+         fills skipped for memory | writes refused `OOM` |\n\
+         |---|---|---|---|---|---|---|\n\
+         | {:.0} s | {failed} | {:.1} MB | {:.1} MB | {:.1} MB | {skipped} | {oom} |\n\n\
+         The follows made meanwhile: {}.\n",
+        mb(MAXMEMORY),
+        mb(limit),
+        took.as_secs_f64(),
+        mb(before),
+        mb(peak),
+        mb(after),
+        codes.join(", "),
+    );
+    let path = reports().join("hostile.md");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.push_str(&report);
+    std::fs::write(&path, text).unwrap();
+    eprintln!("{report}");
+    drop(redis);
 }
 
 /// `target/bench-reports/`, where every bench writes its report.
