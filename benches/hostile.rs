@@ -265,12 +265,7 @@ async fn probe_latency_under_a_websocket_flood() {
         codes.join(", "),
         took.as_secs_f64(),
     );
-    let path = reports().join("hostile.md");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.push_str(&report);
-    std::fs::write(&path, text).unwrap();
-    eprintln!("{report}");
+    append_report(&report);
 }
 
 /// An anonymous client reads the first page of both lists of every user of
@@ -441,13 +436,18 @@ async fn crawl_every_list() {
         mb(after),
         codes.join(", "),
     );
+    append_report(&report);
+    drop(redis);
+}
+
+/// Appends `report` to `target/bench-reports/hostile.md`, and prints it.
+fn append_report(report: &str) {
     let path = reports().join("hostile.md");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.push_str(&report);
+    text.push_str(report);
     std::fs::write(&path, text).unwrap();
     eprintln!("{report}");
-    drop(redis);
 }
 
 /// `target/bench-reports/`, where every bench writes its report.

@@ -115,6 +115,19 @@ fn has_code(e: &redis::RedisError, code: &str) -> bool {
             .is_some_and(|errors| errors.iter().any(|(_, e)| e.code() == code))
 }
 
+/// The texts of an `INFO` answer: one on a single server, one per node on
+/// a cluster (which answers a map of node to text).
+fn info_texts(value: &redis::Value) -> Vec<String> {
+    match value {
+        redis::Value::Map(nodes) => nodes.iter().flat_map(|(_, v)| info_texts(v)).collect(),
+        redis::Value::Array(values) => values.iter().flat_map(info_texts).collect(),
+        other => redis::from_redis_value_ref::<String>(other)
+            .ok()
+            .into_iter()
+            .collect(),
+    }
+}
+
 /// Redis's `maxmemory-policy`, read from `INFO memory` or, where that does
 /// not tell, with `CONFIG GET`; `None` when neither tells. On a cluster
 /// `INFO` answers for every primary: a policy other than `noeviction` on any
@@ -127,16 +140,6 @@ pub(crate) async fn eviction_policy(
             .find_map(|line| line.strip_prefix("maxmemory_policy:"))
             .map(|p| p.trim().to_owned())
     }
-    fn texts(value: &redis::Value) -> Vec<String> {
-        match value {
-            redis::Value::Map(nodes) => nodes.iter().flat_map(|(_, v)| texts(v)).collect(),
-            redis::Value::Array(values) => values.iter().flat_map(texts).collect(),
-            other => redis::from_redis_value_ref::<String>(other)
-                .ok()
-                .into_iter()
-                .collect(),
-        }
-    }
     let info: Option<redis::Value> = redis::cmd("INFO")
         .arg("memory")
         .query_async(conn)
@@ -144,7 +147,7 @@ pub(crate) async fn eviction_policy(
         .ok();
     let policies: Vec<String> = info
         .as_ref()
-        .map(texts)
+        .map(info_texts)
         .unwrap_or_default()
         .iter()
         .filter_map(|text| policy_in(text))
@@ -172,16 +175,6 @@ pub(crate) async fn memory_use(
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
             .and_then(|v| v.trim().parse().ok())
     }
-    fn texts(value: &redis::Value) -> Vec<String> {
-        match value {
-            redis::Value::Map(nodes) => nodes.iter().flat_map(|(_, v)| texts(v)).collect(),
-            redis::Value::Array(values) => values.iter().flat_map(texts).collect(),
-            other => redis::from_redis_value_ref::<String>(other)
-                .ok()
-                .into_iter()
-                .collect(),
-        }
-    }
     let info: redis::Value = redis::cmd("INFO").arg("memory").query_async(conn).await?;
     let share = |(used, max): (u64, u64)| {
         if max == 0 {
@@ -190,7 +183,7 @@ pub(crate) async fn memory_use(
             used as f64 / max as f64
         }
     };
-    Ok(texts(&info)
+    Ok(info_texts(&info)
         .iter()
         .filter_map(|text| Some((field(text, "used_memory")?, field(text, "maxmemory")?)))
         .max_by(|a, b| share(*a).total_cmp(&share(*b)).then(a.0.cmp(&b.0))))
