@@ -43,12 +43,35 @@ pub(crate) fn write_through_pipe(
     pipe
 }
 
-/// The pipeline that drops what [`write_through`] would have written to:
-/// the counter records of `records`' users and the lists of `edges` (one
-/// `DEL` per user's keys, one hash slot each). A cache that cannot take a
-/// change — Redis full, or past what caches may take — must not keep the
-/// old state either; reads serve what is dropped from PostgreSQL.
+/// [`write_through`] for a Redis past what caches may take: counter
+/// records are written (a record is small, and its version must stand
+/// against an older one sent late), the lists of `edges` are dropped —
+/// their members and coverage, not their versions — and each edge is then
+/// applied to its list, which is no longer cached: a removal leaves its
+/// tombstone, so an update sent before it and late cannot bring the edge
+/// back when a read fills the list again.
 pub(crate) fn shed_pipe(
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    counters::queue_store(&mut pipe, keys, records);
+    for edge in edges {
+        let [members, _, coverage] = keys.list(edge.list);
+        pipe.cmd("DEL").arg(members).arg(coverage).ignore();
+    }
+    lists::queue_apply(&mut pipe, keys, edges);
+    pipe
+}
+
+/// The pipeline that drops, whole, what [`write_through`] would have
+/// written to, for a Redis that refuses writes (`OOM`): the counter records
+/// of `records`' users and the lists of `edges` with their versions (one
+/// `DEL` per user's keys, one hash slot each). A cache that cannot take a
+/// change must not keep the old state either; reads serve what is dropped
+/// from PostgreSQL.
+pub(crate) fn drop_pipe(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
@@ -164,29 +187,25 @@ pub(crate) async fn eviction_policy(
     Ok(pair.get(1).cloned())
 }
 
-/// How full Redis is: `used_memory` and `maxmemory` (0: none) of the
-/// fullest server (on a cluster `INFO` answers for every primary; the one
-/// with the highest share, or the most used where none has a limit).
+/// How full Redis is: `used_memory` and `maxmemory` (0: none, or not
+/// told) of each server that answered (on a cluster `INFO` answers for
+/// every primary; a node's error is left out).
 pub(crate) async fn memory_use(
     conn: &mut impl ConnectionLike,
-) -> Result<Option<(u64, u64)>, redis::RedisError> {
+) -> Result<Vec<(u64, u64)>, redis::RedisError> {
     fn field(info: &str, name: &str) -> Option<u64> {
         info.lines()
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
             .and_then(|v| v.trim().parse().ok())
     }
     let info: redis::Value = redis::cmd("INFO").arg("memory").query_async(conn).await?;
-    let share = |(used, max): (u64, u64)| {
-        if max == 0 {
-            0.0
-        } else {
-            used as f64 / max as f64
-        }
-    };
     Ok(info_texts(&info)
         .iter()
-        .filter_map(|text| Some((field(text, "used_memory")?, field(text, "maxmemory")?)))
-        .max_by(|a, b| share(*a).total_cmp(&share(*b)).then(a.0.cmp(&b.0))))
+        .filter_map(|text| {
+            let used = field(text, "used_memory")?;
+            Some((used, field(text, "maxmemory").unwrap_or(0)))
+        })
+        .collect())
 }
 
 /// True when the server runs in cluster mode (`INFO cluster`); false when

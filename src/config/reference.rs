@@ -42,7 +42,7 @@ member (ZSet entry and version) — at most `KITH_LIST_CACHE_SIZE` members after
 (`KITH_FOLLOWING_CACHE_SIZE` for a following list: about 1.2 MB for one of 10,000), more as \
 events arrive, for `KITH_LIST_CACHE_TTL_SECS` (the versions of removed members ten minutes \
 longer). Reads stop filling lists once Redis's `used_memory` passes `KITH_FILL_MEMORY_LIMIT` \
-(three quarters of `maxmemory` by default), and the projector drops the caches it would grow \
+(three quarters of `maxmemory` by default), and writes drop the cached lists they would grow \
 past it, so caches — a crawl of every public list included — never take Redis to its \
 limit: set `maxmemory`. Should Redis fill up \
 anyway, its writes fail with `OOM`, on purpose: the rate limiter \

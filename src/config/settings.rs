@@ -235,7 +235,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_FILL_MEMORY_LIMIT",
                 "0",
-                "Redis `used_memory` (bytes) that what reads cache may take it to: past it, reads fill no list cache and write back no counter record (pages and counters are read from PostgreSQL until caches expire) and the projector drops the caches a batch touches instead of growing them (`kith_caches_shed_total`), so a crawl of every public list cannot take Redis to its `maxmemory`, where every write would fail `OOM`. Each fill is counted at the most it can take (120 bytes a member of `KITH_LIST_CACHE_SIZE` or `KITH_FOLLOWING_CACHE_SIZE`) against a look at Redis at most 10 ms old. 0: three quarters of Redis's `maxmemory` (of the fullest primary, on a cluster), and no limit on a Redis without one (`kith_list_fills_skipped_total{reason=\"memory\"}`)",
+                "Redis `used_memory` (bytes) that what reads cache may take it to: past it, reads fill no list cache and write back no counter record (pages and counters are read from PostgreSQL until caches expire) and writes drop the cached lists they would grow (`kith_caches_shed_total`), so a crawl of every public list cannot take Redis to its `maxmemory`, where every write would fail `OOM`. Each fill is counted at the most it can take (120 bytes a member of `KITH_LIST_CACHE_SIZE` or `KITH_FOLLOWING_CACHE_SIZE`) against a look at Redis at most 10 ms old. 0: three quarters of Redis's `maxmemory` (of the fullest primary, on a cluster), and no limit on a Redis without one (`kith_list_fills_skipped_total{reason=\"memory\"}`)",
             ),
         ],
     },

@@ -145,8 +145,8 @@ pub struct Metrics {
     pub replica_reads: Family<ReplicaLabels, Counter>,
     /// Redis writes refused for lack of memory (`OOM`), by path.
     pub redis_out_of_memory: Family<PathLabels, Counter>,
-    /// Projector batches whose caches were dropped, not written: Redis was
-    /// past `KITH_FILL_MEMORY_LIMIT`.
+    /// Writes and projector batches whose cached lists were dropped rather
+    /// than grown: Redis was past `KITH_FILL_MEMORY_LIMIT`.
     pub caches_shed: Counter,
     /// Outbox rows not yet published, as last sampled (-1: not known yet).
     pub outbox_backlog: Gauge,

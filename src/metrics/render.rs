@@ -120,7 +120,7 @@ impl Metrics {
         );
         kith.register(
             "caches_shed",
-            "Projector batches whose caches were dropped instead of written, Redis being past its fill memory limit",
+            "Writes and projector batches whose cached lists were dropped rather than grown, Redis being past its fill memory limit",
             self.caches_shed.clone(),
         );
         if self.outbox_backlog.get() >= 0 {

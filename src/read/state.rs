@@ -123,8 +123,20 @@ pub struct FillMemory {
     pub followers_bytes: u64,
     /// The most a filled following list takes, in bytes.
     pub following_bytes: u64,
-    /// When Redis was last looked at, and the bytes left since.
-    pub last: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
+    /// The last look at Redis.
+    last: std::sync::Mutex<Option<Look>>,
+    /// Whether a failed look was logged (once per process).
+    warned: std::sync::atomic::AtomicBool,
+}
+
+/// One look at Redis's memory.
+#[derive(Clone, Copy, Debug)]
+struct Look {
+    at: std::time::Instant,
+    /// Bytes fills may still take: the headroom less what was admitted since.
+    left: u64,
+    /// Redis was past the limit when looked at.
+    past: bool,
 }
 
 /// About what a cached list takes per member: its ZSet entry and version.
@@ -144,6 +156,7 @@ impl FillMemory {
             followers_bytes: config.list_cache_size as u64 * MEMBER_BYTES,
             following_bytes: config.following_cache_size as u64 * MEMBER_BYTES,
             last: std::sync::Mutex::default(),
+            warned: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -169,12 +182,6 @@ impl FillMemory {
         (limit / 64).max(1 << 20).min(limit / 4)
     }
 
-    /// The most a write of `records` counter records and `edges` list
-    /// members takes, in bytes.
-    pub fn write_bytes(records: usize, edges: usize) -> u64 {
-        records as u64 * RECORD_BYTES + edges as u64 * MEMBER_BYTES
-    }
-
     /// The most a fill of `list` takes, in bytes.
     pub fn list_bytes(&self, list: ListKey) -> u64 {
         match list {
@@ -189,16 +196,13 @@ impl FillMemory {
     /// it).
     pub fn admit(&self, sizes: &[u64]) -> Option<usize> {
         let mut last = self.last.lock().expect("fill memory lock");
-        let (at, left) = last.as_mut()?;
-        if at.elapsed() >= Self::EVERY {
-            return None;
-        }
+        let look = last.as_mut().filter(|l| l.at.elapsed() < Self::EVERY)?;
         let mut admitted = 0;
         for size in sizes {
-            if *size > *left {
+            if *size > look.left {
                 break;
             }
-            *left -= size;
+            look.left -= size;
             admitted += 1;
         }
         Some(admitted)
@@ -206,8 +210,41 @@ impl FillMemory {
 
     /// Records a look: `headroom` bytes left (`None`: no limit).
     pub fn record(&self, headroom: Option<u64>) {
-        *self.last.lock().expect("fill memory lock") =
-            Some((std::time::Instant::now(), headroom.unwrap_or(u64::MAX)));
+        *self.last.lock().expect("fill memory lock") = Some(Look {
+            at: std::time::Instant::now(),
+            left: headroom.unwrap_or(u64::MAX),
+            past: headroom == Some(0),
+        });
+    }
+
+    /// Looks at Redis's memory on `conn` if the last look is too old; true
+    /// when it did (a round trip). The tightest server counts (on a
+    /// cluster, every primary answers). A look that fails counts as no
+    /// limit — the limit guards memory, never what is right — and is
+    /// logged once.
+    async fn refresh(&self, conn: &mut impl redis::aio::ConnectionLike) -> bool {
+        let fresh = self
+            .last
+            .lock()
+            .expect("fill memory lock")
+            .is_some_and(|l| l.at.elapsed() < Self::EVERY);
+        if fresh {
+            return false;
+        }
+        let headroom = match crate::cache::memory_use(conn).await {
+            Ok(servers) => servers
+                .iter()
+                .filter_map(|(used, max)| self.headroom(*used, *max))
+                .min(),
+            Err(error) => {
+                if !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(%error, "cannot read Redis's memory (INFO): KITH_FILL_MEMORY_LIMIT is not applied");
+                }
+                None
+            }
+        };
+        self.record(headroom);
+        true
     }
 
     /// Of writes that take at most `sizes` bytes (from the first), how many
@@ -217,16 +254,29 @@ impl FillMemory {
         &self,
         conn: &mut impl redis::aio::ConnectionLike,
         sizes: &[u64],
-    ) -> Result<(usize, bool), redis::RedisError> {
+    ) -> (usize, bool) {
         if sizes.is_empty() {
-            return Ok((0, false));
+            return (0, false);
         }
-        if let Some(admitted) = self.admit(sizes) {
-            return Ok((admitted, false));
-        }
-        let usage = crate::cache::memory_use(conn).await?;
-        self.record(usage.and_then(|(used, max)| self.headroom(used, max)));
-        Ok((self.admit(sizes).unwrap_or(0), true))
+        let looked = self.refresh(conn).await;
+        (self.admit(sizes).unwrap_or(0), looked)
+    }
+
+    /// Whether Redis was past the limit at the last look (looking again on
+    /// `conn` when it is too old); and whether it looked. What writes
+    /// check: they keep caches right, so they are not counted against the
+    /// room fills take, only kept from growing caches past the limit.
+    pub(crate) async fn past_limit(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> (bool, bool) {
+        let looked = self.refresh(conn).await;
+        let past = self
+            .last
+            .lock()
+            .expect("fill memory lock")
+            .is_some_and(|l| l.past);
+        (past, looked)
     }
 }
 

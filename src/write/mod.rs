@@ -25,7 +25,6 @@ use crate::cache::lists::EdgeState;
 use crate::model::UserId;
 use crate::paging::ListKey;
 use crate::pipeline::wake;
-use crate::read::state::FillMemory;
 
 /// Takes `n` tokens from `actor`'s bucket, or fails with `RATE_LIMITED`
 /// (counted in the metrics).
@@ -132,19 +131,18 @@ pub(crate) async fn after_commit_for(
     app.wakes.relay.notify_one();
     let result = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        // Past `KITH_FILL_MEMORY_LIMIT` the caches are dropped rather than
+        // Past `KITH_FILL_MEMORY_LIMIT` the lists are dropped rather than
         // grown, as the projector does: reads serve them from PostgreSQL.
-        let bytes = FillMemory::write_bytes(records.len(), edges.len());
-        let (room, looked) = app
-            .read
-            .fill_memory
-            .room(&mut *redis, &[bytes])
-            .await
-            .map_err(|e| e.to_string())?;
-        if looked {
-            app.round_trips.redis();
-        }
-        let mut pipe = if room == 0 {
+        let past = if edges.is_empty() {
+            false
+        } else {
+            let (past, looked) = app.read.fill_memory.past_limit(&mut *redis).await;
+            if looked {
+                app.round_trips.redis();
+            }
+            past
+        };
+        let mut pipe = if past {
             app.metrics.caches_shed.inc();
             cache::shed_pipe(&app.keys, records, edges)
         } else {

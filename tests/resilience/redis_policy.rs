@@ -202,6 +202,36 @@ async fn a_crawl_of_every_list_keeps_redis_under_its_fill_limit() {
     }
     crate::helpers::settled(&t, &[], 60).await;
     peak = peak.max(used().await);
+    // A removal past the limit drops the list but leaves its tombstone: an
+    // add of an older version, late, cannot bring the edge back once a read
+    // fills the list again.
+    t.unfollow(user(0), user(1000)).await;
+    crate::helpers::settled(&t, &[], 60).await;
+    let (active, version) = t.projected(user(0), user(1000)).await.unwrap();
+    assert!(!active);
+    let [members, versions, _] = t
+        .app
+        .keys
+        .list(kith::testing::paging::ListKey::Following(user(0)));
+    let mut conn = redis::Client::open(redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let kept: Option<i64> = redis::cmd("HGET")
+        .arg(&versions)
+        .arg(format!("{:019}", user(1000).get()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(kept, Some(version), "the removal's tombstone");
+    let listed: Option<f64> = redis::cmd("ZSCORE")
+        .arg(&members)
+        .arg(format!("{:019}", user(1000).get()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(listed, None);
     assert!(
         t.app.metrics.caches_shed.get() > 0,
         "writes dropped caches past the limit"

@@ -14,7 +14,6 @@ use crate::events::follow::FollowEventType;
 use crate::live::hub::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::pipeline::PipelineError;
-use crate::read::state::FillMemory;
 use crate::store::{follower, following, stats};
 
 /// Writes the current truth of every user and edge in `events` to Redis.
@@ -105,34 +104,30 @@ pub(crate) async fn resync_state(
         (records, edges)
     };
     let mut redis = app.redis.get().await?;
-    // Past `KITH_FILL_MEMORY_LIMIT` the batch's caches are dropped rather
-    // than grown, as when Redis is full: what is cached shrinks back under
-    // the limit, and reads fill it again from there.
-    let bytes = FillMemory::write_bytes(records.len(), edges.len());
-    let (room, _) = app.read.fill_memory.room(&mut *redis, &[bytes]).await?;
-    let shed = if room == 0 {
+    // Past `KITH_FILL_MEMORY_LIMIT` the batch's lists are dropped rather
+    // than grown: what is cached shrinks back under the limit, and reads
+    // fill it again from there.
+    let (past, _) = app.read.fill_memory.past_limit(&mut *redis).await;
+    let pipe = if past && !edges.is_empty() {
         app.metrics.caches_shed.inc();
-        true
-    } else {
-        match cache::write_through(&mut *redis, &app.keys, &records, &edges).await {
-            Ok(()) => false,
-            // Redis is full (`maxmemory` with `noeviction`): a cache that
-            // cannot take the change must not keep the old state either.
-            // Dropping the keys frees memory and leaves these users and lists
-            // uncached, which reads serve from PostgreSQL — right, only
-            // slower.
-            Err(e) if cache::out_of_memory(&e) => {
-                app.metrics.redis_oom("projector");
-                tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
-                true
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    if shed {
         cache::shed_pipe(&app.keys, &records, &edges)
-            .query_async::<()>(&mut *redis)
-            .await?;
+    } else {
+        cache::write_through_pipe(&app.keys, &records, &edges)
+    };
+    match cache::run_writes(&mut *redis, &pipe).await {
+        Ok(()) => {}
+        // Redis is full (`maxmemory` with `noeviction`): a cache that cannot
+        // take the change must not keep the old state either. Dropping the
+        // keys frees memory and leaves these users and lists uncached, which
+        // reads serve from PostgreSQL — right, only slower.
+        Err(e) if cache::out_of_memory(&e) => {
+            app.metrics.redis_oom("projector");
+            tracing::warn!(error = %e, "Redis is out of memory: dropping the caches this batch touched");
+            cache::drop_pipe(&app.keys, &records, &edges)
+                .query_async::<()>(&mut *redis)
+                .await?;
+        }
+        Err(e) => return Err(e.into()),
     }
     drop(redis);
     // This process's hot lists see the change now; other processes' within
