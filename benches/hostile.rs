@@ -421,12 +421,12 @@ async fn crawl_every_list() {
          {USERS} users, {EDGES} follows (`kith seed-data`'s generator); an anonymous client \
          reads the first 20 of both lists of every user, {CRAWLERS} at a time, in process \
          (debug build), on a Redis of its own: `maxmemory` {:.0} MB, `noeviction`, \
-         `KITH_FILL_MEMORY_LIMIT` at its default (three quarters: {:.1} MB), fills \
+         `KITH_FILL_MEMORY_LIMIT` at its default (three quarters: {:.2} MB), fills \
          unthrottled. Meanwhile one account after another follows another, every 20 ms.\n\n\
          | crawl | queries failed | used_memory before | peak (sampled every 100 ms) | after | \
          fills skipped for memory | writes refused `OOM` |\n\
          |---|---|---|---|---|---|---|\n\
-         | {:.0} s | {failed} | {:.1} MB | {:.1} MB | {:.1} MB | {skipped} | {oom} |\n\n\
+         | {:.0} s | {failed} | {:.2} MB | {:.2} MB | {:.2} MB | {skipped} | {oom} |\n\n\
          The follows made meanwhile: {}.\n",
         mb(MAXMEMORY),
         mb(limit),
