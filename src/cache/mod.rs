@@ -38,9 +38,19 @@ pub(crate) fn write_through_pipe(
     edges: &[EdgeState],
 ) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    counters::queue_store(&mut pipe, keys, records);
-    lists::queue_apply(&mut pipe, keys, edges);
+    queue_write_through(&mut pipe, keys, records, edges);
     pipe
+}
+
+/// Queues [`write_through`]'s writes on `pipe`.
+fn queue_write_through(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    records: &[(UserId, CounterRecord)],
+    edges: &[EdgeState],
+) {
+    counters::queue_store(pipe, keys, records);
+    lists::queue_apply(pipe, keys, edges);
 }
 
 /// [`write_through`] for a Redis past what caches may take: counter
@@ -56,12 +66,11 @@ pub(crate) fn shed_pipe(
     edges: &[EdgeState],
 ) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    counters::queue_store(&mut pipe, keys, records);
     for edge in edges {
         let [members, _, coverage] = keys.list(edge.list);
         pipe.cmd("DEL").arg(members).arg(coverage).ignore();
     }
-    lists::queue_apply(&mut pipe, keys, edges);
+    queue_write_through(&mut pipe, keys, records, edges);
     pipe
 }
 

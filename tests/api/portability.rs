@@ -558,25 +558,13 @@ async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
 /// claimable at once, where its last batch left it.
 #[tokio::test]
 async fn a_stopping_process_gives_its_import_up() {
-    use crate::helpers::{KithProcess, eventually};
+    use crate::helpers::eventually;
     use crate::http_client;
 
     let t = spawn_app().await;
     let me = t.user("me").await;
     let csv = seeded_file(&t, "idol", 200).await;
-    let port = http_client::free_port();
-    let mut server = KithProcess::start(
-        &t,
-        "serve",
-        &[
-            ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
-            ("KITH_IMPORT_ROWS_PER_SEC", "20".into()),
-        ],
-    );
-    eventually("the server", 60, || async {
-        http_client::get(port, "/healthz").await.ok()
-    })
-    .await;
+    let (mut server, port) = serve(&t, &[("KITH_IMPORT_ROWS_PER_SEC", "20".into())]).await;
     let r = http_client::graphql(
         port,
         &t.token(me),
@@ -1003,26 +991,14 @@ async fn an_account_streams_one_export_at_a_time() {
 /// larger than the sockets' buffers.
 #[tokio::test]
 async fn a_client_that_stops_reading_is_dropped() {
-    use crate::helpers::{KithProcess, eventually};
+    use crate::helpers::eventually;
     use crate::http_client;
     use tokio::io::AsyncWriteExt as _;
 
     let t = spawn_app().await;
     let me = t.user("me").await;
     seed_followers(&t, me, "reader", 300_000, 7).await;
-    let port = http_client::free_port();
-    let _server = KithProcess::start(
-        &t,
-        "serve",
-        &[
-            ("KITH_HTTP_ADDR", format!("127.0.0.1:{port}")),
-            ("KITH_WRITE_TIMEOUT_SECS", "2".into()),
-        ],
-    );
-    eventually("the server to listen", 60, || async {
-        http_client::get(port, "/healthz").await.ok()
-    })
-    .await;
+    let (_server, port) = serve(&t, &[("KITH_WRITE_TIMEOUT_SECS", "2".into())]).await;
     let token = t.token(me);
     // A client that asks and never reads, with a small receive buffer.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
@@ -1061,4 +1037,18 @@ async fn a_client_that_stops_reading_is_dropped() {
     })
     .await;
     drop(stalled);
+}
+
+/// A `kith serve` of the test app's configuration and `extra` on a free
+/// port, once it answers `/healthz`.
+async fn serve(t: &TestApp, extra: &[(&str, String)]) -> (crate::helpers::KithProcess, u16) {
+    let port = crate::http_client::free_port();
+    let mut env = vec![("KITH_HTTP_ADDR", format!("127.0.0.1:{port}"))];
+    env.extend(extra.iter().cloned());
+    let server = crate::helpers::KithProcess::start(t, "serve", &env);
+    crate::helpers::eventually("the server to listen", 60, || async {
+        crate::http_client::get(port, "/healthz").await.ok()
+    })
+    .await;
+    (server, port)
 }
