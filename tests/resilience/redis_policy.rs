@@ -138,6 +138,9 @@ async fn a_crawl_of_every_list_keeps_redis_under_its_fill_limit() {
     let t = crate::helpers::spawn_app_with(|c| {
         c.redis_url = redis.url.clone();
         c.max_fills_per_sec = 100_000;
+        // Seeding 90,000 follows beside other tests takes longer than a
+        // request may.
+        c.statement_timeout_ms = 0;
     })
     .await;
     let plan = kith::testing::store::seed::Plan {
