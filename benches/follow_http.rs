@@ -1,5 +1,5 @@
 //! The follow mutation through the HTTP stack (axum router, bearer token,
-//! GraphQL, rate limit, `kith_change_edge`, write-through), with the relay and
+//! GraphQL, rate limit, the group commit, write-through), with the relay and
 //! the projector running as in `kith run` — against `pgbench` single-row
 //! inserts on the same PostgreSQL, measured in the same run.
 //!

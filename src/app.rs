@@ -48,6 +48,8 @@ pub struct App {
     pub wakes: Wakes,
     /// The sampled check of counters as they are read.
     pub consistency: SampledCheck,
+    /// Gathers concurrent follows and unfollows into one transaction.
+    pub(crate) edge_writes: crate::write::group_commit::GroupCommit,
 }
 
 /// Why the application could not start.
@@ -170,6 +172,12 @@ impl App {
             live: Arc::default(),
             wakes: Wakes::default(),
             consistency: SampledCheck::from_config(&config),
+            edge_writes: crate::write::group_commit::GroupCommit::start(
+                pg.clone(),
+                crate::write::follow::follow_cap(&config),
+                config.write_batch,
+                config.write_batches_in_flight,
+            ),
             pg,
             redis,
             config,

@@ -23,7 +23,8 @@ use crate::procs;
 /// Users of the follow statement's scratch schema.
 const STATEMENT_USERS: i64 = 100_000;
 
-/// `kith_change_edge` (a follow of a random pair) under `pgbench`, in a
+/// `kith_change_edges` (one follow of a random pair, as a lone follow's
+/// batch is) under `pgbench`, in a
 /// scratch schema of its own with Kith's migrations: follows per second,
 /// and PostgreSQL CPU ms per follow.
 pub async fn follow_statement(
@@ -65,7 +66,8 @@ pub async fn follow_statement(
         format!(
             "\\set a random(1, {STATEMENT_USERS})\n\
              \\set b 1 + (:a + random(0, {})) % {STATEMENT_USERS}\n\
-             SELECT outcome FROM kith_change_edge(:a, :b, true, gen_random_uuid(), 7500, 1.1);\n",
+             SELECT outcome FROM kith_change_edges(ARRAY[:a]::bigint[], ARRAY[:b]::bigint[], \
+             ARRAY[true], ARRAY[gen_random_uuid()], 7500, 1.1);\n",
             STATEMENT_USERS - 2
         ),
     )
@@ -312,7 +314,7 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
     let (statement_tps, statement_pg_ms) =
         follow_statement(base_url, schema, clients, seconds).await;
     eprintln!(
-        "kith_change_edge alone: {statement_tps:.0}/s, PostgreSQL {statement_pg_ms:.2} ms each"
+        "kith_change_edges alone: {statement_tps:.0}/s, PostgreSQL {statement_pg_ms:.2} ms each"
     );
     let broker = broker(&app.config, schema, 1000, seconds).await;
     eprintln!("broker alone: {broker:?}");

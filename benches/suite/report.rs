@@ -246,7 +246,7 @@ pub fn write(
          | pgbench single-row insert, {clients} clients | {pg_tps:.0} tps (PostgreSQL {insert_pg_ms:.3} ms CPU each) |\n\
          | redis-benchmark GET (a counter record), {clients} clients | {redis_get:.0}/s |\n\
          | redis-benchmark ZRANGE BYSCORE REV LIMIT 0 21 (a page), {clients} clients | {redis_zrange:.0}/s |\n\
-         | `kith_change_edge` alone (a follow of a random pair of 100,000 users; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL, all its processes, {statement_pg_ms:.2} ms CPU each) |\n\
+         | `kith_change_edges` alone (one follow of a random pair of 100,000 users per call, as a lone follow's batch; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL, all its processes, {statement_pg_ms:.2} ms CPU each) |\n\
          | the broker alone: {:.0} events/s with the relay's producer settings, read with the projector's consumer settings (no Kith) | acknowledged p50 {:.1} ms, p99 {:.1} ms; sent → consumed p50 {:.1} ms, p99 {:.1} ms; broker {:.2} ms CPU per event; {} of {} consumed; fetching alone (assigned, nothing produced) {:.0}% of a core |\n",
         statement_tps * 100.0 / pg_tps,
         broker.rate,

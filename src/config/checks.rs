@@ -34,6 +34,20 @@ impl Config {
                 "must be a positive number",
             ));
         }
+        if !(1..=1000).contains(&self.write_batch) {
+            return Err(invalid(
+                "KITH_WRITE_BATCH",
+                &self.write_batch.to_string(),
+                "must be from 1 to 1000",
+            ));
+        }
+        if !(1..=16).contains(&self.write_batches_in_flight) {
+            return Err(invalid(
+                "KITH_WRITE_BATCHES_IN_FLIGHT",
+                &self.write_batches_in_flight.to_string(),
+                "must be from 1 to 16",
+            ));
+        }
         if !(self.followings_ratio.is_finite() && self.followings_ratio >= 0.0) {
             return Err(invalid(
                 "KITH_FOLLOWINGS_RATIO",

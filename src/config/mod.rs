@@ -219,6 +219,10 @@ pub struct Config {
     pub rate_limit_capacity: u32,
     /// Token bucket refill rate, tokens per second.
     pub rate_limit_per_sec: f64,
+    /// Most edge changes in one group-commit transaction.
+    pub write_batch: usize,
+    /// Group-commit batches in flight at once.
+    pub write_batches_in_flight: usize,
     /// Followings past which a follow needs enough followers (0: no cap).
     pub max_followings: u32,
     /// Past `max_followings`, followings may be at most this many times the followers.
@@ -389,6 +393,8 @@ impl Config {
             jwt_user_lookup: parse(&lookup, "KITH_JWT_USER_LOOKUP")?,
             rate_limit_capacity: parse(&lookup, "KITH_RATE_LIMIT_CAPACITY")?,
             rate_limit_per_sec: parse(&lookup, "KITH_RATE_LIMIT_PER_SEC")?,
+            write_batch: parse(&lookup, "KITH_WRITE_BATCH")?,
+            write_batches_in_flight: parse(&lookup, "KITH_WRITE_BATCHES_IN_FLIGHT")?,
             max_followings: parse(&lookup, "KITH_MAX_FOLLOWINGS")?,
             followings_ratio: parse(&lookup, "KITH_FOLLOWINGS_RATIO")?,
             max_blocks: parse(&lookup, "KITH_MAX_BLOCKS")?,

@@ -45,6 +45,16 @@ pub const SECTIONS: &[Section] = &[
                 "PostgreSQL `statement_timeout` of every pooled connection of `serve` / `run` / `relay` / `project` (0 = none), below the request deadline so that a request's abandoned statements end soon after it; a cancelled statement answers `TIMEOUT`. The operator commands (`verify`, `reconcile`, `rebuild-cache`, `user`, `dead-letters`) run without one",
             ),
             value(
+                "KITH_WRITE_BATCH",
+                "128",
+                "most follows and unfollows gathered into one transaction (group commit): changes asked while `KITH_WRITE_BATCHES_IN_FLIGHT` batches are in flight wait and go together in the next, so a lone change waits for nothing; each is still acknowledged only once committed, and refused or failed alone. 1: one transaction per change (1 to 1000)",
+            ),
+            value(
+                "KITH_WRITE_BATCHES_IN_FLIGHT",
+                "2",
+                "group-commit batches one process runs at once (1 to 16)",
+            ),
+            value(
                 "KITH_AUTO_MIGRATE",
                 "true",
                 "apply migrations on `serve` / `run`",

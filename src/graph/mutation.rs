@@ -33,8 +33,8 @@ pub(crate) struct UnfollowInput {
 #[derive(InputObject)]
 pub(crate) struct EdgesInput {
     /// Global ids of the users, at most 100. Each costs one rate-limit token.
-    /// Follows that together would pass the follow cap refuse the whole call
-    /// with `FOLLOW_LIMIT`.
+    /// Follows are counted against the follow cap in the order given: those
+    /// that fit apply, the rest are refused one by one with `FOLLOW_LIMIT`.
     pub user_ids: Vec<ID>,
     /// Echoed back in the payload (Relay).
     pub client_mutation_id: Option<String>,
@@ -62,6 +62,9 @@ pub enum EdgeErrorCode {
     NotFollowable,
     /// One of the two accounts blocks the other.
     Blocked,
+    /// Following this user would pass the viewer's follow cap; the users
+    /// before it in the list that fit were followed.
+    FollowLimit,
 }
 
 /// The error of one user of a batch.
@@ -91,6 +94,10 @@ impl From<TargetError> for EdgeError {
             TargetError::Blocked => (
                 EdgeErrorCode::Blocked,
                 "one of these accounts blocks the other",
+            ),
+            TargetError::FollowLimit => (
+                EdgeErrorCode::FollowLimit,
+                "following this user would pass your follow limit",
             ),
         };
         Self {

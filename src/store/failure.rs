@@ -17,8 +17,9 @@ pub(crate) enum Failure {
     /// A constraint rejects the input: asking again with the same input
     /// never succeeds.
     Rejected,
-    /// A follow past the follow cap (`kith_change_edge` raises it; the
-    /// statement wrote nothing).
+    /// A follow past the follow cap, as the edge functions before
+    /// `kith_change_edges` raised it (the statement wrote nothing); that
+    /// function answers it per item instead.
     FollowLimit,
     /// Anything else: a bug.
     Other,
@@ -40,6 +41,17 @@ const PASSING: [&str; 9] = [
 
 /// The message of the error a follow past the follow cap raises.
 const FOLLOW_LIMIT: &str = "kith: follow limit";
+
+/// Whether `e` rolled its transaction back for a reason that asking again
+/// at once cures (a deadlock, a serialization failure): the transaction
+/// certainly did not commit.
+pub(crate) fn rolled_back_to_retry(e: &Error) -> bool {
+    match e {
+        Error::DatabaseError(Kind::SerializationFailure, _) => true,
+        Error::DatabaseError(_, info) => info.message().contains("deadlock detected"),
+        _ => false,
+    }
+}
 
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {

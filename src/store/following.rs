@@ -25,7 +25,7 @@ pub(crate) struct Transition {
     pub occurred_at: DateTime<Utc>,
 }
 
-/// What `kith_change_edge` answers: the outcome, the target, the edge's
+/// What `kith_change_edges` answers for each item: the outcome, the target, the edge's
 /// transition (absent when it was in the asked state already), the actor's
 /// counters after it, and the pair's state in both directions.
 #[derive(Debug, QueryableByName)]
@@ -85,29 +85,50 @@ pub(crate) struct FollowCap {
     pub(crate) ratio: f64,
 }
 
-/// Follows (`follow`) or unfollows `target` as `actor` in one statement;
-/// the outbox event, if any, gets `event_id`. A follow past `cap` fails
-/// (`store::failure::Failure::FollowLimit`) and writes nothing.
-pub(crate) async fn change_edge(
+/// One edge change asked of [`change_set`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EdgeItem {
+    /// The follower.
+    pub actor: UserId,
+    /// The followed user.
+    pub target: UserId,
+    /// A follow (else an unfollow).
+    pub follow: bool,
+    /// The id its outbox event gets, if it writes one.
+    pub event_id: uuid::Uuid,
+}
+
+/// Applies every item (their `(actor, target)` pairs distinct) in one
+/// statement (`kith_change_edges`) and so one transaction, whatever the
+/// actors: the group commit's call, `followMany`'s and imports'. One row
+/// per item, in order; an item that cannot apply is refused by its row's
+/// outcome (`follow_limit` for a follow past `cap`) and its neighbours
+/// apply. PostgreSQL locks what the items touch in one order, so two calls
+/// never deadlock each other.
+pub(crate) async fn change_set(
     conn: &mut PgConn,
-    actor: UserId,
-    target: UserId,
-    follow: bool,
-    event_id: uuid::Uuid,
+    items: &[EdgeItem],
     cap: FollowCap,
-) -> QueryResult<EdgeChangeRow> {
+) -> QueryResult<Vec<EdgeChangeRow>> {
+    let actors: Vec<i64> = items.iter().map(|i| i.actor.get()).collect();
+    let targets: Vec<i64> = items.iter().map(|i| i.target.get()).collect();
+    let follows: Vec<bool> = items.iter().map(|i| i.follow).collect();
+    let events: Vec<uuid::Uuid> = items.iter().map(|i| i.event_id).collect();
     let rows: Vec<EdgeChangeRow> =
-        diesel::sql_query("SELECT * FROM kith_change_edge($1, $2, $3, $4, $5, $6)")
-            .bind::<BigInt, _>(actor.get())
-            .bind::<BigInt, _>(target.get())
-            .bind::<Bool, _>(follow)
-            .bind::<diesel::sql_types::Uuid, _>(event_id)
+        diesel::sql_query("SELECT * FROM kith_change_edges($1, $2, $3, $4, $5, $6)")
+            .bind::<diesel::sql_types::Array<BigInt>, _>(actors)
+            .bind::<diesel::sql_types::Array<BigInt>, _>(targets)
+            .bind::<diesel::sql_types::Array<Bool>, _>(follows)
+            .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
             .bind::<BigInt, _>(i64::from(cap.max))
             .bind::<diesel::sql_types::Double, _>(cap.ratio)
             .load(conn)
             .await?;
-    // Answered only once committed (see `committed`).
-    super::committed(rows).ok_or(diesel::result::Error::NotFound)
+    // Answered only once committed (see `committed`), one row per item.
+    if rows.len() != items.len() {
+        return Err(diesel::result::Error::NotFound);
+    }
+    Ok(rows)
 }
 
 /// `owner` makes `follower` stop following them, in one statement
@@ -128,37 +149,6 @@ pub(crate) async fn remove_follower(
             .load(conn)
             .await?;
     super::committed(rows).ok_or(diesel::result::Error::NotFound)
-}
-
-/// Follows (`follow`) or unfollows every target as `actor`, in one call
-/// (`kith_change_edges`) and so one transaction. Targets must come in
-/// ascending id order — the order edges are locked in, with the actor's
-/// counters last, as every edge write locks — so that two writes never
-/// deadlock. One row per target, in that order. Follows that together
-/// pass `cap` fail whole (`Failure::FollowLimit`) and write nothing.
-pub(crate) async fn change_edges(
-    conn: &mut PgConn,
-    actor: UserId,
-    targets: &[(UserId, uuid::Uuid)],
-    follow: bool,
-    cap: FollowCap,
-) -> QueryResult<Vec<EdgeChangeRow>> {
-    let (ids, events): (Vec<i64>, Vec<uuid::Uuid>) =
-        targets.iter().map(|(id, event)| (id.get(), *event)).unzip();
-    let rows: Vec<EdgeChangeRow> =
-        diesel::sql_query("SELECT * FROM kith_change_edges($1, $2, $3, $4, $5, $6)")
-            .bind::<BigInt, _>(actor.get())
-            .bind::<diesel::sql_types::Array<BigInt>, _>(ids)
-            .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(events)
-            .bind::<Bool, _>(follow)
-            .bind::<BigInt, _>(i64::from(cap.max))
-            .bind::<diesel::sql_types::Double, _>(cap.ratio)
-            .load(conn)
-            .await?;
-    if rows.len() != targets.len() {
-        return Err(diesel::result::Error::NotFound);
-    }
-    Ok(rows)
 }
 
 /// How two users relate, read from the truth in both directions.

@@ -1,5 +1,5 @@
 //! `follow_request`: pending requests to follow locked accounts. Made and
-//! cancelled by the edge writes (`kith_change_edge`), answered by
+//! cancelled by the edge writes (`kith_change_edges`), answered by
 //! `kith_answer_request`, accepted in batches by `kith_accept_requests`.
 
 use diesel::prelude::*;

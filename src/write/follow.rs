@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::{User, UserId, UserStatus};
 use crate::paging::ListKey;
-use crate::store::following::{self, EdgeChangeRow, PairState};
+use crate::store::following::{self, EdgeChangeRow, EdgeItem, PairState};
 use crate::store::stats::UserStats;
 
 /// The transition a mutation asks for.
@@ -40,9 +40,10 @@ pub struct FollowOutcome {
 }
 
 /// Applies `change` to the edge `actor → target`: validates, takes a rate-limit
-/// token, then makes one call to PostgreSQL (`kith_change_edge`), which checks
-/// both parties, transitions the edge, counts the actor's followings and
-/// appends the outbox event in one statement.
+/// token, then joins the group commit ([`super::group_commit`]): one call to
+/// PostgreSQL (`kith_change_edges`) checks both parties, transitions the
+/// edge, counts the actor's followings and appends the outbox event, with
+/// the changes other requests asked meanwhile, in one transaction.
 pub async fn change_edge(
     app: &App,
     actor: UserId,
@@ -56,19 +57,17 @@ pub async fn change_edge(
     }
     super::take_tokens(app, actor, 1).await?;
     let event_id = uuid::Uuid::new_v4();
-    let row = {
-        // Never hold a PostgreSQL connection while waiting for Redis.
-        let mut conn = app.pg.get().await?;
-        following::change_edge(
-            &mut conn,
+    // Gathered with the changes other requests ask meanwhile into one
+    // transaction; answered once it committed.
+    let row = app
+        .edge_writes
+        .change(EdgeItem {
             actor,
             target,
-            change == EdgeChange::Follow,
+            follow: change == EdgeChange::Follow,
             event_id,
-            follow_cap(app),
-        )
-        .await?
-    };
+        })
+        .await?;
     let edge = Edge {
         from: actor,
         to: target,
@@ -149,6 +148,9 @@ pub(crate) enum TargetError {
     Unfollowable,
     /// A follow between two accounts one of which blocks the other.
     Blocked,
+    /// A follow past the actor's follow cap (the follows before it that
+    /// fit were applied).
+    FollowLimit,
 }
 
 /// One target's result in a batch.
@@ -157,7 +159,8 @@ pub(crate) type TargetResult = Result<FollowOutcome, TargetError>;
 /// Applies `change` from `actor` to each of `targets` (at most
 /// [`MAX_BATCH`]): one rate-limit token per target, all taken up front
 /// (refused whole with `RATE_LIMITED` when the bucket cannot cover them);
-/// then one statement — one transaction — that applies every valid target.
+/// then one statement — one transaction — that applies every valid target
+/// (follows past the follow cap are refused one by one, in order).
 /// Results come in the order of `targets`. An actor that may not write fails
 /// the whole call; a target that cannot be applied fails only itself.
 pub(crate) async fn change_edges(
@@ -187,28 +190,31 @@ pub(crate) async fn change_edges(
             valid.push((*target, i));
         }
     }
-    // Ascending ids: the order edges are locked in (see `change_edges`).
-    valid.sort_unstable();
-    let calls: Vec<(UserId, uuid::Uuid)> = valid
+    let follow = change == EdgeChange::Follow;
+    let items: Vec<EdgeItem> = valid
         .iter()
-        .map(|(target, _)| (*target, uuid::Uuid::new_v4()))
+        .map(|(target, _)| EdgeItem {
+            actor,
+            target: *target,
+            follow,
+            event_id: uuid::Uuid::new_v4(),
+        })
         .collect();
-    let rows = if calls.is_empty() {
+    let rows = if items.is_empty() {
         Vec::new()
     } else {
         let mut conn = app.pg.get().await?;
-        let follow = change == EdgeChange::Follow;
-        following::change_edges(&mut conn, actor, &calls, follow, follow_cap(app)).await?
+        following::change_set(&mut conn, &items, follow_cap(&app.config)).await?
     };
     let mut applied = Vec::new();
-    for ((row, (target, event_id)), (_, index)) in rows.into_iter().zip(calls).zip(&valid) {
+    for ((row, item), (_, index)) in rows.into_iter().zip(items).zip(&valid) {
         let edge = Edge {
             from: actor,
-            to: target,
+            to: item.target,
             change,
-            event_id,
+            event_id: item.event_id,
         };
-        results[*index] = Some(match outcome(row, edge, target) {
+        results[*index] = Some(match outcome(row, edge, item.target) {
             Ok(outcome) => {
                 applied.push(outcome.clone());
                 Ok(outcome)
@@ -216,6 +222,7 @@ pub(crate) async fn change_edges(
             Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
             Err(Refusal::TargetUnfollowable) => Err(TargetError::Unfollowable),
             Err(Refusal::Blocked) => Err(TargetError::Blocked),
+            Err(Refusal::FollowLimit) => Err(TargetError::FollowLimit),
             // The actor's refusal comes on every row, and nothing changed.
             Err(other) => return Err(other.into()),
         });
@@ -239,10 +246,10 @@ pub(crate) async fn change_edges(
 }
 
 /// The follow cap the configuration sets.
-pub(super) fn follow_cap(app: &App) -> following::FollowCap {
+pub(crate) fn follow_cap(config: &crate::config::Config) -> following::FollowCap {
     following::FollowCap {
-        max: app.config.max_followings,
-        ratio: app.config.followings_ratio,
+        max: config.max_followings,
+        ratio: config.followings_ratio,
     }
 }
 

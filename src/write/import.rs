@@ -9,7 +9,7 @@ use crate::app::App;
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following::{self, EdgeChangeRow};
-use crate::store::{PgConn, blocks, failure, mutes};
+use crate::store::{PgConn, blocks, mutes};
 
 use super::follow::{EdgeChange, FollowOutcome};
 
@@ -120,27 +120,22 @@ pub(crate) async fn apply(
     target: UserId,
     touched: &mut Touched,
 ) -> Result<RowOutcome, ApiError> {
-    use diesel_async::AsyncConnection as _;
-
     if owner == target {
         return Ok(RowOutcome::Failed(RowError::SelfAccount));
     }
     let event_id = uuid::Uuid::new_v4();
     let row = match kind {
         ImportKind::Following => {
-            let cap = super::follow::follow_cap(app);
-            let written = conn
-                .transaction::<_, diesel::result::Error, _>(async |conn| {
-                    following::change_edge(conn, owner, target, add, event_id, cap).await
-                })
-                .await;
-            match written {
-                Err(e) if failure::classify(&e) == failure::Failure::FollowLimit => {
-                    return Ok(RowOutcome::Failed(RowError::FollowLimit));
-                }
-                Err(e) => return Err(e.into()),
-                Ok(row) => row,
-            }
+            let item = following::EdgeItem {
+                actor: owner,
+                target,
+                follow: add,
+                event_id,
+            };
+            let mut rows =
+                following::change_set(conn, &[item], super::follow::follow_cap(&app.config))
+                    .await?;
+            rows.remove(0)
         }
         ImportKind::Blocks => {
             let events = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
@@ -177,6 +172,7 @@ pub(crate) async fn apply(
         "target_unknown" => RowOutcome::Failed(RowError::UnknownAccount),
         "target_unfollowable" => RowOutcome::Failed(RowError::Unfollowable),
         "blocked" => RowOutcome::Failed(RowError::Blocked),
+        "follow_limit" => RowOutcome::Failed(RowError::FollowLimit),
         "block_limit" => RowOutcome::Failed(RowError::BlockLimit),
         other => return Err(super::follow::Refusal::of(other).into()),
     };

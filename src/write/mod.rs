@@ -1,9 +1,10 @@
 //! The write path: rate limit, then one PostgreSQL statement
-//! (`kith_change_edge`) that changes the edge, the actor's counters and
-//! appends the outbox event together.
+//! (`kith_change_edges`, through the group commit) that changes the edge,
+//! the actor's counters and appends the outbox event together.
 
 pub(crate) mod block;
 pub(crate) mod follow;
+pub(crate) mod group_commit;
 pub(crate) mod import;
 pub(crate) mod lifecycle;
 pub(crate) mod mute;

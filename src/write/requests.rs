@@ -42,7 +42,7 @@ pub(crate) async fn answer(
             accept,
             uuid::Uuid::new_v4(),
             uuid::Uuid::new_v4(),
-            super::follow::follow_cap(app),
+            super::follow::follow_cap(&app.config),
         )
         .await?
     };
@@ -98,7 +98,13 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
     loop {
         let batch = {
             let mut conn = app.pg.get().await?;
-            requests::accept_batch(&mut conn, owner, BATCH, super::follow::follow_cap(app)).await?
+            requests::accept_batch(
+                &mut conn,
+                owner,
+                BATCH,
+                super::follow::follow_cap(&app.config),
+            )
+            .await?
         };
         if batch.is_empty() {
             return Ok(accepted);

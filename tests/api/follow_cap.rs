@@ -1,7 +1,8 @@
 //! The follow cap: past `KITH_MAX_FOLLOWINGS` followings, a follow is
 //! allowed only while followings stay at most `KITH_FOLLOWINGS_RATIO` times
-//! the followers; otherwise `FOLLOW_LIMIT`, and nothing is written — not
-//! the edge, not the counters, not an event — even when follows race.
+//! the followers; otherwise `FOLLOW_LIMIT`, and nothing is written for that
+//! follow — not the edge, not the counters, not an event — even when
+//! follows race.
 
 use kith::model::UserId;
 use kith::testing::auth::Viewer;
@@ -85,16 +86,52 @@ async fn past_the_cap_unfollows_and_repeats_are_never_refused() {
     assert_eq!(t.stats(me).await.0, 8);
 }
 
+/// `followMany` with a full `results` selection.
+async fn follow_many_results(t: &TestApp, me: UserId, users: &[UserId]) -> serde_json::Value {
+    let ids: Vec<String> = users
+        .iter()
+        .map(|u| kith::testing::graph::ids::user_id(*u).to_string())
+        .collect();
+    t.execute(
+        Viewer::User(me),
+        "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) {
+           changedCount results { changed error { code } } } }",
+        json!({ "ids": ids }),
+    )
+    .await
+}
+
 #[tokio::test]
-async fn follow_many_past_the_cap_is_refused_whole() {
+async fn follow_many_past_the_cap_applies_what_fits_in_order() {
     let (t, me, u) = capped(5).await;
     assert_ok(&t.follow(me, u[0]).await);
     let events = t.outbox().await.len();
-    let r = follow_many(&t, me, &u[1..]).await;
-    assert_eq!(error_code(&r), Some("FOLLOW_LIMIT"), "{r}");
-    assert_eq!(t.stats(me).await.0, 1);
-    assert_eq!(t.outbox().await.len(), events);
-    for user in &u[1..] {
+    let r = follow_many_results(&t, me, &u[1..]).await;
+    assert_ok(&r);
+    let many = &r["data"]["followMany"];
+    assert_eq!(many["changedCount"], 2, "{r}");
+    let codes: Vec<&serde_json::Value> = many["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["error"]["code"])
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            &json!(null),
+            &json!(null),
+            &json!("FOLLOW_LIMIT"),
+            &json!("FOLLOW_LIMIT")
+        ],
+        "{r}"
+    );
+    assert_eq!(t.stats(me).await.0, 3);
+    assert_eq!(t.outbox().await.len(), events + 2);
+    for user in &u[1..3] {
+        assert_eq!(t.edge(me, *user).await, Some((true, 1)));
+    }
+    for user in &u[3..] {
         assert_eq!(t.edge(me, *user).await, None);
     }
 }

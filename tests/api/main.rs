@@ -18,6 +18,7 @@ mod errors;
 mod follow_cap;
 mod follow_requests;
 mod graph_queries;
+mod group_commit;
 mod hardening;
 mod hidden_lists;
 mod http;

@@ -166,9 +166,10 @@ async fn a_follow_through_graphql_is_one_statement() {
     let before = t.app.round_trips.snapshot().0;
     assert_ok(&t.follow(alice, bob).await);
     let statements = t.app.round_trips.snapshot().0 - before;
-    // `kith_change_edge`: both parties, the transition, the counters, the
-    // outbox event and the relation for the payload, in one call (it was
-    // seven statements, BEGIN and COMMIT included).
+    // `kith_change_edges` (a batch of one, the group commit idle): both
+    // parties, the transition, the counters, the outbox event and the
+    // relation for the payload, in one call (it was seven statements,
+    // BEGIN and COMMIT included).
     assert_eq!(statements, 1, "PostgreSQL statements for one follow");
 }
 

@@ -14,6 +14,7 @@ mod http_client;
 mod rng;
 
 mod formation;
+mod group_commit;
 mod outage;
 mod pg_failover;
 mod pg_replica;

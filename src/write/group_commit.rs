@@ -1,0 +1,186 @@
+//! Group commit for edge changes: follows and unfollows asked at the same
+//! time, by any actors, go to PostgreSQL together — one call of
+//! `kith_change_edges`, one transaction, one commit's wait for the WAL —
+//! instead of one transaction each.
+//!
+//! A batch forms only while `KITH_WRITE_BATCHES_IN_FLIGHT` batches are in
+//! flight: a lone change goes at once, and under load everything asked
+//! while the previous batches ran goes in the next (at most
+//! `KITH_WRITE_BATCH`). Nothing is acknowledged before its batch commits;
+//! an item PostgreSQL refuses (blocked, past the follow cap, a locked
+//! account's request) is refused by its own row, and its neighbours apply.
+//! A batch PostgreSQL cannot run is retried when it was certainly rolled
+//! back (a deadlock, a serialization failure), or run again item by item
+//! when one item may be the cause, so that one bad item fails only itself.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::error::ApiError;
+use crate::store::failure::{self, Failure};
+use crate::store::following::{self, EdgeChangeRow, EdgeItem, FollowCap};
+use crate::store::pool::PgPool;
+
+/// Times a batch rolled back by a deadlock or a serialization failure is
+/// run again before its items are answered `UNAVAILABLE`.
+const RETRIES: usize = 3;
+
+/// The handle requests use; the batcher ends when the last one is dropped.
+#[derive(Clone)]
+pub(crate) struct GroupCommit {
+    queue: mpsc::UnboundedSender<Asked>,
+}
+
+/// One change waiting for its batch, and where its answer goes.
+struct Asked {
+    item: EdgeItem,
+    answer: oneshot::Sender<Result<EdgeChangeRow, ApiError>>,
+}
+
+impl GroupCommit {
+    /// Starts the batcher on the current runtime.
+    pub(crate) fn start(pg: PgPool, cap: FollowCap, batch: usize, in_flight: usize) -> Self {
+        let (queue, asked) = mpsc::unbounded_channel();
+        let batcher = Batcher {
+            pg,
+            cap,
+            batch: batch.max(1),
+            in_flight: Arc::new(Semaphore::new(in_flight.max(1))),
+        };
+        tokio::spawn(batcher.run(asked));
+        Self { queue }
+    }
+
+    /// Applies `item` in the next batch; answers once that batch committed
+    /// (or failed).
+    pub(crate) async fn change(&self, item: EdgeItem) -> Result<EdgeChangeRow, ApiError> {
+        let (answer, answered) = oneshot::channel();
+        self.queue
+            .send(Asked { item, answer })
+            .map_err(|_| ApiError::Unavailable(anyhow::anyhow!("the process is stopping")))?;
+        answered
+            .await
+            .map_err(|_| ApiError::internal(anyhow::anyhow!("the group commit dropped a change")))?
+    }
+}
+
+struct Batcher {
+    pg: PgPool,
+    cap: FollowCap,
+    batch: usize,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Batcher {
+    async fn run(self, mut queue: mpsc::UnboundedReceiver<Asked>) {
+        let this = Arc::new(self);
+        // Changes of a pair already in the batch being formed wait for the
+        // next one (a statement changes a row once), first in line.
+        let mut held: VecDeque<Asked> = VecDeque::new();
+        loop {
+            let Ok(turn) = this.in_flight.clone().acquire_owned().await else {
+                return;
+            };
+            let first = match held.pop_front() {
+                Some(first) => first,
+                None => match queue.recv().await {
+                    Some(first) => first,
+                    None => return,
+                },
+            };
+            let mut pairs = HashSet::from([(first.item.actor, first.item.target)]);
+            let mut batch = vec![first];
+            let mut next_held = VecDeque::new();
+            let waiting = std::mem::take(&mut held).into_iter();
+            for asked in waiting.chain(std::iter::from_fn(|| queue.try_recv().ok())) {
+                if batch.len() < this.batch && pairs.insert((asked.item.actor, asked.item.target)) {
+                    batch.push(asked);
+                } else if batch.len() >= this.batch {
+                    next_held.push_back(asked);
+                    break;
+                } else {
+                    next_held.push_back(asked);
+                }
+            }
+            held = next_held;
+            let this = this.clone();
+            tokio::spawn(async move {
+                this.commit(batch).await;
+                drop(turn);
+            });
+        }
+    }
+
+    /// Runs `batch` and answers each of its changes.
+    async fn commit(&self, batch: Vec<Asked>) {
+        let items: Vec<EdgeItem> = batch.iter().map(|a| a.item).collect();
+        match self.call(&items).await {
+            Ok(rows) => {
+                for (asked, row) in batch.into_iter().zip(rows) {
+                    let _ = asked.answer.send(Ok(row));
+                }
+            }
+            // Rolled back, and possibly by one item's fault (a statement
+            // timeout, a bug): each item alone, so it fails only itself.
+            Err(Some(e))
+                if batch.len() > 1
+                    && matches!(
+                        failure::classify(&e),
+                        Failure::Timeout | Failure::Other | Failure::Rejected
+                    ) =>
+            {
+                tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
+                for asked in batch {
+                    let answer = match self.call(&[asked.item]).await {
+                        Ok(mut rows) => Ok(rows.remove(0)),
+                        Err(e) => Err(answer_of(e.as_ref())),
+                    };
+                    let _ = asked.answer.send(answer);
+                }
+            }
+            Err(e) => {
+                for asked in batch {
+                    let _ = asked.answer.send(Err(answer_of(e.as_ref())));
+                }
+            }
+        }
+    }
+
+    /// One call of `kith_change_edges`, again while PostgreSQL rolled it back
+    /// for a deadlock or a serialization failure. `Err(None)`: no connection.
+    async fn call(
+        &self,
+        items: &[EdgeItem],
+    ) -> Result<Vec<EdgeChangeRow>, Option<diesel::result::Error>> {
+        let mut tries = 0;
+        loop {
+            let mut conn = self.pg.get().await.map_err(|e| {
+                tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
+                None
+            })?;
+            match following::change_set(&mut conn, items, self.cap).await {
+                Err(e) if failure::rolled_back_to_retry(&e) && tries < RETRIES => {
+                    tries += 1;
+                    tracing::debug!(error = %e, tries, "a group-commit batch is run again");
+                }
+                other => return other.map_err(Some),
+            }
+        }
+    }
+}
+
+/// What each change of a batch that failed with `e` hears (`None`: no
+/// connection): what one change failing alone would.
+fn answer_of(e: Option<&diesel::result::Error>) -> ApiError {
+    let Some(e) = e else {
+        return ApiError::Unavailable(anyhow::anyhow!("no PostgreSQL connection for the change"));
+    };
+    match failure::classify(e) {
+        Failure::Unavailable => ApiError::Unavailable(anyhow::anyhow!("postgres: {e}")),
+        Failure::Timeout => ApiError::Timeout,
+        Failure::FollowLimit => ApiError::FollowLimit,
+        Failure::Rejected | Failure::Other => ApiError::internal(anyhow::anyhow!("postgres: {e}")),
+    }
+}
