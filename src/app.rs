@@ -161,6 +161,16 @@ impl App {
             round_trips.postgres.clone(),
             metrics.replica_reads.clone(),
         );
+        let edge_writes = crate::write::group_commit::GroupCommit::start(
+            pg.clone(),
+            crate::write::follow::follow_cap(&config),
+            config.write_batch,
+            config.write_batches_in_flight,
+            crate::write::group_commit::Counted {
+                batches: metrics.write_batches.clone(),
+                changes: metrics.write_batch_changes.clone(),
+            },
+        );
         let app = Arc::new(Self {
             keys: RedisKeys::new(config.redis_prefix.clone()),
             metrics,
@@ -172,12 +182,7 @@ impl App {
             live: Arc::default(),
             wakes: Wakes::default(),
             consistency: SampledCheck::from_config(&config),
-            edge_writes: crate::write::group_commit::GroupCommit::start(
-                pg.clone(),
-                crate::write::follow::follow_cap(&config),
-                config.write_batch,
-                config.write_batches_in_flight,
-            ),
+            edge_writes,
             pg,
             redis,
             config,

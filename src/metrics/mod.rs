@@ -126,6 +126,11 @@ pub struct Metrics {
     pub requests_timed_out: Counter,
     /// Edge writes refused by the token bucket.
     pub rate_limited: Counter,
+    /// Group-commit transactions run (each retry and each lone rerun of a
+    /// failed batch's change included).
+    pub write_batches: Counter,
+    /// Changes those transactions carried.
+    pub write_batch_changes: Counter,
     /// Commit of the change to its effects being visible in every derived view.
     pipeline_lag: Histogram,
     lag_observations: std::sync::atomic::AtomicU64,
@@ -165,6 +170,8 @@ impl Default for Metrics {
             consistency_repairs: Counter::default(),
             requests_timed_out: Counter::default(),
             rate_limited: Counter::default(),
+            write_batches: Counter::default(),
+            write_batch_changes: Counter::default(),
             pipeline_lag: Histogram::new(LAG_BUCKETS),
             lag_observations: std::sync::atomic::AtomicU64::new(0),
             requests: Family::default(),

@@ -54,6 +54,16 @@ impl Metrics {
             self.requests_timed_out.clone(),
         );
         kith.register(
+            "write_batches",
+            "Group-commit transactions of follows and unfollows (retries included)",
+            self.write_batches.clone(),
+        );
+        kith.register(
+            "write_batch_changes",
+            "Follows and unfollows those transactions carried (÷ kith_write_batches_total: changes per commit)",
+            self.write_batch_changes.clone(),
+        );
+        kith.register(
             "rate_limited",
             "Edge writes refused by the actor's token bucket",
             self.rate_limited.clone(),

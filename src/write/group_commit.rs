@@ -16,6 +16,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::error::ApiError;
@@ -41,11 +42,18 @@ struct Asked {
 
 impl GroupCommit {
     /// Starts the batcher on the current runtime.
-    pub(crate) fn start(pg: PgPool, cap: FollowCap, batch: usize, in_flight: usize) -> Self {
+    pub(crate) fn start(
+        pg: PgPool,
+        cap: FollowCap,
+        batch: usize,
+        in_flight: usize,
+        counted: Counted,
+    ) -> Self {
         let (queue, asked) = mpsc::unbounded_channel();
         let batcher = Batcher {
             pg,
             cap,
+            counted,
             batch: batch.max(1),
             in_flight: Arc::new(Semaphore::new(in_flight.max(1))),
         };
@@ -66,9 +74,17 @@ impl GroupCommit {
     }
 }
 
+/// The metrics the batcher counts into: transactions, and the changes they
+/// carried.
+pub(crate) struct Counted {
+    pub(crate) batches: Counter,
+    pub(crate) changes: Counter,
+}
+
 struct Batcher {
     pg: PgPool,
     cap: FollowCap,
+    counted: Counted,
     batch: usize,
     in_flight: Arc<Semaphore>,
 }
@@ -160,6 +176,8 @@ impl Batcher {
                 tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
                 None
             })?;
+            self.counted.batches.inc();
+            self.counted.changes.inc_by(items.len() as u64);
             match following::change_set(&mut conn, items, self.cap).await {
                 Err(e) if failure::rolled_back_to_retry(&e) && tries < RETRIES => {
                     tries += 1;
