@@ -189,28 +189,37 @@ CREATE FUNCTION kith.kith_apply_counters(p_user bigint[], p_followers bigint[], 
     AS $$
 DECLARE
     created BIGINT[] := '{}';
-    u BIGINT;
+    v_missing BIGINT[];
+    v_expected BIGINT;
+    v_updated BIGINT;
 BEGIN
-    FOR u IN SELECT DISTINCT x FROM unnest(p_user || p_author) AS x ORDER BY x LOOP
-        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM users WHERE id = u);
-        PERFORM 1 FROM user_stats WHERE user_id = u FOR UPDATE;
-        IF NOT FOUND THEN
-            IF kith_ensure_stats(u) THEN
-                created := created || u;
-            END IF;
-            PERFORM 1 FROM user_stats WHERE user_id = u FOR UPDATE;
-        END IF;
-    END LOOP;
-    FOR i IN 1 .. coalesce(array_length(p_user, 1), 0) LOOP
-        CONTINUE WHEN p_user[i] = ANY (created) OR p_followers[i] = 0;
-        UPDATE user_stats
-           SET followers = followers + p_followers[i], version = kith_next_version(version)
-         WHERE user_id = p_user[i];
-        IF NOT FOUND THEN
+    SELECT array_agg(d.u ORDER BY d.u) INTO v_missing
+      FROM (SELECT DISTINCT x AS u FROM unnest(p_user || p_author) AS x) d
+     WHERE EXISTS (SELECT 1 FROM users WHERE id = d.u)
+       AND NOT EXISTS (SELECT 1 FROM user_stats s WHERE s.user_id = d.u);
+    IF v_missing IS NOT NULL THEN
+        SELECT coalesce(array_agg(u), '{}') INTO created
+          FROM unnest(v_missing) AS u WHERE kith_ensure_stats(u);
+    END IF;
+    PERFORM 1 FROM user_stats s WHERE s.user_id = ANY (p_user || p_author)
+      ORDER BY s.user_id FOR UPDATE;
+
+    SELECT count(*) INTO v_expected
+      FROM (SELECT x.u FROM unnest(p_user, p_followers) AS x(u, d)
+             WHERE x.u <> ALL (created) GROUP BY x.u HAVING sum(x.d) <> 0) g;
+    IF v_expected > 0 THEN
+        UPDATE user_stats AS s
+           SET followers = s.followers + g.delta, version = kith_next_version(s.version)
+          FROM (SELECT x.u, sum(x.d) AS delta FROM unnest(p_user, p_followers) AS x(u, d)
+                 WHERE x.u <> ALL (created) GROUP BY x.u HAVING sum(x.d) <> 0) g
+         WHERE s.user_id = g.u;
+        GET DIAGNOSTICS v_updated = ROW_COUNT;
+        IF v_updated <> v_expected THEN
             RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation',
-                MESSAGE = format('follow event for unknown user %s', p_user[i]);
+                MESSAGE = 'follow event for unknown user';
         END IF;
-    END LOOP;
+    END IF;
+
     FOR i IN 1 .. coalesce(array_length(p_event, 1), 0) LOOP
         ord := i;
         INSERT INTO content_event_ledger (event_id, author_id)
@@ -288,13 +297,54 @@ $$;
 CREATE FUNCTION kith.kith_apply_followers(p_to bigint[], p_from bigint[], p_active boolean[], p_followed_at timestamp with time zone[], p_version bigint[]) RETURNS TABLE(ord integer, was_active boolean, applied boolean)
     LANGUAGE plpgsql
     AS $$
+DECLARE
+    n INT := coalesce(cardinality(p_to), 0);
+    v_was BOOLEAN[] := array_fill(FALSE, ARRAY[n]);
+    v_seen BOOLEAN[] := array_fill(FALSE, ARRAY[n]);
+    v_applied BOOLEAN[];
+    v_raced BOOLEAN;
+    r RECORD;
 BEGIN
-    FOR i IN 1 .. coalesce(array_length(p_to, 1), 0) LOOP
-        ord := i;
-        SELECT r.was_active, r.applied INTO was_active, applied
-          FROM kith_apply_follower(p_to[i], p_from[i], p_active[i], p_followed_at[i], p_version[i]) r;
-        RETURN NEXT;
+    IF n = 0 THEN
+        RETURN;
+    END IF;
+    -- 1. The rows that exist, locked in key order: their state before.
+    FOR r IN
+        SELECT e.i, f.active
+          FROM unnest(p_to, p_from) WITH ORDINALITY AS e(t, fr, i)
+          JOIN follower f ON f.to_user_id = e.t AND f.from_user_id = e.fr
+         ORDER BY f.to_user_id, f.from_user_id
+           FOR UPDATE OF f
+    LOOP
+        v_was[r.i] := r.active;
+        v_seen[r.i] := TRUE;
     END LOOP;
+    -- 2. Each edge's newest event, written where it is newer. A row that
+    -- was not there in step 1 but is now (`xmax` set: not inserted by this
+    -- statement) was inserted concurrently, and its state before is not
+    -- known: the whole transaction is run again.
+    WITH e AS (
+        SELECT x.i::INT AS i, x.t, x.fr, x.a, x.at, x.v,
+               row_number() OVER (PARTITION BY x.t, x.fr ORDER BY x.v DESC, x.i) AS rn
+          FROM unnest(p_to, p_from, p_active, p_followed_at, p_version)
+               WITH ORDINALITY AS x(t, fr, a, at, v, i)),
+    w AS (
+        INSERT INTO follower AS fo (to_user_id, from_user_id, active, followed_at, version)
+        SELECT e.t, e.fr, e.a, e.at, e.v FROM e WHERE e.rn = 1 ORDER BY e.t, e.fr
+        ON CONFLICT (to_user_id, from_user_id) DO UPDATE
+           SET active = EXCLUDED.active, followed_at = EXCLUDED.followed_at,
+               version = EXCLUDED.version, updated_at = now()
+         WHERE fo.version < EXCLUDED.version
+        RETURNING fo.to_user_id, fo.from_user_id, fo.xmax::TEXT = '0' AS inserted)
+    SELECT array_agg(w.to_user_id IS NOT NULL ORDER BY e.i),
+           coalesce(bool_or(NOT w.inserted AND NOT v_seen[e.i]), FALSE)
+      INTO v_applied, v_raced
+      FROM e LEFT JOIN w ON e.rn = 1 AND w.to_user_id = e.t AND w.from_user_id = e.fr;
+    IF v_raced THEN
+        RAISE EXCEPTION USING ERRCODE = 'serialization_failure',
+            MESSAGE = 'kith_apply_followers: a follower row was inserted concurrently';
+    END IF;
+    RETURN QUERY SELECT i, v_was[i], v_applied[i] FROM generate_subscripts(v_applied, 1) i ORDER BY i;
 END
 $$;
 

@@ -2,7 +2,8 @@
 //! positions forward (only under the lease the batch was read with), apply
 //! follow events to `follower` under per-edge version guards, apply the
 //! counter changes, and record dead letters (block, mute and request
-//! events change nothing here). Either all of it commits or none.
+//! events change nothing here). Either all of it commits or none; each
+//! step is one statement over the whole batch.
 
 use std::collections::BTreeMap;
 
@@ -70,6 +71,15 @@ pub(crate) async fn commit(
 ) -> Result<Committed, CommitError> {
     let mut conn = pg.get().await.map_err(PipelineError::from)?;
     conn.transaction::<_, CommitError, _>(async |conn| {
+        // Derived rows and the positions that cover them commit together:
+        // a crash that loses this commit loses both, and the events are
+        // read and applied again (docs/decisions/0010). The commit need
+        // not wait for the WAL to reach the disk.
+        diesel_async::RunQueryDsl::execute(
+            diesel::sql_query("SET LOCAL synchronous_commit TO off"),
+            conn,
+        )
+        .await?;
         let lost = partitions::advance(conn, owner.group, owner.member, advances).await?;
         if !lost.is_empty() {
             return Err(CommitError::Fenced(lost));
