@@ -62,6 +62,7 @@ pub fn write(
         counted,
         page_right,
         drain_secs,
+        idle_broker_cores,
     } = writes;
     let (counted, page_right, drain_secs) = (*counted, *page_right, *drain_secs);
     let Memory {
@@ -170,6 +171,12 @@ pub fn write(
             "≤",
         ),
         (
+            "broker CPU while `kith run` waits with nothing produced, % of a core",
+            idle_broker_cores * 100.0,
+            5.0,
+            "≤",
+        ),
+        (
             "fan rush: failed follows",
             rush_phase.failed as f64,
             0.0,
@@ -188,7 +195,11 @@ pub fn write(
         .collect();
     // Against the reference (V5), and the previous one (4.14) beside it.
     let cpu = |phase: &Phase| phase.cpu_ms.get("kith").copied().unwrap_or(0.0);
-    for (version, reference) in references.iter().rev() {
+    for (version, _, reference) in references
+        .iter()
+        .rev()
+        .filter(|(_, ask, _)| *ask == crate::reference::Ask::Fair)
+    {
         let name = version.name();
         let against: [(String, f64, f64, &str); 3] = [
             (

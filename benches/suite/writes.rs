@@ -23,7 +23,13 @@ pub struct Writes {
     pub counted: u64,
     pub page_right: bool,
     pub drain_secs: f64,
+    /// The broker's CPU, in cores, while `kith run` waits with nothing
+    /// produced.
+    pub idle_broker_cores: f64,
 }
+
+/// How long the broker is watched while Kith waits.
+const IDLE: Duration = Duration::from_secs(5);
 
 pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench, limits: &Limits) -> Writes {
     let (addr, clients, pg_tps, rush_target) =
@@ -148,6 +154,18 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench, limits: &Limits) -
     }
     let drain_secs = drained.elapsed().as_secs_f64();
 
+    // Kith idle once everything is applied: nothing produced, the projector
+    // parked until a relay announces events. What the broker spends then.
+    bench.drain().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle_before = procs::cpu(bench.kith_pid);
+    let idle_started = Instant::now();
+    tokio::time::sleep(IDLE).await;
+    let idle_broker_cores = procs::cpu(bench.kith_pid)
+        .since(&idle_before)
+        .of("broker")
+        / idle_started.elapsed().as_secs_f64();
+
     Writes {
         follow_phase,
         write_cpu,
@@ -157,5 +175,6 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench, limits: &Limits) -
         counted,
         page_right,
         drain_secs,
+        idle_broker_cores,
     }
 }
