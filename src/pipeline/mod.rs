@@ -63,11 +63,11 @@ impl PipelineError {
         matches!(self, Self::Postgres(e) if classify(e) == Failure::Rejected)
     }
 
-    /// True when PostgreSQL ended the transaction to break a deadlock:
-    /// running it again may succeed.
+    /// True when PostgreSQL rolled the transaction back to break a deadlock
+    /// or for a serialization failure (a follower row inserted under the
+    /// projector, say): running it again may succeed.
     pub fn is_deadlock(&self) -> bool {
-        matches!(self, Self::Postgres(diesel::result::Error::DatabaseError(_, info))
-            if info.message().contains("deadlock detected"))
+        matches!(self, Self::Postgres(e) if crate::store::failure::rolled_back_to_retry(e))
     }
 }
 

@@ -109,17 +109,24 @@ impl Batcher {
             let mut pairs = HashSet::from([(first.item.actor, first.item.target)]);
             let mut batch = vec![first];
             let mut next_held = VecDeque::new();
-            let waiting = std::mem::take(&mut held).into_iter();
-            for asked in waiting.chain(std::iter::from_fn(|| queue.try_recv().ok())) {
-                if batch.len() < this.batch && pairs.insert((asked.item.actor, asked.item.target)) {
+            let mut waiting = std::mem::take(&mut held).into_iter();
+            for asked in waiting
+                .by_ref()
+                .chain(std::iter::from_fn(|| queue.try_recv().ok()))
+            {
+                let full = batch.len() >= this.batch;
+                if !full && pairs.insert((asked.item.actor, asked.item.target)) {
                     batch.push(asked);
-                } else if batch.len() >= this.batch {
-                    next_held.push_back(asked);
-                    break;
                 } else {
                     next_held.push_back(asked);
+                    if full {
+                        break;
+                    }
                 }
             }
+            // A full batch leaves the rest of the held ones for the next.
+            next_held.extend(waiting);
+
             held = next_held;
             let this = this.clone();
             tokio::spawn(async move {
@@ -138,15 +145,10 @@ impl Batcher {
                     let _ = asked.answer.send(Ok(row));
                 }
             }
-            // Rolled back, and possibly by one item's fault (a statement
-            // timeout, a bug): each item alone, so it fails only itself.
-            Err(Some(e))
-                if batch.len() > 1
-                    && matches!(
-                        failure::classify(&e),
-                        Failure::Timeout | Failure::Other | Failure::Rejected
-                    ) =>
-            {
+            // PostgreSQL refused the statement, which rolled it back, and
+            // possibly for one item's sake (a statement timeout, a bug):
+            // each item alone, so that it fails only itself.
+            Err(Some(e)) if batch.len() > 1 && refused_by_the_server(&e) => {
                 tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
                 for asked in batch {
                     let answer = match self.call(&[asked.item]).await {
@@ -187,6 +189,18 @@ impl Batcher {
             }
         }
     }
+}
+
+/// Whether PostgreSQL raised `e` while running the statement, so that the
+/// statement's transaction was rolled back: not a lost connection (the
+/// commit may have landed), and not an answer this process could not read
+/// (it did land).
+fn refused_by_the_server(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(..))
+        && matches!(
+            failure::classify(e),
+            Failure::Timeout | Failure::Other | Failure::Rejected
+        )
 }
 
 /// What each change of a batch that failed with `e` hears (`None`: no
