@@ -58,6 +58,16 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND NOT u.locked AND u.status = 'active') THEN
         RETURN;
     END IF;
+    -- The pairs first, all of them, in the order kith_change_edges takes
+    -- pairs in: a group commit holding one of them and waiting for a
+    -- requester's counters never waits on this batch's counters.
+    PERFORM pg_advisory_xact_lock(hashint8(p.lo), hashint8(p.hi))
+       FROM (SELECT least(p_owner, o.from_user_id) AS lo, greatest(p_owner, o.from_user_id) AS hi
+               FROM (SELECT q.from_user_id FROM follow_request q
+                      WHERE q.to_user_id = p_owner AND q.active
+                      ORDER BY q.requested_at, q.from_user_id
+                      LIMIT p_limit) o
+              ORDER BY 1, 2) p;
     -- The oldest requests, answered in requester order: the order every
     -- write locks counters in, so a batch never deadlocks with another.
     FOR v_from IN
@@ -186,6 +196,7 @@ $$;
 
 CREATE FUNCTION kith.kith_apply_counters(p_user bigint[], p_followers bigint[], p_event uuid[], p_author bigint[], p_posts bigint[], p_likes bigint[], p_favs bigint[]) RETURNS TABLE(ord integer, outcome text)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     created BIGINT[] := '{}';
@@ -296,6 +307,7 @@ $$;
 
 CREATE FUNCTION kith.kith_apply_followers(p_to bigint[], p_from bigint[], p_active boolean[], p_followed_at timestamp with time zone[], p_version bigint[]) RETURNS TABLE(ord integer, was_active boolean, applied boolean)
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     n INT := coalesce(cardinality(p_to), 0);
@@ -597,6 +609,7 @@ $$;
 
 CREATE FUNCTION kith.kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision) RETURNS SETOF kith.kith_edge_result
     LANGUAGE plpgsql
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     n INT := coalesce(cardinality(p_actors), 0);
@@ -659,61 +672,70 @@ BEGIN
 
     -- 3. An edge hidden with an account that is not active is forgotten,
     -- so that the account's restore does not bring it back: an unfollow
-    -- ends it, a follow makes the edge anew. Before the edge rows: a
-    -- restore locks the hidden edge, then the edge row.
-    IF EXISTS (SELECT 1 FROM generate_subscripts(v_outcome, 1) i
-                WHERE v_outcome[i] IS NULL AND v_hidden[i]) THEN
-        DELETE FROM hidden_edge h
-         USING generate_subscripts(v_outcome, 1) i
-         WHERE v_outcome[i] IS NULL AND v_hidden[i]
-           AND h.from_user_id = p_actors[i] AND h.to_user_id = p_targets[i];
+    -- ends it, a follow makes the edge anew. Locked here, before the edge
+    -- rows (a restore locks the hidden edge, then the edge row); deleted
+    -- once the follow cap has kept or refused each item.
+    IF true = ANY (v_hidden) THEN
+        PERFORM 1 FROM hidden_edge h
+           JOIN unnest(p_actors, p_targets, v_outcome, v_hidden) AS x(a, t, o, hid)
+             ON h.from_user_id = x.a AND h.to_user_id = x.t
+          WHERE x.o IS NULL AND x.hid
+          ORDER BY h.from_user_id, h.to_user_id
+            FOR UPDATE OF h;
     END IF;
 
     -- 4. The edge rows that exist, then the actors' counters (a counter
-    -- row missing is made from the truth first); the follow cap, from
-    -- counters no one else can change now.
+    -- row missing is made from the truth first), each in key order; the
+    -- follow cap, from counters no one else can change now.
     PERFORM 1 FROM following f
-       JOIN generate_subscripts(v_outcome, 1) i
-         ON f.from_user_id = p_actors[i] AND f.to_user_id = p_targets[i]
-      WHERE v_outcome[i] IS NULL
+       JOIN unnest(p_actors, p_targets, v_outcome) AS x(a, t, o)
+         ON f.from_user_id = x.a AND f.to_user_id = x.t
+      WHERE x.o IS NULL
       ORDER BY f.from_user_id, f.to_user_id
         FOR UPDATE OF f;
     IF v_no_stats THEN
         PERFORM kith_ensure_stats(a.id)
-           FROM (SELECT DISTINCT p_actors[i] AS id FROM generate_subscripts(v_outcome, 1) i
-                  WHERE v_outcome[i] IS NULL ORDER BY 1) a;
+           FROM (SELECT DISTINCT x.a AS id FROM unnest(p_actors, v_outcome) AS x(a, o)
+                  WHERE x.o IS NULL ORDER BY 1) a;
     END IF;
+    -- Every acting actor's counters, locked in id order (all of them,
+    -- whatever the cap says), and each follow checked against the cap.
     FOR r IN
-        WITH s AS (
-            SELECT s.user_id, s.followings, s.followers FROM user_stats s
-             WHERE s.user_id IN (SELECT p_actors[i] FROM generate_subscripts(v_outcome, 1) i
-                                  WHERE v_outcome[i] IS NULL)
-             ORDER BY s.user_id
-               FOR UPDATE OF s),
-        item AS (
-            SELECT i, p_actors[i] AS a,
-                   p_follows[i] AND NOT v_active[i] AS adds,
-                   count(*) FILTER (WHERE NOT p_follows[i] AND v_active[i])
-                       OVER (PARTITION BY p_actors[i]) AS ends,
-                   count(*) FILTER (WHERE p_follows[i] AND NOT v_active[i])
-                       OVER (PARTITION BY p_actors[i] ORDER BY i) AS rank
-              FROM generate_subscripts(v_outcome, 1) i
-             WHERE v_outcome[i] IS NULL)
-        SELECT item.i FROM item JOIN s ON s.user_id = item.a
-         WHERE item.adds AND p_max_followings > 0
-           AND s.followings - item.ends + item.rank > p_max_followings
-           AND s.followings - item.ends + item.rank > p_followings_ratio * s.followers
+        SELECT item.i,
+               p_max_followings > 0 AND item.adds
+               AND s.followings - item.ends + item.rank > p_max_followings
+               AND s.followings - item.ends + item.rank > p_followings_ratio * s.followers
+                   AS capped
+          FROM (SELECT x.i, x.a, x.f AND NOT x.act AS adds,
+                       count(*) FILTER (WHERE NOT x.f AND x.act) OVER (PARTITION BY x.a) AS ends,
+                       count(*) FILTER (WHERE x.f AND NOT x.act)
+                           OVER (PARTITION BY x.a ORDER BY x.i) AS rank
+                  FROM unnest(p_actors, p_follows, v_active, v_outcome)
+                       WITH ORDINALITY AS x(a, f, act, o, i)
+                 WHERE x.o IS NULL) item
+          JOIN user_stats s ON s.user_id = item.a
+         ORDER BY s.user_id
+           FOR UPDATE OF s
     LOOP
-        v_outcome[r.i] := 'follow_limit';
+        IF r.capped THEN
+            v_outcome[r.i] := 'follow_limit';
+        END IF;
     END LOOP;
+    IF true = ANY (v_hidden) THEN
+        DELETE FROM hidden_edge h
+         USING unnest(p_actors, p_targets, v_outcome, v_hidden) AS x(a, t, o, hid)
+         WHERE x.o IS NULL AND x.hid AND h.from_user_id = x.a AND h.to_user_id = x.t;
+    END IF;
 
     -- 5. Requests made (follows of locked accounts) and requests ended
     -- (any other follow or unfollow ends the pair's pending request).
     IF 'requested' = ANY (v_outcome) THEN
         FOR r IN
             WITH x AS (
-                SELECT i, p_actors[i] AS a, p_targets[i] AS t, p_events[i] AS e
-                  FROM generate_subscripts(v_outcome, 1) i WHERE v_outcome[i] = 'requested'),
+                SELECT x.i, x.a, x.t, x.e
+                  FROM unnest(p_actors, p_targets, p_events, v_outcome)
+                       WITH ORDINALITY AS x(a, t, e, o, i)
+                 WHERE x.o = 'requested'),
             q AS (
                 INSERT INTO follow_request AS q (from_user_id, to_user_id, active, requested_at, version, updated_at)
                 SELECT x.a, x.t, TRUE, v_now, 1, now() FROM x ORDER BY x.a, x.t
@@ -740,13 +762,14 @@ BEGIN
             v_at[r.i] := r.requested_at;
         END LOOP;
     END IF;
-    IF EXISTS (SELECT 1 FROM generate_subscripts(v_outcome, 1) i
-                WHERE v_outcome[i] IS NULL AND v_pending[i]) THEN
+    IF EXISTS (SELECT 1 FROM unnest(v_outcome, v_pending) AS x(o, pending)
+                WHERE x.o IS NULL AND x.pending) THEN
         FOR r IN
             WITH x AS (
-                SELECT i, p_actors[i] AS a, p_targets[i] AS t
-                  FROM generate_subscripts(v_outcome, 1) i
-                 WHERE v_outcome[i] IS NULL AND v_pending[i]),
+                SELECT x.i, x.a, x.t
+                  FROM unnest(p_actors, p_targets, v_outcome, v_pending)
+                       WITH ORDINALITY AS x(a, t, o, pending, i)
+                 WHERE x.o IS NULL AND x.pending),
             q AS (
                 UPDATE follow_request AS q
                    SET active = FALSE, version = q.version + 1, updated_at = now()
@@ -772,8 +795,10 @@ BEGIN
     -- the list shows the latest follow.
     FOR r IN
         WITH x AS (
-            SELECT i, p_actors[i] AS a, p_targets[i] AS t, p_follows[i] AS f, p_events[i] AS e
-              FROM generate_subscripts(v_outcome, 1) i WHERE v_outcome[i] IS NULL),
+            SELECT x.i, x.a, x.t, x.f, x.e
+              FROM unnest(p_actors, p_targets, p_follows, p_events, v_outcome)
+                   WITH ORDINALITY AS x(a, t, f, e, o, i)
+             WHERE x.o IS NULL),
         made AS (
             INSERT INTO following AS f (from_user_id, to_user_id, active, followed_at, version, updated_at)
             SELECT x.a, x.t, TRUE, v_now, 1, now() FROM x WHERE x.f ORDER BY x.a, x.t
@@ -812,47 +837,47 @@ BEGIN
 
     -- 7. An unfollow that found its edge inactive may have waited on a
     -- suspension that hid the edge meanwhile: forget that hidden edge too.
-    IF EXISTS (SELECT 1 FROM generate_subscripts(v_outcome, 1) i
-                WHERE v_outcome[i] IS NULL AND NOT p_follows[i] AND v_version[i] IS NULL) THEN
+    IF EXISTS (SELECT 1 FROM unnest(p_follows, v_outcome, v_version) AS x(f, o, v)
+                WHERE x.o IS NULL AND NOT x.f AND x.v IS NULL) THEN
         DELETE FROM hidden_edge h
-         USING generate_subscripts(v_outcome, 1) i
-         WHERE v_outcome[i] IS NULL AND NOT p_follows[i] AND v_version[i] IS NULL
-           AND h.from_user_id = p_actors[i] AND h.to_user_id = p_targets[i];
+         USING unnest(p_actors, p_targets, p_follows, v_outcome, v_version) AS x(a, t, f, o, v)
+         WHERE x.o IS NULL AND NOT x.f AND x.v IS NULL
+           AND h.from_user_id = x.a AND h.to_user_id = x.t;
     END IF;
 
     -- 8. The actors' followings, once each.
     UPDATE user_stats AS s
        SET followings = s.followings + d.delta, version = kith_next_version(s.version)
-      FROM (SELECT p_actors[i] AS a, sum(CASE WHEN p_follows[i] THEN 1 ELSE -1 END) AS delta
-              FROM generate_subscripts(v_outcome, 1) i
-             WHERE v_outcome[i] IS NULL AND v_version[i] IS NOT NULL
-             GROUP BY 1) d
+      FROM (SELECT x.a, sum(CASE WHEN x.f THEN 1 ELSE -1 END) AS delta
+              FROM unnest(p_actors, p_follows, v_outcome, v_version) AS x(a, f, o, v)
+             WHERE x.o IS NULL AND x.v IS NOT NULL
+             GROUP BY x.a) d
      WHERE s.user_id = d.a;
 
     -- 9. One row per item, in the order given.
     RETURN QUERY
     SELECT CASE
-               WHEN v_outcome[i] IS NOT NULL THEN v_outcome[i]
-               WHEN v_version[i] IS NULL AND v_canceled[i] IS NOT NULL THEN 'request_canceled'
+               WHEN x.o IS NOT NULL THEN x.o
+               WHEN x.v IS NULL AND x.cv IS NOT NULL THEN 'request_canceled'
                ELSE 'ok'
            END,
            ut.handle, ut.display_name, ut.status,
-           coalesce(v_version[i], v_canceled[i]),
-           coalesce(v_at[i], v_canceled_at[i]),
-           CASE WHEN coalesce(v_version[i], v_canceled[i]) IS NOT NULL THEN v_now END,
+           coalesce(x.v, x.cv),
+           coalesce(x.at, x.cat),
+           CASE WHEN coalesce(x.v, x.cv) IS NOT NULL THEN v_now END,
            s.followings, s.followers, s.posts, s.likes_received, s.favs_received, s.version,
            ab.followed_at, ba.followed_at,
            ut.locked, ut.hides_collections
-      FROM generate_subscripts(v_outcome, 1) i
-      LEFT JOIN users ut ON ut.id = p_targets[i] AND v_outcome[i] IS DISTINCT FROM 'actor_unknown'
-                         AND v_outcome[i] IS DISTINCT FROM 'actor_suspended'
-      LEFT JOIN user_stats s ON s.user_id = p_actors[i] AND v_outcome[i] IS NULL
-                             AND v_version[i] IS NOT NULL
-      LEFT JOIN following ab ON (v_outcome[i] IS NULL OR v_outcome[i] = 'requested')
-                             AND ab.from_user_id = p_actors[i] AND ab.to_user_id = p_targets[i] AND ab.active
-      LEFT JOIN following ba ON (v_outcome[i] IS NULL OR v_outcome[i] = 'requested')
-                             AND ba.from_user_id = p_targets[i] AND ba.to_user_id = p_actors[i] AND ba.active
-     ORDER BY i;
+      FROM unnest(p_actors, p_targets, v_outcome, v_version, v_at, v_canceled, v_canceled_at)
+           WITH ORDINALITY AS x(a, t, o, v, at, cv, cat, i)
+      LEFT JOIN users ut ON ut.id = x.t AND x.o IS DISTINCT FROM 'actor_unknown'
+                         AND x.o IS DISTINCT FROM 'actor_suspended'
+      LEFT JOIN user_stats s ON s.user_id = x.a AND x.o IS NULL AND x.v IS NOT NULL
+      LEFT JOIN following ab ON (x.o IS NULL OR x.o = 'requested')
+                             AND ab.from_user_id = x.a AND ab.to_user_id = x.t AND ab.active
+      LEFT JOIN following ba ON (x.o IS NULL OR x.o = 'requested')
+                             AND ba.from_user_id = x.t AND ba.to_user_id = x.a AND ba.active
+     ORDER BY x.i;
 END
 $$;
 

@@ -10,7 +10,9 @@
 -- are not), `was_active` the edge's state before the batch.
 CREATE OR REPLACE FUNCTION kith_apply_followers(
     p_to BIGINT[], p_from BIGINT[], p_active BOOLEAN[], p_followed_at TIMESTAMPTZ[], p_version BIGINT[]
-) RETURNS TABLE (ord INT, was_active BOOLEAN, applied BOOLEAN) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (ord INT, was_active BOOLEAN, applied BOOLEAN) LANGUAGE plpgsql
+-- Plans built once per session (see kith_change_edges).
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     n INT := coalesce(cardinality(p_to), 0);
     v_was BOOLEAN[] := array_fill(FALSE, ARRAY[n]);
@@ -75,7 +77,8 @@ $$;
 CREATE OR REPLACE FUNCTION kith_apply_counters(
     p_user BIGINT[], p_followers BIGINT[],
     p_event UUID[], p_author BIGINT[], p_posts BIGINT[], p_likes BIGINT[], p_favs BIGINT[]
-) RETURNS TABLE (ord INT, outcome TEXT) LANGUAGE plpgsql AS $$
+) RETURNS TABLE (ord INT, outcome TEXT) LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     created BIGINT[] := '{}';
     v_missing BIGINT[];

@@ -71,15 +71,6 @@ pub(crate) async fn commit(
 ) -> Result<Committed, CommitError> {
     let mut conn = pg.get().await.map_err(PipelineError::from)?;
     conn.transaction::<_, CommitError, _>(async |conn| {
-        // Derived rows and the positions that cover them commit together:
-        // a crash that loses this commit loses both, and the events are
-        // read and applied again (docs/decisions/0010). The commit need
-        // not wait for the WAL to reach the disk.
-        diesel_async::RunQueryDsl::execute(
-            diesel::sql_query("SET LOCAL synchronous_commit TO off"),
-            conn,
-        )
-        .await?;
         let lost = partitions::advance(conn, owner.group, owner.member, advances).await?;
         if !lost.is_empty() {
             return Err(CommitError::Fenced(lost));
