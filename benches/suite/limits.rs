@@ -23,8 +23,8 @@ use crate::procs;
 /// Users of the follow statement's scratch schema.
 const STATEMENT_USERS: i64 = 100_000;
 
-/// `kith_change_edges` (one follow of a random pair, as a lone follow's
-/// batch is) under `pgbench`, in a
+/// `kith_change_edges` under `pgbench` — one follow of a random pair per
+/// call, as a lone follow's batch is, then [`BATCHED`] per call — in a
 /// scratch schema of its own with Kith's migrations: follows per second,
 /// and PostgreSQL CPU ms per follow.
 pub async fn follow_statement(
@@ -32,7 +32,7 @@ pub async fn follow_statement(
     schema: &str,
     clients: usize,
     seconds: u64,
-) -> (f64, f64) {
+) -> Statement {
     let scratch = format!("{schema}_statement");
     let separator = if base_url.contains('?') { '&' } else { '?' };
     let url = format!("{base_url}{separator}options=-c%20search_path%3D{scratch}");
@@ -72,17 +72,56 @@ pub async fn follow_statement(
         ),
     )
     .unwrap();
+    // A group commit's batch: BATCHED follows of random pairs per call.
+    let batched = std::env::temp_dir().join(format!("{scratch}-batched.sql"));
+    std::fs::write(
+        &batched,
+        format!(
+            "SELECT count(*) FROM (SELECT array_agg(a) AS a, \
+             array_agg(1 + (a + r) % {STATEMENT_USERS}) AS b, array_agg(true) AS f, \
+             array_agg(gen_random_uuid()) AS e FROM (SELECT \
+             (1 + floor(random() * {STATEMENT_USERS}))::bigint AS a, \
+             floor(random() * {})::bigint AS r FROM generate_series(1, {BATCHED})) g) z, \
+             LATERAL kith_change_edges(z.a, z.b, z.f, z.e, 7500, 1.1) k;\n",
+            STATEMENT_USERS - 2
+        ),
+    )
+    .unwrap();
     // A first run in a new schema is slower (a checkpoint after the load,
     // caches): warm up, then measure.
     pgbench_start(&url, &script, clients, 5)
         .wait()
         .expect("pgbench ends");
     let (tps, pg_ms) = pgbench_measured(&url, &script, clients, seconds).await;
+    // Batches come one or two at a time from each process.
+    let (calls, call_pg_ms) = pgbench_measured(&url, &batched, 2, seconds).await;
+    let follows = Statement {
+        single_tps: tps,
+        single_pg_ms: pg_ms,
+        batched_tps: calls * BATCHED as f64,
+        batched_pg_ms: call_pg_ms / BATCHED as f64,
+    };
     diesel::sql_query(format!("DROP SCHEMA {scratch} CASCADE"))
         .execute(&mut admin)
         .await
         .unwrap();
-    (tps, pg_ms)
+    follows
+}
+
+/// Follows per call in the batched run of the follow statement.
+pub const BATCHED: usize = 16;
+
+/// The follow statement alone under `pgbench`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Statement {
+    /// Calls of one follow per second (16 clients).
+    pub single_tps: f64,
+    /// PostgreSQL CPU ms per such call.
+    pub single_pg_ms: f64,
+    /// Follows per second in calls of [`BATCHED`] (2 clients).
+    pub batched_tps: f64,
+    /// PostgreSQL CPU ms per follow in those calls.
+    pub batched_pg_ms: f64,
 }
 
 /// `pgbench` running `script`: transactions per second, and PostgreSQL's
@@ -261,9 +300,8 @@ pub struct Limits {
     pub insert_pg_ms: f64,
     pub redis_get: f64,
     pub redis_zrange: f64,
-    /// The follow statement alone, per second, and PostgreSQL's CPU per statement.
-    pub statement_tps: f64,
-    pub statement_pg_ms: f64,
+    /// The follow statement alone, one follow and a batch per call.
+    pub statement: Statement,
     pub broker: Broker,
 }
 
@@ -311,11 +349,8 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
         ],
     );
     eprintln!("redis-benchmark: GET {redis_get:.0}/s, ZRANGE page {redis_zrange:.0}/s");
-    let (statement_tps, statement_pg_ms) =
-        follow_statement(base_url, schema, clients, seconds).await;
-    eprintln!(
-        "kith_change_edges alone: {statement_tps:.0}/s, PostgreSQL {statement_pg_ms:.2} ms each"
-    );
+    let statement = follow_statement(base_url, schema, clients, seconds).await;
+    eprintln!("kith_change_edges alone: {statement:?}");
     let broker = broker(&app.config, schema, 1000, seconds).await;
     eprintln!("broker alone: {broker:?}");
 
@@ -324,8 +359,7 @@ pub async fn measure(run: &Run, graph: &Graph, bench: &mut Bench) -> Limits {
         insert_pg_ms,
         redis_get,
         redis_zrange,
-        statement_tps,
-        statement_pg_ms,
+        statement,
         broker,
     }
 }

@@ -32,18 +32,14 @@ pub fn write(
         insert_pg_ms,
         redis_get,
         redis_zrange,
-        statement_tps,
-        statement_pg_ms,
+        statement,
         broker,
     } = limits;
     let insert_pg_ms = *insert_pg_ms;
-    let (pg_tps, redis_get, redis_zrange, statement_tps, statement_pg_ms) = (
-        *pg_tps,
-        *redis_get,
-        *redis_zrange,
-        *statement_tps,
-        *statement_pg_ms,
-    );
+    let (pg_tps, redis_get, redis_zrange) = (*pg_tps, *redis_get, *redis_zrange);
+    let (statement_tps, statement_pg_ms) = (statement.single_tps, statement.single_pg_ms);
+    let (batched_tps, batched_pg_ms) = (statement.batched_tps, statement.batched_pg_ms);
+    let batched = crate::limits::BATCHED;
     let Reads {
         ordinary_phase,
         cpu_profile,
@@ -258,8 +254,11 @@ pub fn write(
          | redis-benchmark GET (a counter record), {clients} clients | {redis_get:.0}/s |\n\
          | redis-benchmark ZRANGE BYSCORE REV LIMIT 0 21 (a page), {clients} clients | {redis_zrange:.0}/s |\n\
          | `kith_change_edges` alone (one follow of a random pair of 100,000 users per call, as a lone follow's batch; pgbench, {clients} clients, no Kith) | {statement_tps:.0}/s ({:.0}% of single-row inserts; PostgreSQL, all its processes, {statement_pg_ms:.2} ms CPU each) |\n\
+         | `kith_change_edges` with {batched} follows per call (as the group commit sends them under load; pgbench, 2 clients, no Kith) | {batched_tps:.0} follows/s ({:.0}% of single-row inserts; PostgreSQL {batched_pg_ms:.3} ms CPU per follow, {:.1}× an insert's) |\n\
          | the broker alone: {:.0} events/s with the relay's producer settings, read with the projector's consumer settings (no Kith) | acknowledged p50 {:.1} ms, p99 {:.1} ms; sent → consumed p50 {:.1} ms, p99 {:.1} ms; broker {:.2} ms CPU per event; {} of {} consumed; fetching alone (assigned, nothing produced) {:.0}% of a core |\n",
         statement_tps * 100.0 / pg_tps,
+        batched_tps * 100.0 / pg_tps,
+        batched_pg_ms / insert_pg_ms.max(1e-9),
         broker.rate,
         broker.ack_p50,
         broker.ack_p99,
@@ -383,6 +382,7 @@ pub fn write(
             "redis_zrange_page_per_s": redis_zrange,
             "follow_statement_per_s": statement_tps,
             "follow_statement_pg_cpu_ms": statement_pg_ms,
+            "follow_statement_batched": { "follows_per_call": batched, "follows_per_s": batched_tps, "pg_cpu_ms_per_follow": batched_pg_ms },
             "broker": {
                 "rate": broker.rate,
                 "sent": broker.sent,

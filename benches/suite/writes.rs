@@ -161,9 +161,7 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench, limits: &Limits) -
     let idle_before = procs::cpu(bench.kith_pid);
     let idle_started = Instant::now();
     tokio::time::sleep(IDLE).await;
-    let idle_broker_cores = procs::cpu(bench.kith_pid)
-        .since(&idle_before)
-        .of("broker")
+    let idle_broker_cores = procs::cpu(bench.kith_pid).since(&idle_before).of("broker")
         / idle_started.elapsed().as_secs_f64();
 
     Writes {
