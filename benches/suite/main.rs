@@ -21,6 +21,7 @@
 //! CPU time per request of Kith, PostgreSQL, Redis, the broker and the load
 //! generator (from `/proc`); at the end Kith's RSS and Redis bytes per cached
 //! edge. Writes `target/bench-reports/bench.md` and `bench.json`.
+//! `KITH_BENCH_ONLY=broker` measures the broker alone and prints it.
 //!
 //! Environment: `KITH_BENCH_USERS` (1,100,000), `KITH_BENCH_EDGES`
 //! (3,000,000), `KITH_BENCH_CELEBRITY_FOLLOWERS` (1,000,000),
@@ -53,6 +54,26 @@ use load::Conn;
 #[tokio::main]
 async fn main() {
     let run = Run::from_env().await;
+    // `KITH_BENCH_ONLY=broker`: the broker alone (the limit row), to
+    // compare brokers or fetch settings (`KAFKA_BROKERS`,
+    // `KITH_FETCH_WAIT_MS`) in alternating runs of one session.
+    if std::env::var("KITH_BENCH_ONLY").as_deref() == Ok("broker") {
+        let broker = limits::broker(&run.app.config, &run.schema, 1000, run.seconds).await;
+        println!(
+            "broker at {}: fetch wait {} ms; {:.2} ms CPU per event at {:.0}/s; sent → consumed \
+             p50 {:.1} ms, p99 {:.1} ms; {} of {} consumed; fetching alone {:.0}% of a core",
+            run.app.config.kafka_brokers,
+            run.app.config.fetch_wait_ms,
+            broker.cpu_ms,
+            broker.rate,
+            broker.end_p50,
+            broker.end_p99,
+            broker.received,
+            broker.sent,
+            broker.fetch_cores * 100.0
+        );
+        return;
+    }
     let graph = seed(&run).await;
     let (mut bench, child) = start(&run, &graph).await;
     let limits = limits::measure(&run, &graph, &mut bench).await;

@@ -71,7 +71,7 @@ pub fn cpu(kith_pid: u32) -> Cpu {
             "postgres"
         } else if comm.starts_with("redis-server") {
             "redis"
-        } else if comm == "tansu" {
+        } else if comm == "tansu" || comm == "nisshi" {
             "broker"
         } else {
             continue;
