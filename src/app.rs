@@ -163,7 +163,7 @@ impl App {
         );
         let edge_writes = crate::write::group_commit::GroupCommit::start(
             pg.clone(),
-            crate::write::follow::follow_cap(&config),
+            crate::store::following::FollowCap::of(&config),
             config.write_batch,
             config.write_batches_in_flight,
             crate::write::group_commit::Counted {

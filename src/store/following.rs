@@ -85,6 +85,16 @@ pub(crate) struct FollowCap {
     pub(crate) ratio: f64,
 }
 
+impl FollowCap {
+    /// The cap the configuration sets.
+    pub(crate) fn of(config: &crate::config::Config) -> Self {
+        Self {
+            max: config.max_followings,
+            ratio: config.followings_ratio,
+        }
+    }
+}
+
 /// One edge change asked of [`change_set`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct EdgeItem {

@@ -204,7 +204,7 @@ pub(crate) async fn change_edges(
         Vec::new()
     } else {
         let mut conn = app.pg.get().await?;
-        following::change_set(&mut conn, &items, follow_cap(&app.config)).await?
+        following::change_set(&mut conn, &items, following::FollowCap::of(&app.config)).await?
     };
     let mut applied = Vec::new();
     for ((row, item), (_, index)) in rows.into_iter().zip(items).zip(&valid) {
@@ -243,14 +243,6 @@ pub(crate) async fn change_edges(
         .into_iter()
         .map(|r| r.expect("every target has a result"))
         .collect())
-}
-
-/// The follow cap the configuration sets.
-pub(crate) fn follow_cap(config: &crate::config::Config) -> following::FollowCap {
-    following::FollowCap {
-        max: config.max_followings,
-        ratio: config.followings_ratio,
-    }
 }
 
 /// One edge transition asked of PostgreSQL.

@@ -132,9 +132,12 @@ pub(crate) async fn apply(
                 follow: add,
                 event_id,
             };
-            let mut rows =
-                following::change_set(conn, &[item], super::follow::follow_cap(&app.config))
-                    .await?;
+            let mut rows = following::change_set(
+                conn,
+                &[item],
+                crate::store::following::FollowCap::of(&app.config),
+            )
+            .await?;
             rows.remove(0)
         }
         ImportKind::Blocks => {

@@ -42,7 +42,7 @@ pub(crate) async fn answer(
             accept,
             uuid::Uuid::new_v4(),
             uuid::Uuid::new_v4(),
-            super::follow::follow_cap(&app.config),
+            crate::store::following::FollowCap::of(&app.config),
         )
         .await?
     };
@@ -102,7 +102,7 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
                 &mut conn,
                 owner,
                 BATCH,
-                super::follow::follow_cap(&app.config),
+                crate::store::following::FollowCap::of(&app.config),
             )
             .await?
         };
