@@ -67,12 +67,18 @@ async fn one_batch_refuses_its_items_alone_and_applies_the_rest() {
     // The one batch in flight holds its commit for a while; everything
     // asked meanwhile waits for it and goes in the next batch.
     t.delay_edge_commits(0.4).await;
+    let before = t.app.metrics.write_batches.get();
     let held = {
         let t = &t;
         async move { t.follow(holder, star).await }
     };
     let rest = async {
-        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        // Once the held follow's batch is in flight (its commit takes
+        // 0.4 s), the rest is asked.
+        crate::helpers::eventually("the first batch to be in flight", 10, || async {
+            (t.app.metrics.write_batches.get() > before).then_some(())
+        })
+        .await;
         futures::future::join_all([
             t.follow(first, star),
             t.follow(blocked, star),
