@@ -9,7 +9,7 @@ use super::schema::outbox;
 use crate::events::follow::FollowEvent;
 
 /// Appends `events`, in order, in one statement. (A follow or unfollow
-/// appends its event inside `kith_change_edge`; bulk transitions use this.)
+/// appends its event inside `kith_change_edges`; bulk transitions use this.)
 pub(crate) async fn append_many(conn: &mut PgConn, events: &[FollowEvent]) -> QueryResult<()> {
     if events.is_empty() {
         return Ok(());
