@@ -11,6 +11,7 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use kith::config::Config;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::Message as _;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -243,7 +244,9 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
     let cpu_before = procs::cpu(u32::MAX);
     let begun = Instant::now();
     let mut waits = Vec::with_capacity(total);
-    // A follow event's size, keyed by a follower id.
+    // A follow event's size, keyed by a follower id, with the relay's origin
+    // header (a database's id).
+    const ORIGIN: &str = "00000000-0000-4000-8000-000000000000";
     let padding = "x".repeat(220);
     for i in 0..total {
         let due = begun + Duration::from_secs_f64(i as f64 / rate as f64);
@@ -255,7 +258,11 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
             .send_result(
                 FutureRecord::to(&config.follow_topic)
                     .key(&key)
-                    .payload(&payload),
+                    .payload(&payload)
+                    .headers(OwnedHeaders::new().insert(Header {
+                        key: kith::testing::pipeline::origin::HEADER,
+                        value: Some(ORIGIN),
+                    })),
             )
             .map_err(|(e, _)| e)
             .expect("enqueued");
