@@ -3,7 +3,7 @@
 //! How the folders map to the request and event flow:
 //!
 //! - [`graph`]: the GraphQL schema (no transport); [`http`] serves it with axum.
-//! - [`write`]: the write path — rate limit ([`write::rate_limit`], `lua/`),
+//! - [`mod@write`]: the write path — rate limit ([`write::rate_limit`], `lua/`),
 //!   then one transaction changing the edge and appending the outbox event.
 //! - [`store`]: PostgreSQL — the truth (`following`), the outbox, the
 //!   projections (`follower`, `user_stats`), migrations.

@@ -3,7 +3,7 @@
 //! Every setting is declared once, in [`settings::SECTIONS`] — its
 //! variable, default, section and meaning. [`Config::from_lookup`] takes
 //! its defaults from there, and `docs/configuration.md` is generated from
-//! there ([`reference`]); tests check that neither drifts. Every default
+//! there ([`reference()`]); tests check that neither drifts. Every default
 //! works against the local stack (`scripts/stack up`). This module reads
 //! only the environment and the files it names: each part of Kith checks
 //! its own settings' contents when the service starts.

@@ -1,7 +1,7 @@
 //! Every setting Kith reads, in one table: its variable, default, section
 //! and meaning. The parser ([`super::Config::from_lookup`]) takes its
 //! defaults from here, and `docs/configuration.md` is generated from here
-//! ([`super::reference`]); tests check that the two never drift.
+//! ([`super::reference()`]); tests check that the two never drift.
 
 pub use super::catalog::{Kind, Section, Setting};
 use super::catalog::{unset, value};

@@ -14,7 +14,7 @@ const NEW_OPERATIONS_PER_USER: usize = 4;
 /// signed-in ones (an anonymous flood fills only these).
 const MAX_ANONYMOUS_OPERATIONS: usize = 32;
 
-/// Who named an operation, for [`Metrics::observe_request`].
+/// Who named an operation, for [`super::Metrics::observe_request`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameSource {
     /// A signed-in client.

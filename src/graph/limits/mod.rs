@@ -40,7 +40,7 @@ use sizes::{Sizes, approx_bytes};
 /// Parsed documents of recent requests that passed validation, by query
 /// text (clients send the same few texts over and over; parsing is a
 /// visible share of a request's CPU). One per process, in
-/// [`crate::app::App::documents`].
+/// [`crate::graph::state::Operations::documents`].
 pub(crate) type Documents = moka::sync::Cache<String, Arc<ExecutableDocument>>;
 
 /// An empty document cache, bounded by an estimate of the memory its parsed

@@ -14,7 +14,7 @@ pub(super) const ANNOUNCED_WINDOW: Duration = Duration::from_millis(250);
 /// How a park ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Parked {
-    /// It did not park and fetches on (see [`Projector::park`]).
+    /// It did not park and fetches on (see [`super::Projector::park`]).
     Fetching,
     /// A relay announced events.
     Announced,
@@ -26,7 +26,7 @@ pub(super) enum Parked {
 
 /// How long the projector waits for a first message before it parks: two
 /// fetch waits, so that a look after waking sees at least one whole fetch
-/// (a slower fetch is covered by [`Projector::caught_up`] and, after an
+/// (a slower fetch is covered by [`super::Projector::caught_up`] and, after an
 /// announced wake-up, by [`ANNOUNCED_WINDOW`]). Each fetch of an
 /// idle look costs the broker a read of every partition.
 pub(super) fn park_after(config: &crate::config::Config) -> Duration {
