@@ -48,6 +48,8 @@ mod cache;
 pub mod cli;
 pub mod config;
 mod consistency;
+#[cfg(test)]
+mod doc_claims;
 mod error;
 mod events;
 mod graph;

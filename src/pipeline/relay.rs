@@ -28,7 +28,7 @@ use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};
 
 /// Dead letters mirrored per round at most.
-const DEAD_LETTERS_PER_ROUND: i64 = 100;
+pub(crate) const DEAD_LETTERS_PER_ROUND: i64 = 100;
 
 /// How often a standby relay retries the leadership lock.
 const STANDBY_POLL: Duration = Duration::from_secs(1);
