@@ -187,7 +187,7 @@ impl App {
             redis,
             config,
         });
-        if let Some(replica) = &app.read.replica {
+        if let Some(replica) = app.read.replica() {
             replica.watch(app.pg.clone());
         }
         app

@@ -44,7 +44,7 @@ pub(crate) async fn cancel_stray_requests(
     }
     if !cancelled.is_empty() {
         let users: Vec<UserId> = cancelled.iter().flat_map(|(a, b)| [*a, *b]).collect();
-        app.read.users.invalidate(&users);
+        app.read.forget_users(&users);
     }
     Ok(cancelled)
 }

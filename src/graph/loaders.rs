@@ -34,7 +34,7 @@ impl Loader<UserId> for UserLoader {
         let found = self
             .0
             .read
-            .users
+            .users()
             .by_ids(&self.0.pg, keys)
             .await
             .map_err(Arc::new)?;
@@ -54,7 +54,7 @@ impl Loader<String> for HandleLoader {
         let found = self
             .0
             .read
-            .users
+            .users()
             .by_handles(&self.0.pg, keys)
             .await
             .map_err(Arc::new)?;
@@ -219,7 +219,7 @@ impl Loaders {
             let mut seen = self.seen_ids.lock().expect("seen lock");
             ids.iter()
                 .filter(|id| seen.insert(**id))
-                .filter_map(|id| Some((*id, self.app.read.users.get(*id)?)))
+                .filter_map(|id| Some((*id, self.app.read.users().get(*id)?)))
                 .collect()
         };
         if !fresh.is_empty() {
@@ -239,7 +239,7 @@ impl Loaders {
                 .lock()
                 .expect("seen lock")
                 .insert(handle.clone());
-        if fresh && let Some(user) = self.app.read.users.get_by_handle(&handle) {
+        if fresh && let Some(user) = self.app.read.users().get_by_handle(&handle) {
             self.handles.feed_one(handle.clone(), user).await;
         }
         let user = self.handles.load_one(handle).await?;
@@ -326,7 +326,7 @@ impl Loaders {
     /// list costs no batch of its own, so its read joins the level's batch.
     pub async fn boundaries(&self, user: UserId) -> Result<Arc<Boundaries>, LoadError> {
         let fresh = self.remember && self.seen_boundaries.lock().expect("seen lock").insert(user);
-        if fresh && let Some(set) = self.app.read.users.get_boundaries(user) {
+        if fresh && let Some(set) = self.app.read.users().get_boundaries(user) {
             self.boundaries.feed_one(user, set).await;
         }
         Ok(self.boundaries.load_one(user).await?.unwrap_or_default())

@@ -121,15 +121,14 @@ async fn run_timed(
     // Batched loads run in tasks of their own: they see that a mutation runs.
     let _writing = app
         .read
-        .replica
-        .as_ref()
+        .replica()
         .filter(|_| writing)
         .map(|replica| replica.writing());
     let execution = crate::read::replica::as_reader(user, writing, schema.execute(request));
     let answer = tokio::time::timeout(deadline, execution).await;
     // Whatever it wrote, its viewer reads back from the primary until the
     // replica has it.
-    if let (true, Some(user), Some(replica)) = (writing, user, app.read.replica.as_ref()) {
+    if let (true, Some(user), Some(replica)) = (writing, user, app.read.replica()) {
         replica.wrote(user);
     }
     let (response, executed) = match answer {

@@ -95,7 +95,7 @@ pub(crate) async fn resolve(
     }
     wanted.sort_unstable();
     wanted.dedup();
-    let users: Vec<User> = app.read.users.by_ids(&app.pg, &wanted).await.gql()?;
+    let users: Vec<User> = app.read.users().by_ids(&app.pg, &wanted).await.gql()?;
     let boundaries = boundaries::sets(app, &[me]).await.gql()?;
     let mine = boundaries.get(&me);
     let clear = |id: UserId| mine.is_none_or(|b| !b.separates(id));

@@ -98,7 +98,7 @@ pub(super) async fn export(
     };
     // A token of no account (a deleted one) exports nothing; a suspended
     // account may still take its data.
-    match state.app.read.users.by_ids(&state.app.pg, &[owner]).await {
+    match state.app.read.users().by_ids(&state.app.pg, &[owner]).await {
         Ok(found) if found.iter().any(|u| u.status != UserStatus::Deleted) => {}
         Ok(_) => {
             return refusal(&ApiError::Unauthenticated(

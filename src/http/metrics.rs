@@ -83,8 +83,8 @@ async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         read_redis_round_trips,
         postgres_pool: app.pg.state().into(),
         redis_pool: app.redis.state().into(),
-        fills_in_flight: app.read.fills_in_flight.lock().expect("fills lock").len(),
-        user_cache_held_answers: app.read.users.held_answers(),
+        fills_in_flight: app.read.fills_in_flight(),
+        user_cache_held_answers: app.read.users().held_answers(),
     };
     (
         [(

@@ -67,7 +67,7 @@ async fn viewer_of(state: &HttpState, headers: &axum::http::HeaderMap) -> Viewer
             state
                 .app
                 .auth
-                .authenticate(&state.app.read.users, &state.app.pg, Some(value))
+                .authenticate(state.app.read.users(), &state.app.pg, Some(value))
                 .await
         }
     }

@@ -147,7 +147,7 @@ async fn until(valid_until: Option<i64>) {
 /// database that cannot answer closes nothing).
 async fn account_active(app: &App, user: UserId) -> bool {
     let ids = [user];
-    match tokio::time::timeout(ACCOUNT_CHECK, app.read.users.by_ids(&app.pg, &ids)).await {
+    match tokio::time::timeout(ACCOUNT_CHECK, app.read.users().by_ids(&app.pg, &ids)).await {
         Ok(Ok(found)) => found.first().map(|u| u.status) == Some(UserStatus::Active),
         Ok(Err(_)) | Err(_) => true,
     }
@@ -171,7 +171,7 @@ async fn connection_init(
         });
     let (viewer, valid_until) = app
         .auth
-        .authenticate_until(&app.read.users, &app.pg, authorization.as_deref())
+        .authenticate_until(app.read.users(), &app.pg, authorization.as_deref())
         .await;
     let user = viewer
         .require()

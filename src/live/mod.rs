@@ -97,14 +97,8 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
 
 async fn receive(app: &App, batch: LiveBatch) {
     for change in &batch.follows {
-        app.read
-            .hot_lists
-            .invalidate(&ListKey::Followers(change.to))
-            .await;
-        app.read
-            .hot_lists
-            .invalidate(&ListKey::Following(change.from))
-            .await;
+        app.read.forget_list(&ListKey::Followers(change.to)).await;
+        app.read.forget_list(&ListKey::Following(change.from)).await;
     }
     app.live.deliver(batch);
 }

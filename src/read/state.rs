@@ -10,6 +10,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use super::users::UserCache;
+use crate::cache::lists::EdgeState;
 use crate::config::Config;
 use crate::metrics::ReplicaLabels;
 use crate::model::{IdHasher, UserId};
@@ -23,33 +24,35 @@ const POPULAR_TTL: Duration = Duration::from_secs(600);
 /// Members of computed intersections held in process, all together.
 const INTERSECTION_CACHE_WEIGHT: u64 = 2_000_000;
 
-/// The read model's state in one process.
+/// The read model's state in one process. Its fields are the read model's
+/// own: other parts ask for its users and replica, and tell it what they
+/// changed ([`Self::forget_users`], [`Self::after_write`]).
 pub struct ReadModel {
     /// User rows held in process, dropped when PostgreSQL notifies a change.
-    pub users: Arc<UserCache>,
+    pub(super) users: Arc<UserCache>,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
-    pub hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
+    pub(super) hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
     /// Computed intersections of two lists (`commonFollowing`,
     /// `knownFollowers`, `knownFollowersCount`) under the two owners'
     /// counter versions they were computed at.
-    pub intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>, IdHasher>,
+    pub(super) intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>, IdHasher>,
     /// Users whose cached following list this process failed to update after
     /// a change it made: their relations are read from PostgreSQL until the
     /// entry expires (by then the projector has written the list).
-    pub unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
+    pub(super) unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
     /// Lists this process is filling now (in-process single flight).
-    pub fills_in_flight: Mutex<HashSet<ListKey>>,
+    pub(super) fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
-    pub fill_permits: Arc<tokio::sync::Semaphore>,
+    pub(super) fill_permits: Arc<tokio::sync::Semaphore>,
     /// Lists reads may still fill this second (`KITH_MAX_FILLS_PER_SEC`).
-    pub fill_budget: FillBudget,
+    pub(super) fill_budget: FillBudget,
     /// Room for more list caches in Redis (`KITH_FILL_MEMORY_LIMIT`).
-    pub fill_memory: FillMemory,
+    pub(super) fill_memory: FillMemory,
     /// The most followed accounts (suggestions' cold start), read once per
     /// process and kept a while.
-    pub popular: moka::future::Cache<(), Arc<Vec<UserId>>>,
+    pub(super) popular: moka::future::Cache<(), Arc<Vec<UserId>>>,
     /// The read replica, when `DATABASE_REPLICA_URL` names one.
-    pub replica: Option<Arc<super::replica::Replica>>,
+    pub(super) replica: Option<Arc<super::replica::Replica>>,
 }
 
 impl ReadModel {
@@ -96,10 +99,69 @@ impl ReadModel {
     }
 }
 
+impl ReadModel {
+    /// User rows held in process: lookups by id and handle, and the
+    /// accounts behind tokens.
+    pub fn users(&self) -> &Arc<UserCache> {
+        &self.users
+    }
+
+    /// The read replica, when `DATABASE_REPLICA_URL` names one.
+    pub fn replica(&self) -> Option<&Arc<super::replica::Replica>> {
+        self.replica.as_ref()
+    }
+
+    /// Forgets what this process holds of `users` after their rows
+    /// changed (other processes forget them as PostgreSQL's notice
+    /// arrives).
+    pub fn forget_users(&self, users: &[UserId]) {
+        self.users.invalidate(users);
+    }
+
+    /// After a write committed changes to `edges`: the newest edges held of
+    /// their lists are dropped; and when the write could not update the
+    /// Redis caches (`cached` false), the following lists it changed are
+    /// read from PostgreSQL until the projector has rewritten them.
+    pub(crate) async fn after_write(&self, edges: &[EdgeState], cached: bool) {
+        for edge in edges {
+            if !cached && let ListKey::Following(owner) = edge.list {
+                self.unsynced_following.insert(owner, ());
+            }
+            self.hot_lists.invalidate(&edge.list).await;
+        }
+    }
+
+    /// Forgets the newest edges held of `list` (its cache in Redis was
+    /// rewritten).
+    pub(crate) async fn forget_list(&self, list: &ListKey) {
+        self.hot_lists.invalidate(list).await;
+    }
+
+    /// Whether Redis was past `KITH_FILL_MEMORY_LIMIT` at the last look,
+    /// looking again on `conn` when that is too old; and whether it looked
+    /// (a round trip). See [`FillMemory::past_limit`].
+    pub(crate) async fn past_fill_limit(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> (bool, bool) {
+        self.fill_memory.past_limit(conn).await
+    }
+
+    /// How many list fills this process runs now.
+    pub fn fills_in_flight(&self) -> usize {
+        self.fills_in_flight.lock().expect("fills lock").len()
+    }
+
+    /// Forgets every intersection computed so far.
+    pub fn forget_intersections(&self) {
+        self.intersections.invalidate_all();
+    }
+}
+
 /// The shared members of two lists, newest first (ties: larger id first,
 /// as every list is ordered).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Intersection {
+pub(crate) struct Intersection {
     /// The members, each with the time it is ordered by.
     pub items: Vec<Position>,
     /// False when the walk stopped at its bound: more may exist.
@@ -116,7 +178,7 @@ pub(crate) type IntersectionKey = (ListKey, ListKey, u64, u64, usize);
 /// under `KITH_FILL_MEMORY_LIMIT`: how many bytes may still be written,
 /// from the last look at Redis's memory less what fills admitted since
 /// took at most. Looked at again at most every [`FillMemory::EVERY`].
-pub struct FillMemory {
+pub(crate) struct FillMemory {
     /// The configured limit in bytes (0: three quarters of `maxmemory`).
     pub limit: u64,
     /// The most a filled followers list takes, in bytes.
@@ -147,10 +209,10 @@ pub(crate) const RECORD_BYTES: u64 = 100;
 
 impl FillMemory {
     /// How long one look at Redis's memory stands.
-    pub const EVERY: Duration = Duration::from_millis(10);
+    pub(crate) const EVERY: Duration = Duration::from_millis(10);
 
     /// A limit for `config`'s list sizes.
-    pub fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config) -> Self {
         Self {
             limit: config.fill_memory_limit,
             followers_bytes: config.list_cache_size as u64 * MEMBER_BYTES,
@@ -164,7 +226,7 @@ impl FillMemory {
     /// (0: unlimited); `None`: no limit. [`Self::reserve`] is kept back for
     /// what Redis adds beside the caches, so `used_memory` stays under the
     /// limit.
-    pub fn headroom(&self, used: u64, max: u64) -> Option<u64> {
+    pub(crate) fn headroom(&self, used: u64, max: u64) -> Option<u64> {
         let limit = match (self.limit, max) {
             (0, 0) => return None,
             (0, max) => max / 4 * 3,
@@ -178,12 +240,12 @@ impl FillMemory {
     /// growing past its compact form, clients' buffers, scripts. A 64th of
     /// the limit, at least 1 MiB (most of it does not grow with the limit),
     /// at most a quarter.
-    pub fn reserve(limit: u64) -> u64 {
+    pub(crate) fn reserve(limit: u64) -> u64 {
         (limit / 64).max(1 << 20).min(limit / 4)
     }
 
     /// The most a fill of `list` takes, in bytes.
-    pub fn list_bytes(&self, list: ListKey) -> u64 {
+    pub(crate) fn list_bytes(&self, list: ListKey) -> u64 {
         match list {
             ListKey::Followers(_) => self.followers_bytes,
             ListKey::Following(_) => self.following_bytes,
@@ -194,7 +256,7 @@ impl FillMemory {
     /// fit in the room the last look left, which they then take; `None`
     /// when that look is too old (look again and [`record`](Self::record)
     /// it).
-    pub fn admit(&self, sizes: &[u64]) -> Option<usize> {
+    pub(crate) fn admit(&self, sizes: &[u64]) -> Option<usize> {
         let mut last = self.last.lock().expect("fill memory lock");
         let look = last.as_mut().filter(|l| l.at.elapsed() < Self::EVERY)?;
         let mut admitted = 0;
@@ -209,7 +271,7 @@ impl FillMemory {
     }
 
     /// Records a look: `headroom` bytes left (`None`: no limit).
-    pub fn record(&self, headroom: Option<u64>) {
+    pub(crate) fn record(&self, headroom: Option<u64>) {
         *self.last.lock().expect("fill memory lock") = Some(Look {
             at: std::time::Instant::now(),
             left: headroom.unwrap_or(u64::MAX),
@@ -282,14 +344,14 @@ impl FillMemory {
 
 /// A token bucket of list fills per second, for one process: refilled at
 /// `rate` a second, holding at most a second's worth.
-pub struct FillBudget {
+pub(crate) struct FillBudget {
     rate: f64,
     state: std::sync::Mutex<(f64, std::time::Instant)>,
 }
 
 impl FillBudget {
     /// A full bucket of `per_sec` fills a second.
-    pub fn new(per_sec: u32) -> Self {
+    pub(crate) fn new(per_sec: u32) -> Self {
         let rate = f64::from(per_sec.max(1));
         Self {
             rate,
@@ -298,7 +360,7 @@ impl FillBudget {
     }
 
     /// Takes up to `n` fills; returns how many were granted.
-    pub fn take(&self, n: usize) -> usize {
+    pub(crate) fn take(&self, n: usize) -> usize {
         let mut state = self.state.lock().expect("fill budget lock");
         let (tokens, at) = &mut *state;
         let now = std::time::Instant::now();

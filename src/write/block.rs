@@ -64,7 +64,7 @@ pub(crate) async fn change_block(
         ApiError::internal(anyhow::anyhow!("the block statement: incomplete row"))
     })?;
     let ended: Vec<EdgeChangeRow> = rows.collect();
-    app.read.users.invalidate(&[actor, target]);
+    app.read.forget_users(&[actor, target]);
     let changed: &[UserId] = if first.edge_version.is_some() {
         &[actor, target]
     } else {

@@ -79,7 +79,7 @@ pub async fn change_edge(
     if outcome.changed && outcome.event.is_none() {
         // A request made or cancelled: the pair's cached requests go, and
         // its event waits in the outbox.
-        app.read.users.invalidate(&[actor, target]);
+        app.read.forget_users(&[actor, target]);
         super::after_commit_for(app, &[], &[], &[actor]).await;
     }
     Ok(outcome)
@@ -236,7 +236,7 @@ pub(crate) async fn change_edges(
     if !requests.is_empty() {
         let mut users = requests;
         users.push(actor);
-        app.read.users.invalidate(&users);
+        app.read.forget_users(&users);
         super::after_commit(app, &[], &[]).await;
     }
     Ok(results

@@ -203,7 +203,7 @@ pub(crate) async fn after_batch(app: &App, owner: UserId, touched: Touched) {
     }
     let mut users = touched.users;
     users.push(owner);
-    app.read.users.invalidate(&users);
+    app.read.forget_users(&users);
     for (actor, target, ended) in &touched.ended {
         super::block::write_through(app, *actor, *target, ended, &[]).await;
     }

@@ -72,7 +72,7 @@ pub async fn set_status(
         users::set_status(&mut conn, user, status).await?
     };
     // Shown at once here; other processes drop it as PostgreSQL's notice arrives.
-    app.read.users.invalidate(&[user]);
+    app.read.forget_users(&[user]);
     let mut summary = Summary {
         previous,
         ..Summary::default()

@@ -137,7 +137,7 @@ pub(crate) async fn after_commit_for(
         let past = if edges.is_empty() {
             false
         } else {
-            let (past, looked) = app.read.fill_memory.past_limit(&mut *redis).await;
+            let (past, looked) = app.read.past_fill_limit(&mut *redis).await;
             if looked {
                 app.round_trips.redis();
             }
@@ -161,12 +161,5 @@ pub(crate) async fn after_commit_for(
     if let Some(error) = &failed {
         tracing::warn!(%error, edges = edges.len(), "caches not updated after a commit; the projector will");
     }
-    for edge in edges {
-        if failed.is_some()
-            && let ListKey::Following(owner) = edge.list
-        {
-            app.read.unsynced_following.insert(owner, ());
-        }
-        app.read.hot_lists.invalidate(&edge.list).await;
-    }
+    app.read.after_write(edges, failed.is_none()).await;
 }

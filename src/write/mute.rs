@@ -64,7 +64,7 @@ pub(crate) async fn change_mute(
     }
     let target_user = described_user(&row, target)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("the mute statement: incomplete row")))?;
-    app.read.users.invalidate(&[actor, target]);
+    app.read.forget_users(&[actor, target]);
     let changed = row.edge_version.is_some();
     if changed {
         // The event waits in the outbox: wake the relays.

@@ -54,7 +54,7 @@ pub(crate) async fn answer(
     })?;
     let changed = row.outcome == "answered";
     if changed {
-        app.read.users.invalidate(&[owner, requester]);
+        app.read.forget_users(&[owner, requester]);
         // Read-your-writes for the follow an accept made: the requester's
         // counters and following list, the owner's followers list.
         let (mut records, mut edges) = (Vec::new(), Vec::new());
@@ -115,7 +115,7 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
             .filter_map(|a| UserId::new(a.requester))
             .collect();
         users.push(owner);
-        app.read.users.invalidate(&users);
+        app.read.forget_users(&users);
         crate::pipeline::wake::wake(app).await;
     }
 }

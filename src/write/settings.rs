@@ -21,7 +21,7 @@ pub(crate) async fn update_settings(
     super::take_tokens(app, actor, 1).await?;
     let mut conn = app.pg.get().await?;
     let user = users::update_settings(&mut conn, actor, change, uuid::Uuid::new_v4()).await?;
-    app.read.users.invalidate(&[actor]);
+    app.read.forget_users(&[actor]);
     let Some(user) = user else {
         return Err(match users::status_of(&mut conn, actor).await? {
             None | Some(UserStatus::Deleted) => {

@@ -12,7 +12,7 @@ pub(crate) async fn dismiss(app: &App, actor: UserId, target: UserId) -> Result<
     if actor == target {
         return Err(ApiError::invalid("a user is never suggested to itself"));
     }
-    let known = app.read.users.by_ids(&app.pg, &[target]).await?;
+    let known = app.read.users().by_ids(&app.pg, &[target]).await?;
     if !known
         .iter()
         .any(|u| u.id == target && u.status != crate::model::UserStatus::Deleted)

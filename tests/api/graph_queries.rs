@@ -264,7 +264,7 @@ async fn common_following_of_a_large_and_a_small_list() {
             .await
             .unwrap();
     }
-    t.app.read.intersections.invalidate_all();
+    t.app.read.forget_intersections();
     let (cached, _) = walk(
         &t,
         Viewer::Anonymous,

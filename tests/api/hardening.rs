@@ -288,7 +288,7 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
         .unwrap();
     assert_eq!(source, Source::Postgres);
     // A fill is registered before `page` returns; none was.
-    assert!(t.app.read.fills_in_flight.lock().unwrap().is_empty());
+    assert_eq!(t.app.read.fills_in_flight(), 0);
     assert_eq!(t.cached_list(list).await, None, "a count filled the cache");
     // A real page does fill, in this same setting.
     pages::page(&t.app, list, PageRequest::After(None, 10), Some(30))
@@ -309,7 +309,7 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
             .await
             .unwrap();
         assert_eq!((page.items.len(), source), (10, Source::Postgres));
-        assert!(t.app.read.fills_in_flight.lock().unwrap().is_empty());
+        assert_eq!(t.app.read.fills_in_flight(), 0);
     }
     assert_eq!(t.cached_list(list).await, None);
 }

@@ -62,7 +62,8 @@ async fn flush(t: &TestApp, list: ListKey) {
         .query_async(&mut *redis)
         .await
         .unwrap();
-    t.app.read.fills_in_flight.lock().unwrap().clear();
+    // A fill still running would write the list back: wait for it.
+    t.fills_finished().await;
 }
 
 #[tokio::test]

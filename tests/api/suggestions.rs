@@ -140,7 +140,7 @@ async fn every_exclusion_holds_and_each_change_computes_them_again() {
         "UPDATE users SET hides_collections = TRUE WHERE id = {secret}"
     ))
     .await;
-    t.app.read.users.invalidate(&[secret]);
+    t.app.read.forget_users(&[secret]);
 
     // Computed and kept before any of the changes below: each change must
     // outdate what was kept, or be checked again as it is read.
@@ -156,7 +156,7 @@ async fn every_exclusion_holds_and_each_change_computes_them_again() {
         users["locked"]
     ))
     .await;
-    t.app.read.users.invalidate(&[users["locked"]]);
+    t.app.read.forget_users(&[users["locked"]]);
     assert_ok(&t.follow(me, users["locked"]).await);
     act(&t, me, "dismissSuggestion", users["dismissed"]).await;
     kith::testing::write::lifecycle::set_status(&t.app, users["gone"], UserStatus::Suspended)

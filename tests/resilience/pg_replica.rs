@@ -190,7 +190,7 @@ async fn cache_misses_read_the_replica_never_before_the_viewers_write() {
     // replayed past the moment the cache dropped them.
     let f3 = kith::testing::graph::ids::user_id(followed[3]).to_string();
     eventually("a user row read from the replica", 30, || async {
-        t.app.read.users.clear();
+        t.app.read.users().clear();
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         let before = answered(&t, "replica", "caught_up");
         let r = t

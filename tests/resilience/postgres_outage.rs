@@ -140,13 +140,13 @@ async fn a_lost_listening_session_empties_the_cache_until_it_is_back() {
     // Cut the listening session: the cache must stop serving before it is
     // back (a notice sent meanwhile would be lost), so a change made then
     // shows on the very next read.
-    let name = t.app.read.users.session_name().to_owned();
+    let name = t.app.read.users().session_name().to_owned();
     t.sql_elsewhere(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
     ))
     .await;
     eventually("the cache stops serving", 5, || async {
-        (!t.app.read.users.is_serving()).then_some(())
+        (!t.app.read.users().is_serving()).then_some(())
     })
     .await;
     t.sql_elsewhere(&format!(

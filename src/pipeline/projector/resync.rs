@@ -107,7 +107,7 @@ pub(crate) async fn resync_state(
     // Past `KITH_FILL_MEMORY_LIMIT` the batch's lists are dropped rather
     // than grown: what is cached shrinks back under the limit, and reads
     // fill it again from there.
-    let (past, _) = app.read.fill_memory.past_limit(&mut *redis).await;
+    let (past, _) = app.read.past_fill_limit(&mut *redis).await;
     let pipe = if past && !edges.is_empty() {
         app.metrics.caches_shed.inc();
         cache::shed_pipe(&app.keys, &records, &edges)
@@ -133,7 +133,7 @@ pub(crate) async fn resync_state(
     // This process's hot lists see the change now; other processes' within
     // their short TTL.
     for edge in &edges {
-        app.read.hot_lists.invalidate(&edge.list).await;
+        app.read.forget_list(&edge.list).await;
     }
     Ok(())
 }

@@ -60,13 +60,7 @@ impl TestApp {
     /// Waits until the list-cache fills this process started are done.
     pub async fn fills_finished(&self) {
         eventually("the fills finish", 10, || async {
-            self.app
-                .read
-                .fills_in_flight
-                .lock()
-                .unwrap()
-                .is_empty()
-                .then_some(())
+            (self.app.read.fills_in_flight() == 0).then_some(())
         })
         .await;
     }
@@ -74,7 +68,7 @@ impl TestApp {
     /// Waits until the in-process user cache serves (its listening session is up).
     pub async fn users_cached(&self) {
         eventually("the user cache listens", 10, || async {
-            self.app.read.users.is_serving().then_some(())
+            self.app.read.users().is_serving().then_some(())
         })
         .await;
     }
@@ -89,7 +83,7 @@ impl TestApp {
                 .unwrap()
         };
         eventually("the user cache drops the old row", 5, || async {
-            let cached = self.app.read.users.get(user);
+            let cached = self.app.read.users().get(user);
             (cached.is_none() || cached == fresh).then_some(())
         })
         .await;
