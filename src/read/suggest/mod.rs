@@ -26,10 +26,14 @@
 //! Lists missing from the cache are read from PostgreSQL and filled in the
 //! background, as any read does.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+mod score;
+
+use score::{Followee, Inputs};
 
 use super::batch::{self, Answer, Read};
 use super::intersect;
@@ -49,8 +53,6 @@ const OWN_FOLLOWERS: usize = 200;
 const NAMED: usize = 3;
 /// Most followed accounts read.
 const POPULAR: i64 = 200;
-/// Half-life of the recent half of a follow's weight, days.
-const HALF_LIFE_DAYS: f64 = 180.0;
 
 /// Why an account is suggested.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,35 +127,6 @@ pub async fn for_viewer(app: &Arc<App>, viewer: UserId) -> Result<Arc<Vec<Sugges
     Ok(Arc::new(kept.list))
 }
 
-/// A candidate while scoring.
-#[derive(Default)]
-struct Candidate {
-    score: f64,
-    follows_you: bool,
-    /// How many followees read follow it.
-    count: u32,
-    /// The strongest of them: (contribution, followee), strongest first.
-    top: Vec<(f64, UserId)>,
-}
-
-impl Candidate {
-    /// Counts `followee`'s follow of the candidate, worth `contribution`.
-    fn followed_by(&mut self, contribution: f64, followee: UserId) {
-        self.score += contribution;
-        self.count += 1;
-        let stronger = |a: &(f64, UserId)| {
-            a.0.total_cmp(&contribution)
-                .then(followee.cmp(&a.1))
-                .is_gt()
-        };
-        let at = self.top.iter().take_while(|a| stronger(a)).count();
-        if at < NAMED {
-            self.top.insert(at, (contribution, followee));
-            self.top.truncate(NAMED);
-        }
-    }
-}
-
 /// Computes `viewer`'s suggestions now (nothing kept), and how many list
 /// entries the computation read.
 pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>, usize), ApiError> {
@@ -174,7 +147,6 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         .get(&ListKey::Followers(viewer))
         .map(|(f, _)| f.clone())
         .unwrap_or_default();
-    let followed: HashSet<UserId> = following.iter().map(|p| p.user).collect();
 
     // The sampled followees' rows, counters and lists, and what is never
     // suggested, read at once.
@@ -206,101 +178,33 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
             .map(|(members, _)| members.len())
             .sum::<usize>();
 
-    // Ages are measured from the newest follow seen: a time of the
-    // database's clock, as the follow times are.
-    let newest = read_lists
+    let followees: Vec<Followee<'_>> = readable
         .iter()
-        .flat_map(|(members, _)| members.iter())
-        .chain(&following)
-        .chain(&fans)
-        .map(|p| p.followed_at_ms)
-        .max()
-        .unwrap_or(0);
-    let decay = |at: i64| {
-        let days = (newest - at).max(0) as f64 / 86_400_000.0;
-        0.5 + 0.5 * 0.5_f64.powf(days / HALF_LIFE_DAYS)
-    };
-    let mut candidates: HashMap<UserId, Candidate> = HashMap::new();
-    let mut every_list_whole = following_complete && sampled.len() == following.len();
-    for followee in &readable {
-        let Some((members, complete)) = walked.get(&ListKey::Following(*followee)) else {
-            continue;
-        };
-        every_list_whole &= *complete;
-        let followings = match counters.get(&Read::Counters(*followee)) {
-            Some(Answer::Counters(record)) => f64::from(record.followings),
-            _ => members.len() as f64,
-        };
-        let weight = 1.0 / (1.0 + (1.0 + followings / 100.0).ln());
-        for member in members {
-            if member.user == viewer
-                || followed.contains(&member.user)
-                || excluded.contains(&member.user)
-            {
-                continue;
-            }
-            let contribution = weight * decay(member.followed_at_ms);
-            candidates
-                .entry(member.user)
-                .or_default()
-                .followed_by(contribution, *followee);
-        }
-    }
-    for fan in &fans {
-        if fan.user != viewer && !followed.contains(&fan.user) && !excluded.contains(&fan.user) {
-            let candidate = candidates.entry(fan.user).or_default();
-            candidate.score += decay(fan.followed_at_ms);
-            candidate.follows_you = true;
-        }
-    }
-
-    let mut ranked: Vec<(UserId, Candidate)> = candidates.into_iter().collect();
-    let by_score = |a: &(UserId, Candidate), b: &(UserId, Candidate)| {
-        b.1.score.total_cmp(&a.1.score).then(a.0.cmp(&b.0))
-    };
-    if ranked.len() > KEPT * 2 {
-        ranked.select_nth_unstable_by(KEPT * 2, by_score);
-        ranked.truncate(KEPT * 2);
-    }
-    ranked.sort_by(by_score);
-    let mut out: Vec<Suggestion> = ranked
-        .into_iter()
-        .map(|(user, c)| Suggestion {
-            user,
-            score: c.score,
-            kind: if c.follows_you {
-                ReasonKind::FollowsYou
-            } else {
-                ReasonKind::FollowedByPeopleYouFollow
-            },
-            followed_by: c.top.iter().map(|(_, f)| *f).collect(),
-            followed_by_count: c.count,
-            exact: every_list_whole,
+        .filter_map(|u| {
+            let (members, complete) = walked.get(&ListKey::Following(*u))?;
+            let followings = match counters.get(&Read::Counters(*u)) {
+                Some(Answer::Counters(record)) => f64::from(record.followings),
+                _ => members.len() as f64,
+            };
+            Some(Followee {
+                id: *u,
+                followings,
+                members,
+                complete: *complete,
+            })
         })
         .collect();
+    let inputs = Inputs::new(
+        viewer,
+        &following,
+        following_complete && sampled.len() == following.len(),
+        &fans,
+        followees,
+        &excluded,
+    );
+    let mut out = score::rank(&inputs);
     if out.len() < KEPT {
-        let popular = popular(app).await?;
-        let mut seen: HashSet<UserId> = out.iter().map(|s| s.user).collect();
-        for user in popular.iter() {
-            if out.len() >= KEPT * 2 {
-                break;
-            }
-            if *user == viewer
-                || followed.contains(user)
-                || excluded.contains(user)
-                || !seen.insert(*user)
-            {
-                continue;
-            }
-            out.push(Suggestion {
-                user: *user,
-                score: 0.0,
-                kind: ReasonKind::Popular,
-                followed_by: Vec::new(),
-                followed_by_count: 0,
-                exact: true,
-            });
-        }
+        score::fill_with_popular(&inputs, &mut out, &popular(app).await?);
     }
     // What the walk of the viewer's list could not rule out, the truth
     // does; and only active accounts, as any list shows them.
