@@ -102,6 +102,11 @@ impl Refusal {
             header::CACHE_CONTROL,
             HeaderValue::from_static("private, no-cache, must-revalidate"),
         );
+        // As every answer: what the request sent decides what it gets.
+        response.headers_mut().insert(
+            header::VARY,
+            HeaderValue::from_static("Accept, Authorization"),
+        );
         if let Some(allow) = self.allow {
             response
                 .headers_mut()

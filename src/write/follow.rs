@@ -237,7 +237,8 @@ pub(crate) async fn change_edges(
         let mut users = requests;
         users.push(actor);
         app.read.forget_users(&users);
-        super::after_commit(app, &[], &[]).await;
+        // As a single request does: the actor's suggestions are outdated.
+        super::after_commit_for(app, &[], &[], &[actor]).await;
     }
     Ok(results
         .into_iter()

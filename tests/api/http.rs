@@ -327,6 +327,18 @@ async fn the_graphql_over_http_audit_passes() {
     .await;
     eprintln!("{report}");
     assert!(report.contains("MUST 13/13"), "{report}");
+    // Every level, MAY included, passes whole: "LEVEL passed/all".
+    let tallies: Vec<(&str, &str)> = report
+        .lines()
+        .filter(|l| {
+            ["MUST ", "SHOULD ", "MAY "]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| l.split_once(' ')?.1.split_once('/'))
+        .collect();
+    assert_eq!(tallies.len(), 3, "{report}");
+    assert!(tallies.iter().all(|(ok, all)| ok == all), "{report}");
 }
 
 /// GraphiQL in a real browser (headless Chromium, `tests/http-audit/graphiql.mjs`)
@@ -447,12 +459,14 @@ async fn only_json_posts_run_and_get_runs_queries_only() {
         request
             .headers_mut()
             .insert(header::AUTHORIZATION, token.parse().unwrap());
-        let (status, _, _) = exchange(&t, request).await;
+        let (status, headers, _) = exchange(&t, request).await;
         assert_eq!(
             status,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "{content_type:?}"
         );
+        // A refusal varies with the request's headers as an answer does.
+        assert_eq!(headers[header::VARY], "Accept, Authorization");
     }
     // A mutation through GET is refused, whatever the operation's name.
     let encoded = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
