@@ -94,6 +94,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_accept_requests(p_owner bigint, p_limit integer, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_accept_requests(p_owner bigint, p_limit integer, p_max_followings bigint, p_followings_ratio double precision) IS 'Accepts the oldest p_limit pending follow requests of an account that unlocked, each as a follow with its events and counters, answered in requester order after taking every pair''s lock in the group commit''s order. A request that can never become a follow (a block, an inactive account, the requester''s follow cap) is dropped.';
+
+--
 -- Name: kith_actor_refusal(bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -114,6 +120,12 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_actor_refusal(p_actor bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_actor_refusal(p_actor bigint) IS 'Why p_actor may not change edges now (actor_unknown, actor_suspended), or NULL when it may.';
 
 --
 -- Name: kith_answer_request(bigint, bigint, boolean, uuid, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -191,6 +203,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_answer_request(p_owner bigint, p_requester bigint, p_accept boolean, p_event_id uuid, p_follow_event_id uuid, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_answer_request(p_owner bigint, p_requester bigint, p_accept boolean, p_event_id uuid, p_follow_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) IS 'The owner accepts (a follow, with its event and counters, within the requester''s follow cap) or rejects one pending follow request; returns a kith_edge_result row.';
+
+--
 -- Name: kith_apply_counters(bigint[], bigint[], uuid[], bigint[], bigint[], bigint[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -262,6 +280,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_apply_counters(p_user bigint[], p_followers bigint[], p_event uuid[], p_author bigint[], p_posts bigint[], p_likes bigint[], p_favs bigint[]); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_apply_counters(p_user bigint[], p_followers bigint[], p_event uuid[], p_author bigint[], p_posts bigint[], p_likes bigint[], p_favs bigint[]) IS 'The projector''s counter writes for one batch: follower deltas of user_stats in one update (rows locked in id order), then content events each claimed once in content_event_ledger; one row per content event: applied, duplicate, below_zero or unknown_author.';
+
+--
 -- Name: kith_apply_follower(bigint, bigint, boolean, timestamp with time zone, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -300,6 +324,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean) IS 'Applies one follow event to the follower projection when its version is newer than the row''s, and says what the row held before. Used by reconcile and single-event repairs; batches use kith_apply_followers.';
 
 --
 -- Name: kith_apply_followers(bigint[], bigint[], boolean[], timestamp with time zone[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
@@ -359,6 +389,12 @@ BEGIN
     RETURN QUERY SELECT i, v_was[i], v_applied[i] FROM generate_subscripts(v_applied, 1) i ORDER BY i;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_apply_followers(p_to bigint[], p_from bigint[], p_active boolean[], p_followed_at timestamp with time zone[], p_version bigint[]); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_apply_followers(p_to bigint[], p_from bigint[], p_active boolean[], p_followed_at timestamp with time zone[], p_version bigint[]) IS 'The projector''s follower writes for one batch: locks the batch''s follower rows in one statement, upserts each edge''s newest event over an older row (the per-edge version guard), one row per event in the order given.';
 
 --
 -- Name: kith_block(bigint, bigint, boolean, uuid, uuid[], bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -470,6 +506,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) IS 'Blocks or unblocks p_target as p_actor: the block row and its event, the follows between the pair ended both ways as unfollows (events, counters) and their pending follow requests dropped; refuses past p_max blocks.';
+
+--
 -- Name: kith_blocked(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -483,6 +525,12 @@ BEGIN
                     WHERE b.from_user_id = p_b AND b.to_user_id = p_a AND b.active);
 END
 $$;
+
+--
+-- Name: FUNCTION kith_blocked(p_a bigint, p_b bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_blocked(p_a bigint, p_b bigint) IS 'Whether either of the two accounts blocks the other.';
 
 --
 -- Name: kith_blocks_changed(); Type: FUNCTION; Schema: kith; Owner: -
@@ -509,6 +557,12 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_blocks_changed(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_blocks_changed() IS 'Trigger: notifies the processes on this schema''s channel that the blocks of the changed accounts changed.';
 
 --
 -- Name: kith_change_edge(bigint, bigint, boolean, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -602,6 +656,12 @@ BEGIN
     RETURN NEXT r;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) IS 'One follow or unfollow with its event and counters. Kept for processes of an earlier release during a rolling deploy; this release calls kith_change_edges over arrays.';
 
 --
 -- Name: kith_change_edges(bigint[], bigint[], boolean[], uuid[], bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -882,6 +942,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision) IS 'The group commit: many actors'' follows and unfollows in a constant number of set-based statements, locks taken in one order (pairs, hidden edges, edges, counters). Per-item outcomes, never raised: actor_unknown, actor_suspended, target_unknown, target_unfollowable, blocked, follow_limit, a request for a locked account.';
+
+--
 -- Name: kith_change_edges(bigint, bigint[], uuid[], boolean, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -991,6 +1057,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) IS 'One actor''s follows or unfollows of many targets. Kept for processes of an earlier release during a rolling deploy; this release calls kith_change_edges over arrays of actors.';
+
+--
 -- Name: kith_next_version(bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -999,6 +1071,12 @@ CREATE FUNCTION kith.kith_next_version(prev bigint) RETURNS bigint
     AS $$
     SELECT greatest(prev + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::BIGINT)
 $$;
+
+--
+-- Name: FUNCTION kith_next_version(prev bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_next_version(prev bigint) IS 'The next version of a user_stats row: microseconds of the clock, always above the previous one.';
 
 SET default_tablespace = '';
 
@@ -1055,6 +1133,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_count_followings(p_user bigint, p_delta bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_count_followings(p_user bigint, p_delta bigint) IS 'Adds p_delta to the user''s followings (a new version) and returns the row; a missing row is counted from the truth.';
+
+--
 -- Name: kith_database_identity(); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1072,6 +1156,12 @@ BEGIN
     RETURN coalesce(system_id, '?') || '/' || 'event_origin'::regclass::oid::text;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_database_identity(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_database_identity() IS 'Where this database lives now: its system identifier and the oid of event_origin, compared with the recorded origin to refuse a restored or copied database.';
 
 --
 -- Name: kith_edge_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1134,6 +1224,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_edge_step(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid, OUT edge_version bigint, OUT edge_followed_at timestamp with time zone, OUT occurred_at timestamp with time zone); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_edge_step(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid, OUT edge_version bigint, OUT edge_followed_at timestamp with time zone, OUT occurred_at timestamp with time zone) IS 'The edge row and outbox event of one follow or unfollow, if it changes anything; counters are the caller''s.';
+
+--
 -- Name: kith_ensure_stats(bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1157,6 +1253,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_ensure_stats(p_user bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_ensure_stats(p_user bigint) IS 'Creates the user_stats row of p_user from the truth and the projection when it is missing; true when it did.';
+
+--
 -- Name: kith_lock_pair(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1165,6 +1267,12 @@ CREATE FUNCTION kith.kith_lock_pair(p_a bigint, p_b bigint) RETURNS void
     AS $$
     SELECT pg_advisory_xact_lock(hashint8(least(p_a, p_b)), hashint8(greatest(p_a, p_b)))
 $$;
+
+--
+-- Name: FUNCTION kith_lock_pair(p_a bigint, p_b bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_lock_pair(p_a bigint, p_b bigint) IS 'Takes the transaction-scoped lock of the pair {a, b}, whatever their order.';
 
 --
 -- Name: kith_mute(bigint, bigint, boolean, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1238,6 +1346,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid) IS 'Mutes (for p_expires_in_secs, or for good) or unmutes p_target as p_actor, with its event.';
+
+--
 -- Name: kith_pair_state(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1253,6 +1367,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_pair_state(p_a bigint, p_b bigint, OUT a_follows_b timestamp with time zone, OUT b_follows_a timestamp with time zone); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_pair_state(p_a bigint, p_b bigint, OUT a_follows_b timestamp with time zone, OUT b_follows_a timestamp with time zone) IS 'Since when each of the two accounts follows the other (NULL: it does not).';
+
+--
 -- Name: kith_past_follow_cap(kith.user_stats, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1262,6 +1382,12 @@ CREATE FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint,
     SELECT p_max > 0 AND (p_stats).followings > p_max
         AND (p_stats).followings > p_ratio * (p_stats).followers
 $$;
+
+--
+-- Name: FUNCTION kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) IS 'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers.';
 
 --
 -- Name: kith_remove_follower(bigint, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1291,6 +1417,12 @@ BEGIN
           FROM kith_transition_edge(p_follower, p_owner, FALSE, p_event_id) t;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_remove_follower(p_owner bigint, p_follower bigint, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_remove_follower(p_owner bigint, p_follower bigint, p_event_id uuid) IS 'The owner makes p_follower stop following it: the follower''s unfollow with its event and counters.';
 
 --
 -- Name: kith_request_step(bigint, bigint, boolean, uuid, text); Type: FUNCTION; Schema: kith; Owner: -
@@ -1340,6 +1472,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_request_step(p_from bigint, p_to bigint, p_request boolean, p_event_id uuid, p_type text, OUT version bigint, OUT requested_at timestamp with time zone, OUT occurred_at timestamp with time zone); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_request_step(p_from bigint, p_to bigint, p_request boolean, p_event_id uuid, p_type text, OUT version bigint, OUT requested_at timestamp with time zone, OUT occurred_at timestamp with time zone) IS 'Makes or ends one follow request, with its event of type p_type, if it changes anything.';
+
+--
 -- Name: kith_stats_tombstone(); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1353,6 +1491,12 @@ BEGIN
     RETURN OLD;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_stats_tombstone(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_stats_tombstone() IS 'Trigger: keeps the version of a deleted user_stats row, so a row created again starts above it.';
 
 --
 -- Name: kith_transition_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1380,6 +1524,12 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) IS 'One edge transition with its counters and the pair''s state after it (kith_change_edge after its checks).';
 
 --
 -- Name: users; Type: TABLE; Schema: kith; Owner: -
@@ -1441,6 +1591,12 @@ END
 $$;
 
 --
+-- Name: FUNCTION kith_update_settings(p_user bigint, p_locked boolean, p_hides_collections boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_update_settings(p_user bigint, p_locked boolean, p_hides_collections boolean, p_event_id uuid) IS 'Sets locked and hides_collections (NULL: as they are) of an active account, with its event; no row for an unknown or inactive one.';
+
+--
 -- Name: kith_users_changed(); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1462,6 +1618,12 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+--
+-- Name: FUNCTION kith_users_changed(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_users_changed() IS 'Trigger: notifies the processes on this schema''s channel of changed user rows (ids, or * for more than one notice can name).';
 
 --
 -- Name: account_transition; Type: TABLE; Schema: kith; Owner: -

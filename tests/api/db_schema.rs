@@ -51,16 +51,12 @@ async fn empty_schema() -> (String, String, String) {
     (base, name, url)
 }
 
-/// The schema-only dump of `schema`, without what changes from run to run
-/// (the schema's name, the dump's header, diesel's bookkeeping table).
+/// The schema-only dump of `schema`, the functions' comments included,
+/// without what changes from run to run (the schema's name, the dump's
+/// header, diesel's bookkeeping table).
 fn dump(base: &str, schema: &str) -> String {
     let out = Command::new(pg_dump())
-        .args([
-            "--schema-only",
-            "--no-owner",
-            "--no-privileges",
-            "--no-comments",
-        ])
+        .args(["--schema-only", "--no-owner", "--no-privileges"])
         .arg(format!("--schema={schema}"))
         .arg(format!(
             "--exclude-table={schema}.__diesel_schema_migrations"
@@ -124,7 +120,19 @@ async fn db_schema_sql_is_the_migrated_schema() {
         .unwrap();
     let header = "-- The schema after every migration in migrations/ (pg_dump --schema-only).\n\
                   -- Generated; do not edit. The migrations are the source: see tests/api/db_schema.rs.\n";
-    check_file(SCHEMA_SQL, &format!("{header}{}", dump(&base, &name)));
+    let schema = dump(&base, &name);
+    check_file(SCHEMA_SQL, &format!("{header}{schema}"));
+    // Every function says what it is for (db/README.md).
+    let uncommented: Vec<&str> = schema
+        .lines()
+        .filter_map(|l| l.strip_prefix("CREATE FUNCTION kith."))
+        .map(|l| l.split('(').next().unwrap_or(l))
+        .filter(|f| !schema.contains(&format!("COMMENT ON FUNCTION kith.{f}(")))
+        .collect();
+    assert!(
+        uncommented.is_empty(),
+        "functions without COMMENT ON FUNCTION: {uncommented:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
