@@ -234,18 +234,29 @@ impl<T> GraphqlResultExt<T> for Result<T, ApiError> {
     }
 }
 
-impl From<diesel::result::Error> for ApiError {
-    /// A lost or closed connection, a server shutting down or a transaction
-    /// that must be retried is `UNAVAILABLE`; a statement cancelled by
-    /// `statement_timeout` is `TIMEOUT`; anything else is a bug (`INTERNAL`).
-    fn from(e: diesel::result::Error) -> Self {
+impl ApiError {
+    /// What a client hears of PostgreSQL error `e`
+    /// ([`crate::store::failure::classify`]): a lost or closed connection, a
+    /// server shutting down or a transaction rolled back to break a deadlock
+    /// is `UNAVAILABLE`; a statement cancelled by `statement_timeout` is
+    /// `TIMEOUT`; anything else is a bug (`INTERNAL`).
+    pub(crate) fn of_postgres(e: &diesel::result::Error) -> Self {
         use crate::store::failure::{Failure, classify};
-        match classify(&e) {
-            Failure::Unavailable => Self::Unavailable(e.into()),
+        match classify(e) {
+            Failure::Unavailable | Failure::RolledBack => {
+                Self::Unavailable(anyhow::anyhow!("postgres: {e}"))
+            }
             Failure::Timeout => Self::Timeout,
             Failure::FollowLimit => Self::FollowLimit,
-            Failure::Rejected | Failure::Other => Self::Internal(e.into()),
+            Failure::Rejected | Failure::Other => Self::internal(anyhow::anyhow!("postgres: {e}")),
         }
+    }
+}
+
+impl From<diesel::result::Error> for ApiError {
+    /// See [`ApiError::of_postgres`].
+    fn from(e: diesel::result::Error) -> Self {
+        Self::of_postgres(&e)
     }
 }
 
@@ -286,6 +297,83 @@ impl ApiError {
                 .is_some_and(crate::cache::out_of_memory),
             _ => false,
         }
+    }
+}
+
+/// Why a pipeline step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A PostgreSQL statement failed.
+    #[error("postgres: {0}")]
+    Postgres(#[from] diesel::result::Error),
+    /// No PostgreSQL connection could be had.
+    #[error("postgres connection: {0}")]
+    PostgresConnection(String),
+    /// A Redis command failed.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// No Redis connection could be had.
+    #[error("redis connection: {0}")]
+    RedisConnection(String),
+    /// The broker refused or timed out.
+    #[error("kafka: {0}")]
+    Kafka(#[from] rdkafka::error::KafkaError),
+    /// A list cache could not be filled.
+    #[error("list cache fill: {0}")]
+    CacheFill(String),
+    /// The database is not where its event origin was made: a logical
+    /// restore or copy of the database that wrote its events, or the same
+    /// data on another cluster. Its relay and projector must not run until
+    /// an operator says which (`docs/operations.md`, Restores and copies).
+    #[error(
+        "this database is not the one its event origin was made on (made on {made}, now on {now}): \
+         it is a restore, a copy, or a move of it. A backup restored to an earlier point: run \
+         `kith after-restore`. A copy that is to live beside the original: `kith origin renew`. \
+         The same data moved or upgraded with nothing lost: `kith origin adopt`"
+    )]
+    Relocated {
+        /// Where the origin was made (system identifier / table oid).
+        made: String,
+        /// Where the database is now.
+        now: String,
+    },
+    /// The test hook stopped the projector between its PostgreSQL commit and
+    /// its Redis writes, as a crash there would.
+    #[error("simulated crash after the PostgreSQL commit")]
+    SimulatedCrash,
+}
+
+impl PipelineError {
+    /// True when retrying the same input can never succeed (a constraint
+    /// rejects it); false for outages, which are retried until they pass.
+    pub fn is_permanent(&self) -> bool {
+        use crate::store::failure::{Failure, classify};
+        matches!(self, Self::Postgres(e) if classify(e) == Failure::Rejected)
+    }
+
+    /// True when PostgreSQL rolled the transaction back to break a deadlock
+    /// or for a serialization failure (a follower row inserted under the
+    /// projector, say): running it again may succeed.
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Self::Postgres(e) if crate::store::failure::rolled_back_to_retry(e))
+    }
+}
+
+impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for PipelineError {
+    fn from(e: bb8::RunError<diesel_async::pooled_connection::PoolError>) -> Self {
+        Self::PostgresConnection(e.to_string())
+    }
+}
+
+impl From<bb8::RunError<redis::RedisError>> for PipelineError {
+    fn from(e: bb8::RunError<redis::RedisError>) -> Self {
+        Self::RedisConnection(e.to_string())
+    }
+}
+
+impl From<diesel::ConnectionError> for PipelineError {
+    fn from(e: diesel::ConnectionError) -> Self {
+        Self::PostgresConnection(e.to_string())
     }
 }
 
@@ -385,6 +473,11 @@ mod tests {
                 "INTERNAL",
             ),
             (db(Kind::UniqueViolation, "duplicate key"), "INTERNAL"),
+            (db(Kind::Unknown, "deadlock detected"), "UNAVAILABLE"),
+            (
+                db(Kind::SerializationFailure, "could not serialize access"),
+                "UNAVAILABLE",
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(ApiError::from(error).code(), code);

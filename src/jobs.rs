@@ -9,7 +9,7 @@ use futures_util::FutureExt as _;
 
 use crate::app::{App, StartError};
 use crate::config::{Config, ConfigError};
-use crate::pipeline::PipelineError;
+use crate::error::PipelineError;
 use crate::pipeline::projector::ProjectorHooks;
 use crate::shutdown::Shutdown;
 

@@ -80,7 +80,7 @@ pub mod paging {
 }
 
 pub mod pipeline {
-    pub use crate::pipeline::PipelineError;
+    pub use crate::error::PipelineError;
     pub mod dead_letters {
         pub use crate::pipeline::dead_letters::replay;
     }

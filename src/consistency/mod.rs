@@ -19,8 +19,8 @@ pub(crate) mod truth;
 pub(crate) mod verify;
 
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 use crate::store::checks::{self, EdgeKey, EdgePair, EdgeScope};
 
 /// A walk over the edges of a scope in pages: truth rows with their

@@ -22,9 +22,9 @@ use super::progress::Progress;
 use crate::app::App;
 use crate::cache::counters::{self, CounterRecord, Repaired};
 use crate::cache::lists;
+use crate::error::PipelineError;
 use crate::model::UserId;
 use crate::paging::ListKey;
-use crate::pipeline::PipelineError;
 use crate::read::pages;
 use crate::store::stats;
 

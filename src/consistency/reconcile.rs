@@ -29,8 +29,8 @@ use diesel_async::RunQueryDsl as _;
 
 use super::progress::Progress;
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 use crate::pipeline::projector::resync;
 use crate::store::checks::{EdgePair, EdgeScope};
 use crate::store::follower::{self, Applied, EdgeEvent};

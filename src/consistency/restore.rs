@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use super::reconcile::{self, Scope};
 use crate::app::App;
-use crate::pipeline::PipelineError;
+use crate::error::PipelineError;
 use crate::store::{PgConn, origin, partitions};
 
 /// Why a restore step refused to run.

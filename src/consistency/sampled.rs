@@ -15,8 +15,8 @@ use super::rebuild;
 use super::reconcile::{self, Scope};
 use super::verify::{self, Subject};
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 
 /// How long a difference may last before it counts as drift.
 const SETTLE: Duration = Duration::from_secs(3);

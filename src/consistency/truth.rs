@@ -6,8 +6,8 @@
 //! find faults, not lag; `kith verify` reports them.
 
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 
 /// Ends every follow across a block (of `user`, if given).
 pub(crate) async fn end_follows_across(

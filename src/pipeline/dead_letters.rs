@@ -12,12 +12,12 @@ use rdkafka::Timestamp;
 use rdkafka::message::{Header, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
-use super::PipelineError;
 use super::origin::Writer;
 use super::projector::apply;
 use super::projector::batch::{self, Action, Item};
 use super::projector::resync;
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::store::dead_letters::{self, DeadLetter};
 use crate::store::origin::Origin;
 use crate::store::partitions::TopicPartition;

@@ -11,7 +11,7 @@
 use rdkafka::message::Headers as _;
 use uuid::Uuid;
 
-use super::PipelineError;
+use crate::error::PipelineError;
 use crate::store::PgConn;
 use crate::store::origin::{self, Origin};
 

@@ -20,9 +20,10 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer as _};
 
+use super::kafka;
 use super::wake::{Signal, Wakeups, announce_produced};
-use super::{PipelineError, kafka};
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::shutdown::{Backoff, Shutdown};
 use crate::store::dead_letters;
 use crate::store::outbox::{self, PendingEvent};

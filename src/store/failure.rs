@@ -1,17 +1,22 @@
 //! What a PostgreSQL error means for whoever asked: the one place that
 //! reads diesel's error kinds and PostgreSQL's messages. The API maps it to
 //! a client-visible code ([`crate::error::ApiError`]); the pipeline to
-//! retry or dead-letter ([`crate::pipeline::PipelineError::is_permanent`]).
+//! retry or dead-letter ([`crate::error::PipelineError::is_permanent`]);
+//! the group commit and reconcile run a transaction again when PostgreSQL
+//! rolled it back to break a deadlock ([`Failure::RolledBack`]).
 
 use diesel::result::{DatabaseErrorKind as Kind, Error};
 
 /// The meaning of one PostgreSQL error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Failure {
-    /// A lost or closed connection, a server shutting down, or a
-    /// transaction that must be retried (serialization, deadlock): asking
+    /// A lost or closed connection, or a server shutting down: asking
     /// again later may succeed.
     Unavailable,
+    /// PostgreSQL rolled the transaction back to break a deadlock, or for a
+    /// serialization failure: it certainly did not commit, and running it
+    /// again at once may succeed.
+    RolledBack,
     /// The statement was cancelled by `statement_timeout`.
     Timeout,
     /// A constraint rejects the input: asking again with the same input
@@ -27,12 +32,11 @@ pub(crate) enum Failure {
 
 /// Server messages of failures that pass — PostgreSQL's, and a pooler's
 /// (PgBouncer) when its server is away or its pool is spent.
-const PASSING: [&str; 9] = [
+const PASSING: [&str; 8] = [
     "terminating connection",
     "the database system is",
     "server closed the connection",
     "connection closed",
-    "deadlock detected",
     "server conn crashed",
     "cannot connect to server",
     "query_wait_timeout",
@@ -46,19 +50,18 @@ const FOLLOW_LIMIT: &str = "kith: follow limit";
 /// at once cures (a deadlock, a serialization failure): the transaction
 /// certainly did not commit.
 pub(crate) fn rolled_back_to_retry(e: &Error) -> bool {
-    match e {
-        Error::DatabaseError(Kind::SerializationFailure, _) => true,
-        Error::DatabaseError(_, info) => info.message().contains("deadlock detected"),
-        _ => false,
-    }
+    classify(e) == Failure::RolledBack
 }
 
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {
     match e {
         Error::DatabaseError(_, info) if info.message() == FOLLOW_LIMIT => Failure::FollowLimit,
+        Error::DatabaseError(Kind::SerializationFailure, _) => Failure::RolledBack,
+        Error::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
+            Failure::RolledBack
+        }
         Error::DatabaseError(Kind::ClosedConnection | Kind::UnableToSendCommand, _)
-        | Error::DatabaseError(Kind::SerializationFailure, _)
         | Error::BrokenTransactionManager => Failure::Unavailable,
         Error::DatabaseError(
             Kind::CheckViolation
@@ -78,5 +81,45 @@ pub(crate) fn classify(e: &Error) -> Failure {
             }
         }
         _ => Failure::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db(kind: Kind, message: &str) -> Error {
+        Error::DatabaseError(kind, Box::new(message.to_owned()))
+    }
+
+    #[test]
+    fn only_a_transaction_postgres_rolled_back_is_run_again_at_once() {
+        for rolled_back in [
+            db(Kind::Unknown, "deadlock detected"),
+            db(Kind::SerializationFailure, "could not serialize access"),
+        ] {
+            assert_eq!(classify(&rolled_back), Failure::RolledBack);
+            assert!(rolled_back_to_retry(&rolled_back));
+        }
+        // The commit of a lost connection may have landed: not run again.
+        for other in [
+            db(Kind::ClosedConnection, "closed"),
+            db(
+                Kind::Unknown,
+                "terminating connection due to administrator command",
+            ),
+            db(
+                Kind::Unknown,
+                "canceling statement due to statement timeout",
+            ),
+            db(Kind::UniqueViolation, "duplicate key"),
+            db(Kind::Unknown, FOLLOW_LIMIT),
+        ] {
+            assert!(!rolled_back_to_retry(&other), "{other}");
+        }
+        assert_eq!(
+            classify(&db(Kind::Unknown, FOLLOW_LIMIT)),
+            Failure::FollowLimit
+        );
     }
 }

@@ -209,10 +209,5 @@ fn answer_of(e: Option<&diesel::result::Error>) -> ApiError {
     let Some(e) = e else {
         return ApiError::Unavailable(anyhow::anyhow!("no PostgreSQL connection for the change"));
     };
-    match failure::classify(e) {
-        Failure::Unavailable => ApiError::Unavailable(anyhow::anyhow!("postgres: {e}")),
-        Failure::Timeout => ApiError::Timeout,
-        Failure::FollowLimit => ApiError::FollowLimit,
-        Failure::Rejected | Failure::Other => ApiError::internal(anyhow::anyhow!("postgres: {e}")),
-    }
+    ApiError::of_postgres(e)
 }

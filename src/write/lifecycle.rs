@@ -24,10 +24,10 @@ use diesel_async::AsyncConnection as _;
 
 use crate::app::App;
 use crate::cache::lists::EdgeState;
+use crate::error::PipelineError;
 use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::{UserId, UserStatus};
 use crate::paging::ListKey;
-use crate::pipeline::PipelineError;
 use crate::shutdown::Shutdown;
 use crate::store::following::Changed;
 use crate::store::{PgConn, following, hidden_edges, outbox, stats, users};

@@ -8,9 +8,9 @@ use crate::app::App;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::error::ApiError;
+use crate::error::PipelineError;
 use crate::model::UserId;
 use crate::paging::ListKey;
-use crate::pipeline::PipelineError;
 use crate::store::following::PairState;
 use crate::store::requests;
 

@@ -26,8 +26,8 @@ pub(crate) use views::{check_counters, check_edges, check_users};
 
 use super::progress::Progress;
 use crate::app::App;
+use crate::error::PipelineError;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 use crate::store::checks::{self, EdgeScope};
 
 /// What to verify, and how.

@@ -13,9 +13,9 @@ use rdkafka::message::Message as _;
 use uuid::Uuid;
 
 use super::batch::{Action, Event, Item};
+use crate::error::PipelineError;
 use crate::events::follow::FollowEventType;
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 use crate::store::dead_letters::{self, NewDeadLetter};
 use crate::store::follower::{self, Applied, EdgeEvent};
 use crate::store::partitions::{self, Advance, TopicPartition};

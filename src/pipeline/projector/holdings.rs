@@ -10,7 +10,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::batch::{Action, Item};
 use super::leases::Assignment;
 use super::{Held, Projector};
-use crate::pipeline::PipelineError;
+use crate::error::PipelineError;
 use crate::store::partitions::{self, Advance, TopicPartition};
 
 impl Projector {

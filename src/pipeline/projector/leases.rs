@@ -24,7 +24,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::pipeline::{PipelineError, kafka};
+use crate::error::PipelineError;
+use crate::pipeline::kafka;
 use crate::shutdown::Shutdown;
 use crate::store::partitions::{self, Lease, TopicPartition};
 

@@ -13,7 +13,7 @@ use rdkafka::message::OwnedMessage;
 use super::apply::{self, CommitError, Committed};
 use super::batch::{Action, Event, Item};
 use super::{PERMANENT_ATTEMPTS, Projector, resync};
-use crate::pipeline::PipelineError;
+use crate::error::PipelineError;
 use crate::shutdown::{Backoff, Shutdown};
 
 /// How one commit ended, retries aside.

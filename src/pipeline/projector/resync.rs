@@ -10,10 +10,10 @@ use crate::app::App;
 use crate::cache;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
+use crate::error::PipelineError;
 use crate::events::follow::FollowEventType;
 use crate::live::hub::{FollowChange, LiveBatch};
 use crate::model::UserId;
-use crate::pipeline::PipelineError;
 use crate::store::{follower, following, stats};
 
 /// Writes the current truth of every user and edge in `events` to Redis.
