@@ -24,6 +24,51 @@ pub struct Setting {
     pub doc: &'static str,
     /// How it is read.
     pub kind: Kind,
+    /// The smallest value accepted, for a number.
+    pub min: Option<f64>,
+    /// The largest value accepted, for a number.
+    pub max: Option<f64>,
+}
+
+impl Setting {
+    /// The same setting, accepting numbers from `min` to `max`.
+    pub(super) const fn within(self, min: f64, max: f64) -> Self {
+        Self {
+            min: Some(min),
+            max: Some(max),
+            ..self
+        }
+    }
+
+    /// The same setting, accepting numbers from `min` up.
+    pub(super) const fn at_least(self, min: f64) -> Self {
+        Self {
+            min: Some(min),
+            ..self
+        }
+    }
+
+    /// The range, as the reference and refusals say it (`None`: any).
+    pub fn range(&self) -> Option<String> {
+        match (self.min, self.max) {
+            (Some(min), Some(max)) => Some(format!("from {min} to {max}")),
+            (Some(min), None) => Some(format!("at least {min}")),
+            (None, Some(max)) => Some(format!("at most {max}")),
+            (None, None) => None,
+        }
+    }
+
+    /// Why `value` (already read as this setting's type) is out of its
+    /// range, if it is.
+    pub fn refuses(&self, value: &str) -> Option<String> {
+        let range = self.range()?;
+        let Ok(number) = value.trim().parse::<f64>() else {
+            return Some(format!("must be a number {range}"));
+        };
+        let below = self.min.is_some_and(|min| number < min);
+        let above = self.max.is_some_and(|max| number > max);
+        (!number.is_finite() || below || above).then(|| format!("must be {range}"))
+    }
 }
 
 /// Settings under one heading.
@@ -41,6 +86,8 @@ pub(super) const fn value(name: &'static str, default: &'static str, doc: &'stat
         default: Some(default),
         doc,
         kind: Kind::Value,
+        min: None,
+        max: None,
     }
 }
 
@@ -50,5 +97,7 @@ pub(super) const fn unset(name: &'static str, doc: &'static str) -> Setting {
         default: None,
         doc,
         kind: Kind::Value,
+        min: None,
+        max: None,
     }
 }

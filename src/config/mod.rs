@@ -27,6 +27,14 @@ use std::str::FromStr;
 /// for twice this long.
 pub const MAX_REQUEST_TIMEOUT_MS: u64 = 60_000;
 
+/// The largest `KITH_FOLLOWING_CACHE_SIZE`: a fill reads and writes a list
+/// in one go.
+pub const MAX_FOLLOWING_CACHE_SIZE: usize = 100_000;
+
+/// The largest `KITH_INTERSECTION_WALK_MAX`: the complexity of an
+/// intersection is charged for a walk this long.
+pub const MAX_INTERSECTION_WALK: usize = 20_000;
+
 /// The secret used when `KITH_JWT_SECRET` is unset; good for the local stack only.
 pub const DEV_JWT_SECRET: &str = "kith-local-development-secret-do-not-deploy";
 
@@ -438,10 +446,15 @@ where
     let value = lookup(name)
         .or_else(|| settings::default_of(name).map(str::to_owned))
         .unwrap_or_default();
-    value
+    let parsed = value
         .trim()
         .parse()
-        .map_err(|e: T::Err| invalid(name, &value, &e.to_string()))
+        .map_err(|e: T::Err| invalid(name, &value, &e.to_string()))?;
+    // The range the settings table gives, if any.
+    match settings::find(name).and_then(|s| s.refuses(&value)) {
+        Some(reason) => Err(invalid(name, &value, &reason)),
+        None => Ok(parsed),
+    }
 }
 
 fn invalid(name: &'static str, value: &str, reason: &str) -> ConfigError {

@@ -9,7 +9,7 @@ pub fn reference() -> String {
     let mut out = format!("# Configuration\n\n{}\n", PREAMBLE);
     for section in settings::SECTIONS {
         out.push_str(&format!(
-            "\n## {}\n\n| variable | default | meaning |\n|---|---|---|\n",
+            "\n## {}\n\n| variable | default | accepted | meaning |\n|---|---|---|---|\n",
             section.title
         ));
         for setting in section.settings {
@@ -18,8 +18,9 @@ pub fn reference() -> String {
                 Some("") => "empty".to_owned(),
                 Some(value) => format!("`{value}`"),
             };
+            let accepted = setting.range().unwrap_or_default();
             out.push_str(&format!(
-                "| `{}` | {default} | {} |\n",
+                "| `{}` | {default} | {accepted} | {} |\n",
                 setting.name, setting.doc
             ));
         }

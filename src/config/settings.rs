@@ -38,7 +38,8 @@ pub const SECTIONS: &[Section] = &[
                 "DATABASE_POOL_SIZE",
                 "16",
                 "PostgreSQL connections per process",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_STATEMENT_TIMEOUT_MS",
                 "4000",
@@ -48,12 +49,14 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_WRITE_BATCH",
                 "128",
                 "most follows and unfollows gathered into one transaction (group commit): changes asked while `KITH_WRITE_BATCHES_IN_FLIGHT` batches are in flight wait and go together in the next, so a lone change waits for nothing; each is still acknowledged only once committed, and refused or failed alone. 1: one transaction per change (1 to 1000)",
-            ),
+            )
+            .within(1.0, 1000.0),
             value(
                 "KITH_WRITE_BATCHES_IN_FLIGHT",
                 "2",
                 "group-commit batches one process runs at once (1 to 16)",
-            ),
+            )
+            .within(1.0, 16.0),
             value(
                 "KITH_AUTO_MIGRATE",
                 "true",
@@ -69,7 +72,8 @@ pub const SECTIONS: &[Section] = &[
                 "redis://127.0.0.1:6379/0",
                 "Redis: rate limits, caches. `redis+cluster://host:port,host:port,…` (or `rediss+cluster://`) names a Redis Cluster by some of its nodes (see [operations.md](operations.md#redis-cluster))",
             ),
-            value("REDIS_POOL_SIZE", "16", "Redis connections per process"),
+            value("REDIS_POOL_SIZE", "16", "Redis connections per process")
+            .at_least(1.0),
             value(
                 "KITH_REDIS_PREFIX",
                 "",
@@ -79,7 +83,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_REDIS_TIMEOUT_MS",
                 "1000",
                 "deadline of connecting to Redis and of each Redis answer (waiting for a free pooled connection, PostgreSQL's or Redis's, is bounded at half the request deadline)",
-            ),
+            )
+            .at_least(10.0),
         ],
     },
     Section {
@@ -91,6 +96,8 @@ pub const SECTIONS: &[Section] = &[
                 default: None,
                 doc: "any librdkafka property for every Kafka client: the name lowercased, `_` read as `.` (`KITH_KAFKA_SECURITY_PROTOCOL=SASL_SSL` is `security.protocol`)",
                 kind: Kind::Family,
+                min: None,
+                max: None,
             },
             unset(
                 "KITH_KAFKA_PROPERTIES_FILE",
@@ -115,17 +122,20 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_TOPIC_PARTITIONS",
                 "6",
                 "partitions of the topics Kith creates at start-up",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_TOPIC_REPLICATION_FACTOR",
                 "3",
                 "replicas of each partition of the topics Kith creates (`scripts/dev` and the tests set 1: the local broker is one node)",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_TOPIC_MIN_INSYNC_REPLICAS",
                 "2",
                 "`min.insync.replicas` of the topics Kith creates: with `acks=all`, a write is acknowledged once this many replicas hold it",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_CONSUMER_GROUP",
                 "kith-projector",
@@ -135,17 +145,20 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_RELAY_BATCH",
                 "500",
                 "outbox rows published per relay round",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_RELAY_POLL_MS",
                 "1000",
                 "relay fallback poll when no wake-up arrives (writers wake relays after each commit)",
-            ),
+            )
+            .at_least(10.0),
             value(
                 "KITH_PROJECTOR_BATCH",
                 "500",
                 "events applied per projector transaction",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_FETCH_WAIT_MS",
                 "25",
@@ -160,12 +173,14 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_PROJECTOR_LEASE_MS",
                 "5000",
                 "how long a projector's hold on a partition outlives its last heartbeat (it heartbeats every fifth of it)",
-            ),
+            )
+            .at_least(500.0),
             value(
                 "KITH_CONTENT_LEDGER_RETENTION_HOURS",
                 "720",
                 "how long content event ids are remembered (keep it above the content topic's retention)",
-            ),
+            )
+            .at_least(1.0),
         ],
     },
     Section {
@@ -190,13 +205,16 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_LIST_CACHE_SIZE",
                 "1000",
                 "newest edges a followers list cache holds after a fill",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_FOLLOWING_CACHE_SIZE",
                 "10000",
                 "newest edges a following list cache holds after a fill (at least `KITH_LIST_CACHE_SIZE`, at most 100000). A following list up to this size is cached whole, so that whether its owner follows anyone is answered from Redis alone: above `KITH_MAX_FOLLOWINGS`, every ordinary account's list is whole",
-            ),
-            value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache"),
+            )
+            .within(1.0, super::MAX_FOLLOWING_CACHE_SIZE as f64),
+            value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache")
+            .at_least(1.0),
             value(
                 "KITH_HOT_FOLLOWERS",
                 "100000",
@@ -206,7 +224,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_HOT_PAGE_TTL_MS",
                 "1000",
                 "life of an in-process hot page",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_LOADER_DELAY_MS",
                 "0",
@@ -226,7 +245,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_INTERSECTION_WALK_MAX",
                 "20000",
                 "most edges of the smaller list `commonFollowing` / `knownFollowers` walk (past it they cover its newest edges and say so); at most 20000, what the complexity model charges",
-            ),
+            )
+            .within(1.0, super::MAX_INTERSECTION_WALK as f64),
             value(
                 "KITH_INTERSECTION_CACHE_TTL_SECS",
                 "300",
@@ -241,7 +261,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_MAX_FILLS_PER_SEC",
                 "200",
                 "lists reads may fill per second in one process, whoever asks (past it, pages are read from PostgreSQL until the budget refills). Only lists of active users are ever filled",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_FILL_MEMORY_LIMIT",
                 "0",
@@ -266,7 +287,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_MAX_OFFSET",
                 "10000",
                 "deepest `offset` a list accepts (Elasticsearch's `max_result_window`); cursors reach any depth",
-            ),
+            )
+            .at_least(0.0),
             value(
                 "KITH_MAX_ALIASES",
                 "50",
@@ -281,12 +303,14 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_MAX_BODY_BYTES",
                 "1048576",
                 "largest request body; a larger one is answered `413` as soon as it passes the limit",
-            ),
+            )
+            .at_least(1024.0),
             value(
                 "KITH_MAX_QUERY_BYTES",
                 "65536",
                 "longest GraphQL query text (over POST, GET or WebSocket); a longer one is refused with `INVALID_INPUT` before it is parsed (parsing takes far more memory than the text). Variables stay under `KITH_MAX_BODY_BYTES`",
-            ),
+            )
+            .at_least(1024.0),
             value(
                 "KITH_WRITE_TIMEOUT_SECS",
                 "30",
@@ -306,7 +330,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_REQUEST_TIMEOUT_MS",
                 "5000",
                 "deadline of one GraphQL request, at most 60000; past it the request is dropped (connections returned) and answered `TIMEOUT`",
-            ),
+            )
+            .within(10.0, super::MAX_REQUEST_TIMEOUT_MS as f64),
             value(
                 "KITH_APQ_CACHE_BYTES",
                 "16777216",
@@ -340,12 +365,14 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_MAX_OPERATIONS_PER_CONNECTION",
                 "4",
                 "queries and mutations one WebSocket connection runs at once; more wait their turn (at most 64 waiting; past that `RATE_LIMITED`), so one socket cannot take every PostgreSQL connection",
-            ),
+            )
+            .at_least(1.0),
             value(
                 "KITH_LIVE_COUNTERS_INTERVAL_MS",
                 "250",
                 "`userCountersChanged` sends at most one update per interval (changes in between are coalesced)",
-            ),
+            )
+            .within(1.0, 60_000.0),
             value(
                 "KITH_WS_INIT_TIMEOUT_MS",
                 "10000",
@@ -443,6 +470,8 @@ pub const SECTIONS: &[Section] = &[
                 default: Some("info"),
                 doc: "tracing filter",
                 kind: Kind::External,
+                min: None,
+                max: None,
             },
         ],
     },
@@ -452,6 +481,11 @@ pub const SECTIONS: &[Section] = &[
 /// unset, or not a setting).
 pub fn default_of(name: &str) -> Option<&'static str> {
     all().find(|s| s.name == name).and_then(|s| s.default)
+}
+
+/// The setting whose variable is `name`.
+pub fn find(name: &str) -> Option<&'static Setting> {
+    all().find(|s| s.name == name)
 }
 
 /// Every setting, in the order they are documented.

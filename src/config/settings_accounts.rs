@@ -11,7 +11,8 @@ pub(super) const RATE_LIMITS: Section = Section {
             "KITH_RATE_LIMIT_CAPACITY",
             "100",
             "follow/unfollow token bucket size, per user",
-        ),
+        )
+        .at_least(1.0),
         value(
             "KITH_RATE_LIMIT_PER_SEC",
             "1",
@@ -25,8 +26,9 @@ pub(super) const RATE_LIMITS: Section = Section {
         value(
             "KITH_FOLLOWINGS_RATIO",
             "1.1",
-            "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`); a number of at least 0",
-        ),
+            "past `KITH_MAX_FOLLOWINGS`, a follow is allowed while followings stay at most this many times the followers (else `FOLLOW_LIMIT`)",
+        )
+        .at_least(0.0),
         value(
             "KITH_MAX_BLOCKS",
             "10000",
@@ -48,12 +50,14 @@ pub(super) const PORTABILITY: Section = Section {
             "KITH_IMPORT_MAX_ROWS",
             "20000",
             "most rows in one imported CSV file (a longer one is refused with `INVALID_INPUT`; its size is bounded by `KITH_MAX_BODY_BYTES` too)",
-        ),
+        )
+        .at_least(1.0),
         value(
             "KITH_IMPORT_ROWS_PER_SEC",
             "50",
             "rows an account's import applies per second, on a token bucket of its own (apart from the follow bucket); the runner takes the open imports of all accounts in turn, a batch each",
-        ),
+        )
+        .at_least(1.0),
         value(
             "KITH_IMPORT_FOLLOWS_PER_DAY",
             "400",

@@ -145,3 +145,36 @@ fn a_transaction_pooler_needs_a_session_url() {
     let direct = Config::from_lookup(|_| None).unwrap();
     assert_eq!(direct.session_url(), direct.database_url);
 }
+
+#[test]
+fn every_default_is_within_its_range_and_a_value_outside_is_refused() {
+    for setting in settings::all() {
+        if let (Some(default), Some(range)) = (setting.default, setting.range()) {
+            assert_eq!(
+                setting.refuses(default),
+                None,
+                "{}: {default} ({range})",
+                setting.name
+            );
+        }
+    }
+    for (name, value, reason) in [
+        ("KITH_WRITE_BATCH", "0", "must be from 1 to 1000"),
+        ("KITH_WRITE_BATCH", "1001", "must be from 1 to 1000"),
+        ("KITH_FOLLOWINGS_RATIO", "NaN", "must be at least 0"),
+        ("KITH_FOLLOWINGS_RATIO", "-0.5", "must be at least 0"),
+        (
+            "KITH_REQUEST_TIMEOUT_MS",
+            "60001",
+            "must be from 10 to 60000",
+        ),
+        ("DATABASE_POOL_SIZE", "0", "must be at least 1"),
+    ] {
+        let err = Config::from_lookup(|n| (n == name).then(|| value.to_owned())).unwrap_err();
+        assert_eq!(
+            (err.name, err.reason.as_str()),
+            (name, reason),
+            "{name}={value}"
+        );
+    }
+}

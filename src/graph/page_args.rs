@@ -28,9 +28,11 @@ pub(crate) fn page_cost(
 }
 
 /// Complexity of computing an intersection of two lists, besides its page:
-/// a walk of up to `KITH_INTERSECTION_WALK_MAX` (default 20,000) edges and
-/// as many probes, each row charged as an `offset` charges its rows.
-pub(crate) const INTERSECTION_COST: usize = 2 * 20_000 / OFFSET_ROWS_PER_UNIT;
+/// a walk of up to `KITH_INTERSECTION_WALK_MAX` (at most
+/// [`crate::config::MAX_INTERSECTION_WALK`]) edges and as many probes, each
+/// row charged as an `offset` charges its rows.
+pub(crate) const INTERSECTION_COST: usize =
+    2 * crate::config::MAX_INTERSECTION_WALK / OFFSET_ROWS_PER_UNIT;
 
 /// The complexity of a page of an intersection.
 pub(crate) fn intersection_cost(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
