@@ -1,9 +1,9 @@
 //! The writes of an import job: each row's follow, block or mute — and an
 //! overwrite's removals — through the same statements as the mutations,
 //! inside the caller's transaction (which also records the job's
-//! progress), then the caches as the mutations keep them. A follow runs in
-//! a savepoint of its own: the follow cap refuses by raising, and a refused
-//! row must leave the rest of its batch.
+//! progress), then the caches as the mutations keep them. A follow past the
+//! cap comes back as a `follow_limit` item, never raised, so a refused row
+//! leaves the rest of its batch.
 
 use crate::app::App;
 use crate::error::ApiError;
