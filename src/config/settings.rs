@@ -212,7 +212,7 @@ pub const SECTIONS: &[Section] = &[
                 "10000",
                 "newest edges a following list cache holds after a fill (at least `KITH_LIST_CACHE_SIZE`, at most 100000). A following list up to this size is cached whole, so that whether its owner follows anyone is answered from Redis alone: above `KITH_MAX_FOLLOWINGS`, every ordinary account's list is whole",
             )
-            .within(1.0, super::MAX_FOLLOWING_CACHE_SIZE as f64),
+            .within(0.0, super::MAX_FOLLOWING_CACHE_SIZE as f64),
             value("KITH_LIST_CACHE_TTL_SECS", "3600", "life of a list cache")
             .at_least(1.0),
             value(

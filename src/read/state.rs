@@ -216,7 +216,10 @@ impl FillMemory {
         Self {
             limit: config.fill_memory_limit,
             followers_bytes: config.list_cache_size as u64 * MEMBER_BYTES,
-            following_bytes: config.following_cache_size as u64 * MEMBER_BYTES,
+            // A fill of a following list takes at least a followers list's
+            // size (`read::pages`).
+            following_bytes: config.following_cache_size.max(config.list_cache_size) as u64
+                * MEMBER_BYTES,
             last: std::sync::Mutex::default(),
             warned: std::sync::atomic::AtomicBool::new(false),
         }
