@@ -329,7 +329,7 @@ $$;
 -- Name: FUNCTION kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean) IS 'Applies one follow event to the follower projection when its version is newer than the row''s, and says what the row held before. Used by reconcile and single-event repairs; batches use kith_apply_followers.';
+COMMENT ON FUNCTION kith.kith_apply_follower(p_to bigint, p_from bigint, p_active boolean, p_followed_at timestamp with time zone, p_version bigint, OUT was_active boolean, OUT applied boolean) IS 'Applies one follow event to the follower projection when its version is newer than the row''s, and says what the row held before. The projector and reconcile apply events with kith_apply_followers; this one stays for tests and for processes of an earlier release.';
 
 --
 -- Name: kith_apply_followers(bigint[], bigint[], boolean[], timestamp with time zone[], bigint[]); Type: FUNCTION; Schema: kith; Owner: -
@@ -509,7 +509,7 @@ $$;
 -- Name: FUNCTION kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) IS 'Blocks or unblocks p_target as p_actor: the block row and its event, the follows between the pair ended both ways as unfollows (events, counters) and their pending follow requests dropped; refuses past p_max blocks.';
+COMMENT ON FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) IS 'Blocks p_target as p_actor (the block row and its event; the follows between the pair end both ways as unfollows, with their events and counters, and pending follow requests both ways are dropped; refused past p_max_blocks blocks), or unblocks it (the block row and its event).';
 
 --
 -- Name: kith_blocked(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -1387,7 +1387,7 @@ $$;
 -- Name: FUNCTION kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) IS 'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers.';
+COMMENT ON FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) IS 'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers. The group commit''s kith_change_edges applies the same rule set-wise: change both together.';
 
 --
 -- Name: kith_remove_follower(bigint, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1529,7 +1529,7 @@ $$;
 -- Name: FUNCTION kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) IS 'One edge transition with its counters and the pair''s state after it (kith_change_edge after its checks).';
+COMMENT ON FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) IS 'One edge transition with its counters and the pair''s state after it, for writes whose checks are their own: kith_answer_request, kith_block, kith_remove_follower, and reconcile ending a follow across a block.';
 
 --
 -- Name: users; Type: TABLE; Schema: kith; Owner: -

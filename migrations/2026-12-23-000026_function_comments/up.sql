@@ -12,11 +12,11 @@ COMMENT ON FUNCTION kith_answer_request(bigint, bigint, boolean, uuid, uuid, big
 COMMENT ON FUNCTION kith_apply_counters(bigint[], bigint[], uuid[], bigint[], bigint[], bigint[], bigint[]) IS
   'The projector''s counter writes for one batch: follower deltas of user_stats in one update (rows locked in id order), then content events each claimed once in content_event_ledger; one row per content event: applied, duplicate, below_zero or unknown_author.';
 COMMENT ON FUNCTION kith_apply_follower(bigint, bigint, boolean, timestamp with time zone, bigint) IS
-  'Applies one follow event to the follower projection when its version is newer than the row''s, and says what the row held before. Used by reconcile and single-event repairs; batches use kith_apply_followers.';
+  'Applies one follow event to the follower projection when its version is newer than the row''s, and says what the row held before. The projector and reconcile apply events with kith_apply_followers; this one stays for tests and for processes of an earlier release.';
 COMMENT ON FUNCTION kith_apply_followers(bigint[], bigint[], boolean[], timestamp with time zone[], bigint[]) IS
   'The projector''s follower writes for one batch: locks the batch''s follower rows in one statement, upserts each edge''s newest event over an older row (the per-edge version guard), one row per event in the order given.';
 COMMENT ON FUNCTION kith_block(bigint, bigint, boolean, uuid, uuid[], bigint) IS
-  'Blocks or unblocks p_target as p_actor: the block row and its event, the follows between the pair ended both ways as unfollows (events, counters) and their pending follow requests dropped; refuses past p_max blocks.';
+  'Blocks p_target as p_actor (the block row and its event; the follows between the pair end both ways as unfollows, with their events and counters, and pending follow requests both ways are dropped; refused past p_max_blocks blocks), or unblocks it (the block row and its event).';
 COMMENT ON FUNCTION kith_blocked(bigint, bigint) IS
   'Whether either of the two accounts blocks the other.';
 COMMENT ON FUNCTION kith_blocks_changed() IS
@@ -44,7 +44,7 @@ COMMENT ON FUNCTION kith_next_version(bigint) IS
 COMMENT ON FUNCTION kith_pair_state(bigint, bigint) IS
   'Since when each of the two accounts follows the other (NULL: it does not).';
 COMMENT ON FUNCTION kith_past_follow_cap(user_stats, bigint, double precision) IS
-  'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers.';
+  'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers. The group commit''s kith_change_edges applies the same rule set-wise: change both together.';
 COMMENT ON FUNCTION kith_remove_follower(bigint, bigint, uuid) IS
   'The owner makes p_follower stop following it: the follower''s unfollow with its event and counters.';
 COMMENT ON FUNCTION kith_request_step(bigint, bigint, boolean, uuid, text) IS
@@ -52,7 +52,7 @@ COMMENT ON FUNCTION kith_request_step(bigint, bigint, boolean, uuid, text) IS
 COMMENT ON FUNCTION kith_stats_tombstone() IS
   'Trigger: keeps the version of a deleted user_stats row, so a row created again starts above it.';
 COMMENT ON FUNCTION kith_transition_edge(bigint, bigint, boolean, uuid) IS
-  'One edge transition with its counters and the pair''s state after it (kith_change_edge after its checks).';
+  'One edge transition with its counters and the pair''s state after it, for writes whose checks are their own: kith_answer_request, kith_block, kith_remove_follower, and reconcile ending a follow across a block.';
 COMMENT ON FUNCTION kith_update_settings(bigint, boolean, boolean, uuid) IS
   'Sets locked and hides_collections (NULL: as they are) of an active account, with its event; no row for an unknown or inactive one.';
 COMMENT ON FUNCTION kith_users_changed() IS
