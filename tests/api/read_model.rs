@@ -55,6 +55,8 @@ async fn fill(t: &TestApp, list: ListKey) {
 }
 
 async fn flush(t: &TestApp, list: ListKey) {
+    // A fill still running would write the list back: wait for it first.
+    t.fills_finished().await;
     let mut redis = t.app.redis.get().await.unwrap();
     let keys = t.app.keys.list(list);
     let _: () = redis::cmd("DEL")
@@ -62,8 +64,6 @@ async fn flush(t: &TestApp, list: ListKey) {
         .query_async(&mut *redis)
         .await
         .unwrap();
-    // A fill still running would write the list back: wait for it.
-    t.fills_finished().await;
 }
 
 #[tokio::test]

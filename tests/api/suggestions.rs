@@ -244,3 +244,39 @@ async fn a_viewer_who_follows_no_one_gets_popular_accounts() {
     assert_eq!(edges[1]["reason"]["kind"], "POPULAR");
     assert!(!shown.contains(&"me".to_owned()));
 }
+
+#[tokio::test]
+async fn a_request_made_by_follow_many_outdates_the_kept_suggestions() {
+    let t = app().await;
+    let me = t.user("me").await;
+    let locked = t.user("locked").await;
+    t.sql(&format!(
+        "UPDATE users SET locked = TRUE WHERE id = {locked}"
+    ))
+    .await;
+    t.app.read.forget_users(&[locked]);
+    suggestions(&t, me).await;
+    let generation = || async {
+        let [_, key] = t.app.keys.suggestions(me);
+        let mut redis = t.app.redis.get().await.unwrap();
+        let value: Option<i64> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut *redis)
+            .await
+            .unwrap();
+        value.unwrap_or(0)
+    };
+    let before = generation().await;
+    let r = t
+        .execute(
+            Viewer::User(me),
+            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) { changedCount } }",
+            json!({ "ids": [gid(locked)] }),
+        )
+        .await;
+    assert_ok(&r);
+    assert!(
+        generation().await > before,
+        "a request moves the generation on"
+    );
+}
