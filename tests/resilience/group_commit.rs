@@ -138,7 +138,16 @@ async fn a_kill_mid_batch_keeps_every_acknowledged_change_whole() {
     let acknowledged = acknowledged.lock().await.clone();
     let unanswered = *unanswered.lock().await;
 
+    // One snapshot for the three reads: a backend of the killed process may
+    // still be running a batch it had been sent whole, and commit it
+    // between two reads (edges, events and counters commit together).
     let mut conn = t.conn().await;
+    diesel_async::SimpleAsyncConnection::batch_execute(
+        &mut *conn,
+        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    )
+    .await
+    .unwrap();
     let edges: Vec<Edge> =
         diesel::sql_query("SELECT from_user_id, to_user_id, version FROM following WHERE active")
             .load(&mut *conn)
@@ -160,6 +169,9 @@ async fn a_kill_mid_batch_keeps_every_acknowledged_change_whole() {
     .load(&mut *conn)
     .await
     .unwrap();
+    diesel_async::SimpleAsyncConnection::batch_execute(&mut *conn, "COMMIT")
+        .await
+        .unwrap();
 
     let truth: BTreeSet<(i64, i64)> = edges
         .iter()
