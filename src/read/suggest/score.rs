@@ -229,16 +229,24 @@ mod tests {
         out.iter().map(|s| s.user.get()).collect()
     }
 
+    /// The inputs of viewer 9 whose own list was read whole.
+    fn inputs<'a>(
+        following: &'a [Position],
+        fans: &'a [Position],
+        followees: Vec<Followee<'a>>,
+        excluded: &'a HashSet<UserId>,
+    ) -> Inputs<'a> {
+        Inputs::new(id(9), following, true, fans, followees, excluded)
+    }
+
     #[test]
     fn an_account_followed_by_more_followees_ranks_first() {
         let a = [at(100, 0), at(101, 0)];
         let b = [at(100, 0)];
         let following = [at(1, 0), at(2, 0)];
         let none = HashSet::new();
-        let inputs = Inputs::new(
-            id(9),
+        let inputs = inputs(
             &following,
-            true,
             &[],
             vec![followee(1, 10.0, &a), followee(2, 10.0, &b)],
             &none,
@@ -256,10 +264,8 @@ mod tests {
         let prolific = [at(100, 0), at(101, 0)];
         let following = [at(1, 0), at(2, 0)];
         let none = HashSet::new();
-        let inputs = Inputs::new(
-            id(9),
+        let inputs = inputs(
             &following,
-            true,
             &[],
             vec![followee(2, 5_000.0, &prolific), followee(1, 10.0, &modest)],
             &none,
@@ -280,14 +286,7 @@ mod tests {
         let members = [at(100, 3_000), at(101, 0)];
         let following = [at(1, 0)];
         let none = HashSet::new();
-        let inputs = Inputs::new(
-            id(9),
-            &following,
-            true,
-            &[],
-            vec![followee(1, 0.0, &members)],
-            &none,
-        );
+        let inputs = inputs(&following, &[], vec![followee(1, 0.0, &members)], &none);
         assert_eq!(users(&rank(&inputs)), [101, 100]);
     }
 
@@ -297,14 +296,7 @@ mod tests {
         let fans = [at(101, 0)];
         let following = [at(1, 0)];
         let none = HashSet::new();
-        let inputs = Inputs::new(
-            id(9),
-            &following,
-            true,
-            &fans,
-            vec![followee(1, 0.0, &members)],
-            &none,
-        );
+        let inputs = inputs(&following, &fans, vec![followee(1, 0.0, &members)], &none);
         let out = rank(&inputs);
         assert_eq!(users(&out), [101, 100]);
         assert_eq!(out[0].kind, ReasonKind::FollowsYou);
@@ -317,10 +309,8 @@ mod tests {
         let fans = [at(102, 0), at(2, 0)];
         let following = [at(1, 0), at(2, 0)];
         let excluded: HashSet<UserId> = [id(101), id(102)].into();
-        let inputs = Inputs::new(
-            id(9),
+        let inputs = inputs(
             &following,
-            true,
             &fans,
             vec![followee(1, 0.0, &members)],
             &excluded,
@@ -343,7 +333,7 @@ mod tests {
         let none = HashSet::new();
         let mut part = followee(1, 0.0, &members);
         part.complete = false;
-        let inputs = Inputs::new(id(9), &following, true, &[], vec![part], &none);
+        let inputs = inputs(&following, &[], vec![part], &none);
         assert!(!rank(&inputs)[0].exact);
         let inputs = Inputs::new(
             id(9),
@@ -361,14 +351,7 @@ mod tests {
         let members: Vec<Position> = (0..(KEPT as i64 * 3)).map(|i| at(1_000 - i, 0)).collect();
         let following = [at(1, 0)];
         let none = HashSet::new();
-        let inputs = Inputs::new(
-            id(9),
-            &following,
-            true,
-            &[],
-            vec![followee(1, 0.0, &members)],
-            &none,
-        );
+        let inputs = inputs(&following, &[], vec![followee(1, 0.0, &members)], &none);
         let out = rank(&inputs);
         assert_eq!(out.len(), KEPT * 2);
         let ids = users(&out);
