@@ -210,7 +210,14 @@ impl ErrorExtensions for ApiError {
     fn extend(&self) -> async_graphql::Error {
         match self {
             Self::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
-            Self::Unavailable(cause) => tracing::warn!(error = ?cause, "dependency unavailable"),
+            // The cause's chain without its backtrace: a store going away
+            // fails many requests at once, and resolving a backtrace for
+            // each (with `RUST_BACKTRACE` set) stalls the runtime's threads
+            // for seconds — long enough to fail requests that never needed
+            // the missing store.
+            Self::Unavailable(cause) => {
+                tracing::warn!(error = %format_args!("{cause:#}"), "dependency unavailable")
+            }
             _ => {}
         }
         async_graphql::Error::new(self.to_string()).extend_with(|_, ext| {

@@ -141,7 +141,7 @@ fn refusal(error: &ApiError) -> Response {
         ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         ApiError::NotFound(_) => StatusCode::NOT_FOUND,
         ApiError::Unavailable(cause) => {
-            tracing::warn!(error = ?cause, "export: dependency unavailable");
+            tracing::warn!(error = %format_args!("{cause:#}"), "export: dependency unavailable");
             StatusCode::SERVICE_UNAVAILABLE
         }
         ApiError::Timeout => StatusCode::GATEWAY_TIMEOUT,
