@@ -99,9 +99,7 @@ impl App {
         let pg = store::pool::connect(
             &config.database_url,
             config.database_pool_size,
-            // Within the request deadline, so that PostgreSQL being away
-            // answers UNAVAILABLE rather than TIMEOUT.
-            Duration::from_millis((config.request_timeout_ms / 2).max(100)),
+            config.connection_wait(),
             Duration::from_millis(config.statement_timeout_ms),
             config.pg_statement_cache,
             round_trips.postgres.clone(),
@@ -111,7 +109,7 @@ impl App {
             &config.redis_url,
             config.redis_pool_size,
             Duration::from_millis(config.redis_timeout_ms),
-            Duration::from_millis((config.request_timeout_ms / 2).max(100)),
+            config.connection_wait(),
         )?;
         let mut conn = redis.get().await.map_err(|e| match e {
             bb8::RunError::User(e) => e,
@@ -166,6 +164,7 @@ impl App {
             crate::store::following::FollowCap::of(&config),
             config.write_batch,
             config.write_batches_in_flight,
+            config.connection_wait(),
             crate::write::group_commit::Counted {
                 batches: metrics.write_batches.clone(),
                 changes: metrics.write_batch_changes.clone(),

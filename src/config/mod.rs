@@ -279,6 +279,13 @@ impl Config {
             .unwrap_or(&self.database_url)
     }
 
+    /// How long a request waits for a pooled connection (PostgreSQL's or
+    /// Redis's), counted from when it asked: half the request deadline, so
+    /// that a store being away answers `UNAVAILABLE` rather than `TIMEOUT`.
+    pub fn connection_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis((self.request_timeout_ms / 2).max(100))
+    }
+
     /// Reads the configuration from the process environment, including
     /// every `KITH_KAFKA_<PROPERTY>` variable.
     pub fn from_env() -> Result<Self, ConfigError> {

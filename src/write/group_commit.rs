@@ -12,9 +12,16 @@
 //! A batch PostgreSQL cannot run is retried when it was certainly rolled
 //! back (a deadlock, a serialization failure), or run again item by item
 //! when one item may be the cause, so that one bad item fails only itself.
+//!
+//! A change waits for a PostgreSQL connection no longer than a request
+//! alone would (`Config::connection_wait`), counted from when it was asked,
+//! its time in the queue included: while no primary takes sessions, each
+//! change is answered `UNAVAILABLE` within that wait, not `TIMEOUT` at its
+//! request's deadline for having queued behind batches that waited too.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -37,6 +44,7 @@ pub(crate) struct GroupCommit {
 /// One change waiting for its batch, and where its answer goes.
 struct Asked {
     item: EdgeItem,
+    asked: Instant,
     answer: oneshot::Sender<Result<EdgeChangeRow, ApiError>>,
 }
 
@@ -47,6 +55,7 @@ impl GroupCommit {
         cap: FollowCap,
         batch: usize,
         in_flight: usize,
+        connection_wait: Duration,
         counted: Counted,
     ) -> Self {
         let (queue, asked) = mpsc::unbounded_channel();
@@ -55,6 +64,7 @@ impl GroupCommit {
             cap,
             counted,
             batch: batch.max(1),
+            connection_wait,
             in_flight: Arc::new(Semaphore::new(in_flight.max(1))),
         };
         tokio::spawn(batcher.run(asked));
@@ -66,7 +76,11 @@ impl GroupCommit {
     pub(crate) async fn change(&self, item: EdgeItem) -> Result<EdgeChangeRow, ApiError> {
         let (answer, answered) = oneshot::channel();
         self.queue
-            .send(Asked { item, answer })
+            .send(Asked {
+                item,
+                asked: Instant::now(),
+                answer,
+            })
             .map_err(|_| ApiError::Unavailable(anyhow::anyhow!("the process is stopping")))?;
         answered
             .await
@@ -86,6 +100,7 @@ struct Batcher {
     cap: FollowCap,
     counted: Counted,
     batch: usize,
+    connection_wait: Duration,
     in_flight: Arc<Semaphore>,
 }
 
@@ -139,7 +154,12 @@ impl Batcher {
     /// Runs `batch` and answers each of its changes.
     async fn commit(&self, batch: Vec<Asked>) {
         let items: Vec<EdgeItem> = batch.iter().map(|a| a.item).collect();
-        match self.call(&items).await {
+        let first_asked = batch
+            .iter()
+            .map(|a| a.asked)
+            .min()
+            .expect("a batch has a change");
+        match self.call(&items, first_asked).await {
             Ok(rows) => {
                 for (asked, row) in batch.into_iter().zip(rows) {
                     let _ = asked.answer.send(Ok(row));
@@ -151,7 +171,7 @@ impl Batcher {
             Err(Some(e)) if batch.len() > 1 && refused_by_the_server(&e) => {
                 tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
                 for asked in batch {
-                    let answer = match self.call(&[asked.item]).await {
+                    let answer = match self.call(&[asked.item], asked.asked).await {
                         Ok(mut rows) => Ok(rows.remove(0)),
                         Err(e) => Err(answer_of(e.as_ref())),
                     };
@@ -167,17 +187,30 @@ impl Batcher {
     }
 
     /// One call of `kith_change_edges`, again while PostgreSQL rolled it back
-    /// for a deadlock or a serialization failure. `Err(None)`: no connection.
+    /// for a deadlock or a serialization failure. `Err(None)`: no connection
+    /// within the connection wait counted from `asked` (an idle one is taken
+    /// even past it).
     async fn call(
         &self,
         items: &[EdgeItem],
+        asked: Instant,
     ) -> Result<Vec<EdgeChangeRow>, Option<diesel::result::Error>> {
+        let until = tokio::time::Instant::from_std(asked + self.connection_wait);
         let mut tries = 0;
         loop {
-            let mut conn = self.pg.get().await.map_err(|e| {
-                tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
-                None
-            })?;
+            let mut conn = match tokio::time::timeout_at(until, self.pg.get()).await {
+                Ok(Ok(conn)) => conn,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
+                    return Err(None);
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "the group commit had no PostgreSQL connection within the connection wait"
+                    );
+                    return Err(None);
+                }
+            };
             self.counted.batches.inc();
             self.counted.changes.inc_by(items.len() as u64);
             match following::change_set(&mut conn, items, self.cap).await {
