@@ -138,8 +138,7 @@ DECLARE
     r kith_edge_result;
     v_requester users%ROWTYPE;
     v_req RECORD;
-    v_t RECORD;
-    v_pair RECORD;
+    v_t kith_edge_result;
     v_stats user_stats%ROWTYPE;
 BEGIN
     r.outcome := kith_actor_refusal(p_owner);
@@ -153,11 +152,7 @@ BEGIN
         RETURN NEXT r;
         RETURN;
     END IF;
-    r.target_handle := v_requester.handle;
-    r.target_display_name := v_requester.display_name;
-    r.target_status := v_requester.status;
-    r.target_locked := v_requester.locked;
-    r.target_hides_collections := v_requester.hides_collections;
+    r := kith_edge_target(r, v_requester);
     PERFORM kith_lock_pair(p_owner, p_requester);
     IF p_accept AND EXISTS (SELECT 1 FROM follow_request q
                              WHERE q.from_user_id = p_requester AND q.to_user_id = p_owner AND q.active) THEN
@@ -170,8 +165,8 @@ BEGIN
             -- The follow it would make, held to the requester's follow cap
             -- as any follow is (counted as the follow would count it).
             SELECT * INTO v_stats FROM user_stats s WHERE s.user_id = p_requester;
-            v_stats.followings := v_stats.followings + 1;
-            IF kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+            IF kith_past_follow_cap(v_stats.followings + 1, v_stats.followers,
+                                    p_max_followings, p_followings_ratio) THEN
                 r.outcome := 'follow_limit';
             END IF;
         END IF;
@@ -184,20 +179,11 @@ BEGIN
         CASE WHEN p_accept THEN 'FollowRequestAccepted' ELSE 'FollowRequestRejected' END);
     r.outcome := CASE WHEN v_req.version IS NULL THEN 'ok' ELSE 'answered' END;
     IF v_req.version IS NOT NULL AND p_accept THEN
-        SELECT * INTO v_t FROM kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
-        r.edge_version := v_t.edge_version;
-        r.edge_followed_at := v_t.edge_followed_at;
-        r.occurred_at := v_t.occurred_at;
-        r.followings := v_t.followings;
-        r.followers := v_t.followers;
-        r.posts := v_t.posts;
-        r.likes_received := v_t.likes_received;
-        r.favs_received := v_t.favs_received;
-        r.version := v_t.version;
+        v_t := kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
+        v_t.outcome := r.outcome;
+        r := kith_edge_target(v_t, v_requester);
     END IF;
-    v_pair := kith_pair_state(p_owner, p_requester);
-    r.a_follows_b := v_pair.a_follows_b;
-    r.b_follows_a := v_pair.b_follows_a;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_owner, p_requester);
     RETURN NEXT r;
 END
 $$;
@@ -409,7 +395,6 @@ DECLARE
     v_target users%ROWTYPE;
     v_type TEXT := CASE WHEN p_block THEN 'BlockCreated' ELSE 'BlockRemoved' END;
     v_dir RECORD;
-    v_ended RECORD;
     v_ends kith_edge_result[] := '{}';
 BEGIN
     r.outcome := kith_actor_refusal(p_actor);
@@ -423,11 +408,7 @@ BEGIN
         RETURN NEXT r;
         RETURN;
     END IF;
-    r.target_handle := v_target.handle;
-    r.target_display_name := v_target.display_name;
-    r.target_status := v_target.status;
-    r.target_locked := v_target.locked;
-    r.target_hides_collections := v_target.hides_collections;
+    r := kith_edge_target(r, v_target);
     PERFORM kith_lock_pair(p_actor, p_target);
     IF p_block THEN
         IF p_max_blocks > 0 AND NOT EXISTS (
@@ -458,19 +439,9 @@ BEGIN
                        AS d(f, t, o, ev)
              ORDER BY f
         LOOP
-            SELECT * INTO v_ended FROM kith_transition_edge(v_dir.f, v_dir.t, FALSE, v_dir.ev);
-            CONTINUE WHEN v_ended.edge_version IS NULL;
-            e := NULL;
+            e := kith_transition_edge(v_dir.f, v_dir.t, FALSE, v_dir.ev);
+            CONTINUE WHEN e.edge_version IS NULL;
             e.outcome := v_dir.o;
-            e.edge_version := v_ended.edge_version;
-            e.edge_followed_at := v_ended.edge_followed_at;
-            e.occurred_at := v_ended.occurred_at;
-            e.followings := v_ended.followings;
-            e.followers := v_ended.followers;
-            e.posts := v_ended.posts;
-            e.likes_received := v_ended.likes_received;
-            e.favs_received := v_ended.favs_received;
-            e.version := v_ended.version;
             v_ends := v_ends || e;
         END LOOP;
         -- Pending follow requests both ways are dropped.
@@ -573,87 +544,15 @@ CREATE FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow 
     AS $$
 DECLARE
     r kith_edge_result;
-    v_target users%ROWTYPE;
-    v_step RECORD;
-    v_pair RECORD;
-    v_stats user_stats%ROWTYPE;
-    v_req RECORD;
 BEGIN
-    r.outcome := kith_actor_refusal(p_actor);
-    IF r.outcome IS NOT NULL THEN
-        RETURN NEXT r;
-        RETURN;
-    END IF;
-    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
-    IF NOT FOUND THEN
-        r.outcome := 'target_unknown';
-        RETURN NEXT r;
-        RETURN;
-    END IF;
-    r.target_handle := v_target.handle;
-    r.target_display_name := v_target.display_name;
-    r.target_status := v_target.status;
-    r.target_locked := v_target.locked;
-    r.target_hides_collections := v_target.hides_collections;
-    IF p_follow AND v_target.status <> 'active' THEN
-        r.outcome := 'target_unfollowable';
-        RETURN NEXT r;
-        RETURN;
-    END IF;
-    IF p_follow THEN
-        PERFORM kith_lock_pair(p_actor, p_target);
-        IF kith_blocked(p_actor, p_target) THEN
-            r.outcome := 'blocked';
-            RETURN NEXT r;
-            RETURN;
-        END IF;
-    END IF;
-    -- A follow of a locked account is a request (unless it follows
-    -- already).
-    IF p_follow AND v_target.locked AND NOT EXISTS (
-        SELECT 1 FROM following f
-         WHERE f.from_user_id = p_actor AND f.to_user_id = p_target AND f.active) THEN
-        v_req := kith_request_step(p_actor, p_target, TRUE, p_event_id, 'FollowRequested');
-        r.outcome := 'requested';
-        r.edge_version := v_req.version;
-        r.edge_followed_at := v_req.requested_at;
-        r.occurred_at := v_req.occurred_at;
-        v_pair := kith_pair_state(p_actor, p_target);
-        r.a_follows_b := v_pair.a_follows_b;
-        r.b_follows_a := v_pair.b_follows_a;
-        RETURN NEXT r;
-        RETURN;
-    END IF;
-    -- Any other follow or unfollow ends a pending request: an unfollow
-    -- cancels it, a follow of an account unlocked meanwhile supersedes it.
-    v_req := kith_request_step(p_actor, p_target, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
-    r.outcome := 'ok';
-    v_step := kith_edge_step(p_actor, p_target, p_follow, p_event_id);
-    r.edge_version := v_step.edge_version;
-    r.edge_followed_at := v_step.edge_followed_at;
-    r.occurred_at := v_step.occurred_at;
-    IF r.edge_version IS NOT NULL THEN
-        v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN 1 ELSE -1 END);
-        IF p_follow AND kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+    FOR r IN SELECT * FROM kith_change_edges(ARRAY[p_actor], ARRAY[p_target], ARRAY[p_follow],
+                                             ARRAY[p_event_id], p_max_followings, p_followings_ratio)
+    LOOP
+        IF r.outcome = 'follow_limit' THEN
             RAISE EXCEPTION 'kith: follow limit' USING ERRCODE = 'KF001';
         END IF;
-        r.followings := v_stats.followings;
-        r.followers := v_stats.followers;
-        r.posts := v_stats.posts;
-        r.likes_received := v_stats.likes_received;
-        r.favs_received := v_stats.favs_received;
-        r.version := v_stats.version;
-    ELSIF v_req.version IS NOT NULL THEN
-        -- Only the request changed.
-        r.outcome := 'request_canceled';
-        r.edge_version := v_req.version;
-        r.edge_followed_at := v_req.requested_at;
-        r.occurred_at := v_req.occurred_at;
-    END IF;
-    v_pair := kith_pair_state(p_actor, p_target);
-    r.a_follows_b := v_pair.a_follows_b;
-    r.b_follows_a := v_pair.b_follows_a;
-    RETURN NEXT r;
+        RETURN NEXT r;
+    END LOOP;
 END
 $$;
 
@@ -661,7 +560,7 @@ $$;
 -- Name: FUNCTION kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) IS 'One follow or unfollow with its event and counters. Kept for processes of an earlier release during a rolling deploy; this release calls kith_change_edges over arrays.';
+COMMENT ON FUNCTION kith.kith_change_edge(p_actor bigint, p_target bigint, p_follow boolean, p_event_id uuid, p_max_followings bigint, p_followings_ratio double precision) IS 'One follow or unfollow, through kith_change_edges; a follow past the cap raises ''kith: follow limit''. Kept for processes of the release before during a rolling deploy; drop it in the next.';
 
 --
 -- Name: kith_change_edges(bigint[], bigint[], boolean[], uuid[], bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -762,10 +661,8 @@ BEGIN
     -- whatever the cap says), and each follow checked against the cap.
     FOR r IN
         SELECT item.i,
-               p_max_followings > 0 AND item.adds
-               AND s.followings - item.ends + item.rank > p_max_followings
-               AND s.followings - item.ends + item.rank > p_followings_ratio * s.followers
-                   AS capped
+               item.adds AND kith_past_follow_cap(s.followings - item.ends + item.rank, s.followers,
+                                                  p_max_followings, p_followings_ratio) AS capped
           FROM (SELECT x.i, x.a, x.f AND NOT x.act AS adds,
                        count(*) FILTER (WHERE NOT x.f AND x.act) OVER (PARTITION BY x.a) AS ends,
                        count(*) FILTER (WHERE x.f AND NOT x.act)
@@ -955,101 +852,15 @@ CREATE FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_eve
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    n INT := coalesce(cardinality(p_targets), 0);
     r kith_edge_result;
-    v_refusal TEXT;
-    v_target users%ROWTYPE;
-    v_step RECORD;
-    v_pair RECORD;
-    v_stats user_stats%ROWTYPE;
-    v_changed INT := 0;
-    v_rows kith_edge_result[] := '{}';
-    v_req RECORD;
-    i INT;
 BEGIN
-    v_refusal := kith_actor_refusal(p_actor);
-    IF v_refusal IS NOT NULL THEN
-        r.outcome := v_refusal;
-        FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
-            RETURN NEXT r;
-        END LOOP;
-        RETURN;
-    END IF;
-    FOR i IN 1 .. coalesce(array_length(p_targets, 1), 0) LOOP
-        r := NULL;
-        SELECT * INTO v_target FROM users u WHERE u.id = p_targets[i];
-        IF NOT FOUND THEN
-            r.outcome := 'target_unknown';
-            v_rows := v_rows || r;
-            CONTINUE;
-        END IF;
-        r.target_handle := v_target.handle;
-        r.target_display_name := v_target.display_name;
-        r.target_status := v_target.status;
-        r.target_locked := v_target.locked;
-        r.target_hides_collections := v_target.hides_collections;
-        IF p_follow AND v_target.status <> 'active' THEN
-            r.outcome := 'target_unfollowable';
-            v_rows := v_rows || r;
-            CONTINUE;
-        END IF;
-        IF p_follow THEN
-            PERFORM kith_lock_pair(p_actor, p_targets[i]);
-            IF kith_blocked(p_actor, p_targets[i]) THEN
-                r.outcome := 'blocked';
-                v_rows := v_rows || r;
-                CONTINUE;
-            END IF;
-        END IF;
-        IF p_follow AND v_target.locked AND NOT EXISTS (
-            SELECT 1 FROM following f
-             WHERE f.from_user_id = p_actor AND f.to_user_id = p_targets[i] AND f.active) THEN
-            v_req := kith_request_step(p_actor, p_targets[i], TRUE, p_events[i], 'FollowRequested');
-            v_pair := kith_pair_state(p_actor, p_targets[i]);
-            r.outcome := 'requested';
-            r.edge_version := v_req.version;
-            r.edge_followed_at := v_req.requested_at;
-            r.occurred_at := v_req.occurred_at;
-            r.a_follows_b := v_pair.a_follows_b;
-            r.b_follows_a := v_pair.b_follows_a;
-            v_rows := v_rows || r;
-            CONTINUE;
-        END IF;
-        -- Any other follow or unfollow ends a pending request.
-        v_req := kith_request_step(p_actor, p_targets[i], FALSE, gen_random_uuid(), 'FollowRequestCanceled');
-        v_step := kith_edge_step(p_actor, p_targets[i], p_follow, p_events[i]);
-        v_pair := kith_pair_state(p_actor, p_targets[i]);
-        IF v_step.edge_version IS NOT NULL THEN
-            v_changed := v_changed + 1;
-        END IF;
-        r.outcome := 'ok';
-        r.edge_version := v_step.edge_version;
-        r.edge_followed_at := v_step.edge_followed_at;
-        r.occurred_at := v_step.occurred_at;
-        IF v_step.edge_version IS NULL AND v_req.version IS NOT NULL THEN
-            -- Only the request changed.
-            r.outcome := 'request_canceled';
-            r.edge_version := v_req.version;
-            r.edge_followed_at := v_req.requested_at;
-            r.occurred_at := v_req.occurred_at;
-        END IF;
-        r.a_follows_b := v_pair.a_follows_b;
-        r.b_follows_a := v_pair.b_follows_a;
-        v_rows := v_rows || r;
-    END LOOP;
-    IF v_changed > 0 THEN
-        v_stats := kith_count_followings(p_actor, CASE WHEN p_follow THEN v_changed ELSE -v_changed END);
-        IF p_follow AND kith_past_follow_cap(v_stats, p_max_followings, p_followings_ratio) THEN
+    FOR r IN SELECT * FROM kith_change_edges(array_fill(p_actor, ARRAY[n]), p_targets,
+                                             array_fill(p_follow, ARRAY[n]), p_events,
+                                             p_max_followings, p_followings_ratio)
+    LOOP
+        IF r.outcome = 'follow_limit' THEN
             RAISE EXCEPTION 'kith: follow limit' USING ERRCODE = 'KF001';
-        END IF;
-    END IF;
-    FOREACH r IN ARRAY v_rows LOOP
-        IF r.outcome = 'ok' AND r.edge_version IS NOT NULL THEN
-            r.followings := v_stats.followings;
-            r.followers := v_stats.followers;
-            r.posts := v_stats.posts;
-            r.likes_received := v_stats.likes_received;
-            r.favs_received := v_stats.favs_received;
-            r.version := v_stats.version;
         END IF;
         RETURN NEXT r;
     END LOOP;
@@ -1060,7 +871,7 @@ $$;
 -- Name: FUNCTION kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) IS 'One actor''s follows or unfollows of many targets. Kept for processes of an earlier release during a rolling deploy; this release calls kith_change_edges over arrays of actors.';
+COMMENT ON FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) IS 'One actor''s follows or unfollows of many targets, through kith_change_edges over arrays of actors; a follow past the cap raises ''kith: follow limit''. Kept for processes of the release before during a rolling deploy; drop it in the next.';
 
 --
 -- Name: kith_next_version(bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -1164,6 +975,30 @@ $$;
 COMMENT ON FUNCTION kith.kith_database_identity() IS 'Where this database lives now: its system identifier and the oid of event_origin, compared with the recorded origin to refuse a restored or copied database.';
 
 --
+-- Name: kith_edge_counters(kith.kith_edge_result, kith.user_stats); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats) RETURNS kith.kith_edge_result
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    p_row.followings := p_stats.followings;
+    p_row.followers := p_stats.followers;
+    p_row.posts := p_stats.posts;
+    p_row.likes_received := p_stats.likes_received;
+    p_row.favs_received := p_stats.favs_received;
+    p_row.version := p_stats.version;
+    RETURN p_row;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats) IS 'p_row with the counters of p_stats: the one place a kith_edge_result''s counter columns are filled from a user_stats row.';
+
+--
 -- Name: kith_edge_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1228,6 +1063,47 @@ $$;
 --
 
 COMMENT ON FUNCTION kith.kith_edge_step(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid, OUT edge_version bigint, OUT edge_followed_at timestamp with time zone, OUT occurred_at timestamp with time zone) IS 'The edge row and outbox event of one follow or unfollow, if it changes anything; counters are the caller''s.';
+
+--
+-- Name: users; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.users (
+    id bigint NOT NULL,
+    handle text NOT NULL,
+    display_name text NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    locked boolean DEFAULT false NOT NULL,
+    hides_collections boolean DEFAULT false NOT NULL,
+    settings_version bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
+    CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
+);
+
+--
+-- Name: kith_edge_target(kith.kith_edge_result, kith.users); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_edge_target(p_row kith.kith_edge_result, p_target kith.users) RETURNS kith.kith_edge_result
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+BEGIN
+    p_row.target_handle := p_target.handle;
+    p_row.target_display_name := p_target.display_name;
+    p_row.target_status := p_target.status;
+    p_row.target_locked := p_target.locked;
+    p_row.target_hides_collections := p_target.hides_collections;
+    RETURN p_row;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_edge_target(p_row kith.kith_edge_result, p_target kith.users); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_edge_target(p_row kith.kith_edge_result, p_target kith.users) IS 'p_row with the columns of p_target a caller shows: the one place a kith_edge_result''s target columns are filled from a users row.';
 
 --
 -- Name: kith_ensure_stats(bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -1373,21 +1249,20 @@ $$;
 COMMENT ON FUNCTION kith.kith_pair_state(p_a bigint, p_b bigint, OUT a_follows_b timestamp with time zone, OUT b_follows_a timestamp with time zone) IS 'Since when each of the two accounts follows the other (NULL: it does not).';
 
 --
--- Name: kith_past_follow_cap(kith.user_stats, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
+-- Name: kith_past_follow_cap(bigint, bigint, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) RETURNS boolean
+CREATE FUNCTION kith.kith_past_follow_cap(p_followings bigint, p_followers bigint, p_max bigint, p_ratio double precision) RETURNS boolean
     LANGUAGE sql IMMUTABLE
     AS $$
-    SELECT p_max > 0 AND (p_stats).followings > p_max
-        AND (p_stats).followings > p_ratio * (p_stats).followers
+    SELECT p_max > 0 AND p_followings > p_max AND p_followings > p_ratio * p_followers
 $$;
 
 --
--- Name: FUNCTION kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
+-- Name: FUNCTION kith_past_follow_cap(p_followings bigint, p_followers bigint, p_max bigint, p_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_past_follow_cap(p_stats kith.user_stats, p_max bigint, p_ratio double precision) IS 'Whether counters counted after a follow are past the follow cap (p_max 0: no cap); inlined into its callers. The group commit''s kith_change_edges applies the same rule set-wise: change both together.';
+COMMENT ON FUNCTION kith.kith_past_follow_cap(p_followings bigint, p_followers bigint, p_max bigint, p_ratio double precision) IS 'The follow cap: whether an account that would follow p_followings accounts with p_followers followers is past it (p_max 0: no cap). The one statement of the rule; PostgreSQL inlines it into its callers.';
 
 --
 -- Name: kith_remove_follower(bigint, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1411,10 +1286,9 @@ BEGIN
         RETURN NEXT r;
         RETURN;
     END IF;
-    RETURN QUERY
-        SELECT 'ok'::TEXT, v_follower.handle, v_follower.display_name, v_follower.status, t.*,
-               v_follower.locked, v_follower.hides_collections
-          FROM kith_transition_edge(p_follower, p_owner, FALSE, p_event_id) t;
+    r := kith_edge_target(kith_transition_edge(p_follower, p_owner, FALSE, p_event_id), v_follower);
+    r.outcome := 'ok';
+    RETURN NEXT r;
 END
 $$;
 
@@ -1502,26 +1376,19 @@ COMMENT ON FUNCTION kith.kith_stats_tombstone() IS 'Trigger: keeps the version o
 -- Name: kith_transition_edge(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
 --
 
-CREATE FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) RETURNS TABLE(edge_version bigint, edge_followed_at timestamp with time zone, occurred_at timestamp with time zone, followings bigint, followers bigint, posts bigint, likes_received bigint, favs_received bigint, version bigint, a_follows_b timestamp with time zone, b_follows_a timestamp with time zone)
+CREATE FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) RETURNS kith.kith_edge_result
     LANGUAGE plpgsql
     AS $$
-#variable_conflict use_column
 DECLARE
-    v_stats user_stats%ROWTYPE;
+    r kith_edge_result;
 BEGIN
-    SELECT * INTO edge_version, edge_followed_at, occurred_at
+    SELECT * INTO r.edge_version, r.edge_followed_at, r.occurred_at
       FROM kith_edge_step(p_from, p_to, p_follow, p_event_id);
-    IF edge_version IS NOT NULL THEN
-        v_stats := kith_count_followings(p_from, CASE WHEN p_follow THEN 1 ELSE -1 END);
-        followings := v_stats.followings;
-        followers := v_stats.followers;
-        posts := v_stats.posts;
-        likes_received := v_stats.likes_received;
-        favs_received := v_stats.favs_received;
-        version := v_stats.version;
+    IF r.edge_version IS NOT NULL THEN
+        r := kith_edge_counters(r, kith_count_followings(p_from, CASE WHEN p_follow THEN 1 ELSE -1 END));
     END IF;
-    SELECT * INTO a_follows_b, b_follows_a FROM kith_pair_state(p_from, p_to);
-    RETURN NEXT;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_from, p_to);
+    RETURN r;
 END
 $$;
 
@@ -1529,25 +1396,7 @@ $$;
 -- Name: FUNCTION kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) IS 'One edge transition with its counters and the pair''s state after it, for writes whose checks are their own: kith_answer_request, kith_block, kith_remove_follower, and reconcile ending a follow across a block.';
-
---
--- Name: users; Type: TABLE; Schema: kith; Owner: -
---
-
-CREATE TABLE kith.users (
-    id bigint NOT NULL,
-    handle text NOT NULL,
-    display_name text NOT NULL,
-    status text DEFAULT 'active'::text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    locked boolean DEFAULT false NOT NULL,
-    hides_collections boolean DEFAULT false NOT NULL,
-    settings_version bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
-    CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
-);
+COMMENT ON FUNCTION kith.kith_transition_edge(p_from bigint, p_to bigint, p_follow boolean, p_event_id uuid) IS 'One edge transition with its event, its counters and the pair''s state after it, as a kith_edge_result without outcome or target (the caller sets them), for writes whose checks are their own: kith_answer_request, kith_block, kith_remove_follower, and reconcile ending a follow across a block.';
 
 --
 -- Name: kith_update_settings(bigint, boolean, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -

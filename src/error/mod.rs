@@ -257,7 +257,6 @@ impl ApiError {
                 Self::Unavailable(anyhow::anyhow!("postgres: {e}"))
             }
             Failure::Timeout => Self::Timeout,
-            Failure::FollowLimit => Self::FollowLimit,
             Failure::Rejected | Failure::Other => Self::internal(anyhow::anyhow!("postgres: {e}")),
         }
     }

@@ -22,10 +22,6 @@ pub(crate) enum Failure {
     /// A constraint rejects the input: asking again with the same input
     /// never succeeds.
     Rejected,
-    /// A follow past the follow cap, as the edge functions before
-    /// `kith_change_edges` raised it (the statement wrote nothing); that
-    /// function answers it per item instead.
-    FollowLimit,
     /// Anything else: a bug.
     Other,
 }
@@ -43,9 +39,6 @@ const PASSING: [&str; 8] = [
     "no more connections allowed",
 ];
 
-/// The message of the error a follow past the follow cap raises.
-const FOLLOW_LIMIT: &str = "kith: follow limit";
-
 /// Whether `e` rolled its transaction back for a reason that asking again
 /// at once cures (a deadlock, a serialization failure): the transaction
 /// certainly did not commit.
@@ -56,7 +49,6 @@ pub(crate) fn rolled_back_to_retry(e: &Error) -> bool {
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {
     match e {
-        Error::DatabaseError(_, info) if info.message() == FOLLOW_LIMIT => Failure::FollowLimit,
         Error::DatabaseError(Kind::SerializationFailure, _) => Failure::RolledBack,
         Error::DatabaseError(_, info) if info.message().contains("deadlock detected") => {
             Failure::RolledBack
@@ -113,13 +105,8 @@ mod tests {
                 "canceling statement due to statement timeout",
             ),
             db(Kind::UniqueViolation, "duplicate key"),
-            db(Kind::Unknown, FOLLOW_LIMIT),
         ] {
             assert!(!rolled_back_to_retry(&other), "{other}");
         }
-        assert_eq!(
-            classify(&db(Kind::Unknown, FOLLOW_LIMIT)),
-            Failure::FollowLimit
-        );
     }
 }

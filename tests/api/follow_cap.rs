@@ -167,3 +167,54 @@ async fn racing_follows_never_pass_the_cap_together() {
     assert_eq!(t.stats(me).await.0, 3);
     assert_eq!(t.outbox().await.len(), 3);
 }
+
+/// The outcomes of one call of an edge function, or PostgreSQL's error.
+async fn outcomes(t: &TestApp, call: String) -> Result<Vec<String>, String> {
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        outcome: String,
+    }
+    diesel_async::RunQueryDsl::load::<Row>(
+        diesel::sql_query(format!("SELECT outcome FROM {call}")),
+        &mut *t.conn().await,
+    )
+    .await
+    .map(|rows| rows.into_iter().map(|r| r.outcome).collect())
+    .map_err(|e| e.to_string())
+}
+
+/// The two functions kept for processes of the release before (during a
+/// rolling deploy) apply through the group commit's function, and answer
+/// the cap as that release reads it: an error, with nothing written.
+#[tokio::test]
+async fn the_release_befores_functions_keep_its_contract() {
+    let (t, me, u) = capped(5).await;
+    let one = |target: UserId, follow: bool| {
+        format!("kith_change_edge({me}, {target}, {follow}, gen_random_uuid(), 3, 1.1)")
+    };
+    let many = |targets: &[UserId]| {
+        let ids: Vec<String> = targets.iter().map(|u| u.to_string()).collect();
+        let events = vec!["gen_random_uuid()"; targets.len()].join(", ");
+        format!(
+            "kith_change_edges({me}, ARRAY[{}]::bigint[], ARRAY[{events}]::uuid[], TRUE, 3, 1.1)",
+            ids.join(", ")
+        )
+    };
+    assert_eq!(outcomes(&t, one(u[0], true)).await.unwrap(), ["ok"]);
+    assert_eq!(outcomes(&t, many(&u[1..3])).await.unwrap(), ["ok", "ok"]);
+    assert_eq!(t.stats(me).await.0, 3);
+    let events = t.outbox().await.len();
+    assert_eq!(events, 3, "one event per follow");
+
+    for refused in [one(u[3], true), many(&u[3..5])] {
+        let e = outcomes(&t, refused).await.unwrap_err();
+        assert!(e.contains("kith: follow limit"), "{e}");
+    }
+    assert_eq!(t.stats(me).await.0, 3, "followings unchanged");
+    assert_eq!(t.edge(me, u[3]).await, None, "no edge");
+    assert_eq!(t.outbox().await.len(), events, "no event");
+
+    assert_eq!(outcomes(&t, one(u[0], false)).await.unwrap(), ["ok"]);
+    assert_eq!(t.stats(me).await.0, 2);
+}
