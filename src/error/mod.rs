@@ -10,8 +10,11 @@ use async_graphql::ErrorExtensions;
 mod pipeline;
 pub use pipeline::PipelineError;
 
-/// Every `extensions.code` a client can receive: the one list, used by every
-/// place that refuses something (`docs/api.md` documents each; a test checks).
+/// Every code a client can receive — in `extensions.code`, and per item in
+/// the results of a batch (`followMany`) or of an import's rows — the one
+/// vocabulary, used by every place that refuses something. The per-item
+/// GraphQL enums name their values after these (a test checks), and
+/// `docs/api.md` documents each (another does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ErrorCode {
     /// No valid bearer token where one is required.
@@ -50,12 +53,32 @@ pub(crate) enum ErrorCode {
     Timeout,
     /// Anything else; the cause is logged, never returned.
     Internal,
+    // The codes below are answered per item only, through the GraphQL enums
+    // of items (`EdgeErrorCode`, `RowErrorCode`) named after them; this
+    // list holds their names, which tests compare with those enums'.
+    /// Per item only: the viewer itself (a request alone answers
+    /// `INVALID_INPUT`).
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the item enums"))]
+    SelfTarget,
+    /// Per item only: named earlier in the same list.
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the item enums"))]
+    Duplicate,
+    /// Per item only: an account that cannot be followed now (a request
+    /// alone answers `INVALID_INPUT`).
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the item enums"))]
+    NotFollowable,
+    /// Per item only: an import line that is no CSV record with an address.
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the item enums"))]
+    Malformed,
+    /// Per item only: an import row waiting for the day's follow budget.
+    #[cfg_attr(not(test), expect(dead_code, reason = "named by the item enums"))]
+    FollowBudget,
 }
 
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 18] = [
+    pub(crate) const ALL: [Self; 23] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
@@ -74,6 +97,11 @@ impl ErrorCode {
         Self::Unavailable,
         Self::Timeout,
         Self::Internal,
+        Self::SelfTarget,
+        Self::Duplicate,
+        Self::NotFollowable,
+        Self::Malformed,
+        Self::FollowBudget,
     ];
 
     /// The code as clients read it.
@@ -97,6 +125,11 @@ impl ErrorCode {
             Self::Unavailable => "UNAVAILABLE",
             Self::Timeout => "TIMEOUT",
             Self::Internal => "INTERNAL",
+            Self::SelfTarget => "SELF_TARGET",
+            Self::Duplicate => "DUPLICATE",
+            Self::NotFollowable => "NOT_FOLLOWABLE",
+            Self::Malformed => "MALFORMED",
+            Self::FollowBudget => "FOLLOW_BUDGET",
         }
     }
 }

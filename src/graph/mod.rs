@@ -5,6 +5,7 @@ pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
 pub(crate) mod ids;
+pub(crate) mod import_rows;
 pub(crate) mod limits;
 pub(crate) mod loaders;
 pub(crate) mod mutation;

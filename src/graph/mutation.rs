@@ -67,6 +67,22 @@ pub enum EdgeErrorCode {
     FollowLimit,
 }
 
+impl EdgeErrorCode {
+    #[cfg(test)]
+    /// The code of the API's vocabulary this value is named after.
+    pub(crate) const fn code(self) -> crate::error::ErrorCode {
+        use crate::error::ErrorCode;
+        match self {
+            Self::SelfTarget => ErrorCode::SelfTarget,
+            Self::Duplicate => ErrorCode::Duplicate,
+            Self::NotFound => ErrorCode::NotFound,
+            Self::NotFollowable => ErrorCode::NotFollowable,
+            Self::Blocked => ErrorCode::Blocked,
+            Self::FollowLimit => ErrorCode::FollowLimit,
+        }
+    }
+}
+
 /// The error of one user of a batch.
 #[derive(SimpleObject)]
 pub(crate) struct EdgeError {
@@ -88,7 +104,7 @@ impl From<TargetError> for EdgeError {
                 "this user is named earlier in the list",
             ),
             TargetError::NotFound => (EdgeErrorCode::NotFound, "user not found"),
-            TargetError::Unfollowable => {
+            TargetError::NotFollowable => {
                 (EdgeErrorCode::NotFollowable, "this user cannot be followed")
             }
             TargetError::Blocked => (
@@ -308,4 +324,18 @@ async fn run(
         .gql()?;
     ctx.data_unchecked::<Loaders>().forget_boundaries();
     Ok((actor, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use async_graphql::resolver_utils::EnumType;
+
+    use super::EdgeErrorCode;
+
+    #[test]
+    fn batch_codes_are_named_after_the_api_codes() {
+        for item in EdgeErrorCode::items() {
+            assert_eq!(item.name, item.value.code().as_str());
+        }
+    }
 }

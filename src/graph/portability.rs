@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use futures_util::Stream;
 
 use super::connection::PageInfo;
+use super::import_rows::{ImportError, ImportErrorConnection, ImportErrorEdge};
 use super::{app, ids, page_args, viewer};
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::portability::import::{self, ImportMode as Mode};
@@ -51,45 +52,6 @@ pub(crate) enum ImportState {
     Canceled,
 }
 
-/// Why one row of a file was not applied.
-#[derive(Enum, Copy, Clone, Eq, PartialEq)]
-pub(crate) enum ImportErrorCode {
-    /// No account has that address (or it is of another domain).
-    UnknownAccount,
-    /// The row names the importing account itself.
-    #[graphql(name = "SELF")]
-    SelfAccount,
-    /// One of the two accounts blocks the other.
-    Blocked,
-    /// The follow cap refuses the follow.
-    FollowLimit,
-    /// The block limit refuses the block.
-    BlockLimit,
-    /// The account cannot be followed now.
-    Unfollowable,
-    /// The line is not a CSV record with an address (or one too long).
-    Malformed,
-    /// The day's follow budget of imports (`KITH_IMPORT_FOLLOWS_PER_DAY`)
-    /// is spent: the row waits, and the job resumes it at `resumesAt` (it
-    /// stays so only if the job is canceled first).
-    FollowBudget,
-}
-
-impl From<RowError> for ImportErrorCode {
-    fn from(e: RowError) -> Self {
-        match e {
-            RowError::UnknownAccount => Self::UnknownAccount,
-            RowError::SelfAccount => Self::SelfAccount,
-            RowError::Blocked => Self::Blocked,
-            RowError::FollowLimit => Self::FollowLimit,
-            RowError::BlockLimit => Self::BlockLimit,
-            RowError::Unfollowable => Self::Unfollowable,
-            RowError::Malformed => Self::Malformed,
-            RowError::FollowBudget => Self::FollowBudget,
-        }
-    }
-}
-
 /// Input of `importGraph`.
 #[derive(InputObject)]
 pub(crate) struct ImportGraphInput {
@@ -112,37 +74,6 @@ pub(crate) struct ImportGraphPayload {
     pub job: ImportJob,
     /// The input's `clientMutationId`.
     pub client_mutation_id: Option<String>,
-}
-
-/// One row that was not applied.
-#[derive(SimpleObject)]
-pub(crate) struct ImportError {
-    /// The line of the file it is on (from 1).
-    pub row: i32,
-    /// The address as the file wrote it.
-    pub handle: String,
-    /// Why.
-    pub code: ImportErrorCode,
-}
-
-/// One edge of `ImportJob.errors`.
-#[derive(SimpleObject)]
-pub(crate) struct ImportErrorEdge {
-    /// Where the page may go on from.
-    pub cursor: String,
-    /// The row.
-    pub node: ImportError,
-}
-
-/// The rows of a job that were not applied, in file order.
-#[derive(SimpleObject)]
-pub(crate) struct ImportErrorConnection {
-    /// The rows of this page.
-    pub edges: Vec<ImportErrorEdge>,
-    /// Paging.
-    pub page_info: PageInfo,
-    /// Every row not applied so far.
-    pub total_count: i32,
 }
 
 /// An import of a CSV file into the viewer's lists, applied in the
@@ -271,15 +202,18 @@ impl ImportJob {
             .into_iter()
             .map(|r| ImportErrorEdge {
                 cursor: format!("row:{}", r.ordinal),
-                node: ImportError {
-                    row: r.line,
-                    handle: r.address,
-                    code: r
+                node: {
+                    let error = r
                         .outcome
                         .as_deref()
                         .and_then(RowError::from_code)
-                        .unwrap_or(RowError::Malformed)
-                        .into(),
+                        .unwrap_or(RowError::Malformed);
+                    ImportError {
+                        row: r.line,
+                        handle: r.address,
+                        reason: error.into(),
+                        code: error.into(),
+                    }
                 },
             })
             .collect();

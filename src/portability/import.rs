@@ -395,7 +395,7 @@ async fn batch(
                             .find(|u| u.handle == handle && u.status != UserStatus::Deleted)
                     });
                     let outcome = match user {
-                        None => RowOutcome::Failed(RowError::UnknownAccount),
+                        None => RowOutcome::Failed(RowError::NotFound),
                         Some(user) => {
                             write::apply(app, conn, owner, kind, true, user.id, &mut touched)
                                 .await?

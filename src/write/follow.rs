@@ -145,7 +145,7 @@ pub(crate) enum TargetError {
     /// No such user.
     NotFound,
     /// A follow of an account that is not active (suspended, deleted).
-    Unfollowable,
+    NotFollowable,
     /// A follow between two accounts one of which blocks the other.
     Blocked,
     /// A follow past the actor's follow cap (the follows before it that
@@ -220,7 +220,7 @@ pub(crate) async fn change_edges(
                 Ok(outcome)
             }
             Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
-            Err(Refusal::TargetUnfollowable) => Err(TargetError::Unfollowable),
+            Err(Refusal::TargetUnfollowable) => Err(TargetError::NotFollowable),
             Err(Refusal::Blocked) => Err(TargetError::Blocked),
             Err(Refusal::FollowLimit) => Err(TargetError::FollowLimit),
             // The actor's refusal comes on every row, and nothing changed.

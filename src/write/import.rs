@@ -24,13 +24,14 @@ pub(crate) enum ImportKind {
     Mutes,
 }
 
-/// Why a row was not applied.
+/// Why a row was not applied, named after the API's codes
+/// ([`crate::error::ErrorCode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RowError {
     /// No account of Kith has that address.
-    UnknownAccount,
+    NotFound,
     /// The row names the importing account itself.
-    SelfAccount,
+    SelfTarget,
     /// One of the two accounts blocks the other.
     Blocked,
     /// The follow cap refuses the follow.
@@ -38,7 +39,7 @@ pub(crate) enum RowError {
     /// `KITH_MAX_BLOCKS` refuses the block.
     BlockLimit,
     /// The account cannot be followed now (suspended).
-    Unfollowable,
+    NotFollowable,
     /// The line is not a CSV record with an address.
     Malformed,
     /// The day's follow budget of imports is spent: the row waits for the
@@ -47,34 +48,53 @@ pub(crate) enum RowError {
 }
 
 impl RowError {
-    /// The code as stored and as clients read it.
+    /// Every row error.
+    pub(crate) const ALL: [Self; 8] = [
+        Self::NotFound,
+        Self::SelfTarget,
+        Self::Blocked,
+        Self::FollowLimit,
+        Self::BlockLimit,
+        Self::NotFollowable,
+        Self::Malformed,
+        Self::FollowBudget,
+    ];
+
+    /// The code as stored. The rows of jobs keep the names the first
+    /// release wrote, which the deprecated `ImportError.code` answers;
+    /// [`Self::code`] is the name `ImportError.reason` answers.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
-            Self::UnknownAccount => "UNKNOWN_ACCOUNT",
-            Self::SelfAccount => "SELF",
+            Self::NotFound => "UNKNOWN_ACCOUNT",
+            Self::SelfTarget => "SELF",
             Self::Blocked => "BLOCKED",
             Self::FollowLimit => "FOLLOW_LIMIT",
             Self::BlockLimit => "BLOCK_LIMIT",
-            Self::Unfollowable => "UNFOLLOWABLE",
+            Self::NotFollowable => "UNFOLLOWABLE",
             Self::Malformed => "MALFORMED",
             Self::FollowBudget => "FOLLOW_BUDGET",
         }
     }
 
+    #[cfg(test)]
+    /// The code of the API's vocabulary this error is named after.
+    pub(crate) const fn code(self) -> crate::error::ErrorCode {
+        use crate::error::ErrorCode;
+        match self {
+            Self::NotFound => ErrorCode::NotFound,
+            Self::SelfTarget => ErrorCode::SelfTarget,
+            Self::Blocked => ErrorCode::Blocked,
+            Self::FollowLimit => ErrorCode::FollowLimit,
+            Self::BlockLimit => ErrorCode::BlockLimit,
+            Self::NotFollowable => ErrorCode::NotFollowable,
+            Self::Malformed => ErrorCode::Malformed,
+            Self::FollowBudget => ErrorCode::FollowBudget,
+        }
+    }
+
     /// The error a stored code names.
     pub(crate) fn from_code(code: &str) -> Option<Self> {
-        [
-            Self::UnknownAccount,
-            Self::SelfAccount,
-            Self::Blocked,
-            Self::FollowLimit,
-            Self::BlockLimit,
-            Self::Unfollowable,
-            Self::Malformed,
-            Self::FollowBudget,
-        ]
-        .into_iter()
-        .find(|e| e.as_str() == code)
+        Self::ALL.into_iter().find(|e| e.as_str() == code)
     }
 }
 
@@ -121,7 +141,7 @@ pub(crate) async fn apply(
     touched: &mut Touched,
 ) -> Result<RowOutcome, ApiError> {
     if owner == target {
-        return Ok(RowOutcome::Failed(RowError::SelfAccount));
+        return Ok(RowOutcome::Failed(RowError::SelfTarget));
     }
     let event_id = uuid::Uuid::new_v4();
     let row = match kind {
@@ -172,8 +192,8 @@ pub(crate) async fn apply(
                 RowOutcome::Skipped
             }
         }
-        "target_unknown" => RowOutcome::Failed(RowError::UnknownAccount),
-        "target_unfollowable" => RowOutcome::Failed(RowError::Unfollowable),
+        "target_unknown" => RowOutcome::Failed(RowError::NotFound),
+        "target_unfollowable" => RowOutcome::Failed(RowError::NotFollowable),
         "blocked" => RowOutcome::Failed(RowError::Blocked),
         "follow_limit" => RowOutcome::Failed(RowError::FollowLimit),
         "block_limit" => RowOutcome::Failed(RowError::BlockLimit),

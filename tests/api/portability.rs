@@ -166,8 +166,8 @@ const IMPORT: &str = "mutation($kind: ImportKind!, $mode: ImportMode, $csv: Stri
         clientMutationId job { id state total } } }";
 
 const JOB: &str = "query($id: ID!) { importJob(id: $id) {
-    kind mode state total applied skipped failed removed failure
-    errors(first: 20) { totalCount edges { node { row handle code } } } } }";
+    id kind mode state total applied skipped failed removed failure
+    errors(first: 20) { totalCount edges { node { row handle reason } } } } }";
 
 /// Imports `csv` as `owner` and waits for the job to end (an import runner
 /// runs meanwhile, as in every serving process); its last state.
@@ -279,12 +279,27 @@ async fn an_import_applies_its_rows_and_reports_each_bad_one() {
     assert_eq!(
         job["errors"],
         json!({ "totalCount": 5, "edges": [
-            { "node": { "row": 4, "handle": "nobody@kith.example", "code": "UNKNOWN_ACCOUNT" } },
-            { "node": { "row": 5, "handle": "a@mastodon.social", "code": "UNKNOWN_ACCOUNT" } },
-            { "node": { "row": 6, "handle": "me@kith.example", "code": "SELF" } },
-            { "node": { "row": 7, "handle": "", "code": "MALFORMED" } },
-            { "node": { "row": 8, "handle": "foe", "code": "BLOCKED" } },
+            { "node": { "row": 4, "handle": "nobody@kith.example", "reason": "NOT_FOUND" } },
+            { "node": { "row": 5, "handle": "a@mastodon.social", "reason": "NOT_FOUND" } },
+            { "node": { "row": 6, "handle": "me@kith.example", "reason": "SELF_TARGET" } },
+            { "node": { "row": 7, "handle": "", "reason": "MALFORMED" } },
+            { "node": { "row": 8, "handle": "foe", "reason": "BLOCKED" } },
         ] })
+    );
+    // The deprecated field answers the first release's names until it goes.
+    let id = job["id"].clone();
+    let old = t
+        .execute(
+            Viewer::User(me),
+            "query($id: ID!) { importJob(id: $id) { errors(first: 3) { edges { node { code } } } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        old["data"]["importJob"]["errors"]["edges"],
+        json!([{ "node": { "code": "UNKNOWN_ACCOUNT" } }, { "node": { "code": "UNKNOWN_ACCOUNT" } },
+               { "node": { "code": "SELF" } }]),
+        "{old}"
     );
     // Through the write path: the edge, the request, their events.
     assert_eq!(t.edge(me, a).await.map(|e| e.0), Some(true));
@@ -372,9 +387,9 @@ async fn an_export_imports_into_another_account() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["node"]["code"].as_str().unwrap())
+        .map(|e| e["node"]["reason"].as_str().unwrap())
         .collect();
-    assert_eq!(codes, ["SELF", "BLOCKED"]);
+    assert_eq!(codes, ["SELF_TARGET", "BLOCKED"]);
     assert_eq!(following_handles(&t, new).await, followed);
 }
 
@@ -549,7 +564,7 @@ async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
             job["failed"],
             job["errors"]["edges"][0]["node"]
         ]),
-        json!([2, 2, { "row": 3, "handle": "c", "code": "FOLLOW_LIMIT" }])
+        json!([2, 2, { "row": 3, "handle": "c", "reason": "FOLLOW_LIMIT" }])
     );
     assert_eq!(following_handles(&t, me).await, ["a", "b"]);
 }
@@ -665,7 +680,7 @@ async fn job_of(t: &TestApp, owner: UserId, id: &Value) -> Value {
 
 const JOB_NOW: &str = "query($id: ID!) { importJob(id: $id) {
     state total applied skipped failed deferred resumesAt
-    errors(first: 20) { totalCount edges { node { row handle code } } } } }";
+    errors(first: 20) { totalCount edges { node { row handle reason } } } } }";
 
 /// Queues an import of `csv` as `owner`; the job's id.
 async fn queue(t: &TestApp, owner: UserId, csv: &str) -> Value {
@@ -866,7 +881,7 @@ async fn imports_spend_a_daily_follow_budget_and_resume_the_next_day() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| &e["node"]["code"])
+        .map(|e| &e["node"]["reason"])
         .collect();
     assert_eq!(codes, [&json!("FOLLOW_BUDGET"), &json!("FOLLOW_BUDGET")]);
     // The budget is the imports' own: a follow of the account's still goes.
