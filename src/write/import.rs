@@ -62,7 +62,7 @@ impl RowError {
 
     /// The code as stored. The rows of jobs keep the names the first
     /// release wrote, which the deprecated `ImportError.code` answers;
-    /// [`Self::code`] is the name `ImportError.reason` answers.
+    /// its API code (`ErrorCode`) is the name `ImportError.reason` answers.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::NotFound => "UNKNOWN_ACCOUNT",
@@ -169,7 +169,7 @@ pub(crate) async fn apply(
                 add,
                 event_id,
                 events,
-                app.config.max_blocks,
+                app.config.writes.max_blocks,
             )
             .await?
             .into_iter();
