@@ -171,7 +171,7 @@ async fn main() {
     let clients = env_number("KITH_BENCH_CLIENTS", 16);
     let seconds = env_number("KITH_BENCH_SECONDS", 5);
     let name = format!("bench_blocks_{}", chrono::Utc::now().timestamp());
-    let app = common::isolated_app(&name, |c| c.database_pool_size = 32).await;
+    let app = common::isolated_app(&name, |c| c.database.pool_size = 32).await;
 
     // A star with FOLLOWERS followers (`fan…`), a locked one with the same
     // followers; BLOCKS more accounts (`other…`).

@@ -18,13 +18,13 @@ pub async fn isolated_app(name: &str, tweak: impl FnOnce(&mut Config)) -> Arc<Ap
     kith::testing::isolate_postgres(&mut config, &place, pooler.as_deref())
         .await
         .expect("PostgreSQL is up (scripts/stack up)");
-    config.redis_prefix = format!("{name}:");
-    config.follow_topic = format!("{name}.follow");
-    config.content_topic = format!("{name}.content");
-    config.dead_letter_topic = format!("{name}.dead");
-    config.consumer_group = format!("{name}.projector");
-    config.topic_replication_factor = 1;
-    config.topic_min_insync_replicas = 1;
+    config.redis.prefix = format!("{name}:");
+    config.pipeline.follow_topic = format!("{name}.follow");
+    config.pipeline.content_topic = format!("{name}.content");
+    config.pipeline.dead_letter_topic = format!("{name}.dead");
+    config.pipeline.consumer_group = format!("{name}.projector");
+    config.pipeline.topic_replication_factor = 1;
+    config.pipeline.topic_min_insync_replicas = 1;
     tweak(&mut config);
     App::start(config).await.expect("app starts")
 }
@@ -47,9 +47,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 )]
 pub async fn writer_app(name: &str, users: i64) -> Arc<App> {
     let app = isolated_app(name, |config| {
-        config.rate_limit_capacity = 1_000_000;
-        config.rate_limit_per_sec = 1_000_000.0;
-        config.database_pool_size = 32;
+        config.writes.rate_limit_capacity = 1_000_000;
+        config.writes.rate_limit_per_sec = 1_000_000.0;
+        config.database.pool_size = 32;
     })
     .await;
     let mut conn = app.pg.get().await.unwrap();

@@ -38,7 +38,7 @@ async fn main() {
         .ok()
         .map_or(1_000_000, |v| v.parse().expect("KITH_BENCH_EXPORT_ROWS"));
     let name = format!("bench_export_{}", std::process::id());
-    let app = common::isolated_app(&name, |c| c.statement_timeout_ms = 0).await;
+    let app = common::isolated_app(&name, |c| c.database.statement_timeout_ms = 0).await;
     let started = Instant::now();
     {
         let mut conn = app.pg.get().await.unwrap();

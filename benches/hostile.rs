@@ -259,7 +259,7 @@ async fn probe_latency_under_a_websocket_flood() {
          | quiet | {} | {quiet_failed} |\n\
          | flood | {} | {flooded_failed} |\n\n\
          p99 under the flood / quiet p99: {ratio:.2}. The flood's 3,000 queries: {} (in {:.1} s).\n",
-        t.app.config.max_operations_per_connection,
+        t.app.config.live.max_operations_per_connection,
         summary(&mut quiet),
         summary(&mut flooded),
         codes.join(", "),
@@ -290,10 +290,10 @@ async fn crawl_every_list() {
     ]);
     let t = Arc::new(
         spawn_app_with(|c| {
-            c.redis_url = redis.url.clone();
-            c.max_fills_per_sec = 1_000_000;
+            c.redis.url = redis.url.clone();
+            c.caches.max_fills_per_sec = 1_000_000;
             // Seeding a million follows takes longer than a request may.
-            c.statement_timeout_ms = 0;
+            c.database.statement_timeout_ms = 0;
         })
         .await,
     );

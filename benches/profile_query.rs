@@ -45,7 +45,7 @@ async fn main() {
     let clients = env_number("KITH_BENCH_CLIENTS", 16);
     let seconds = env_number("KITH_BENCH_SECONDS", 15);
     let name = format!("bench_profile_{}", chrono::Utc::now().timestamp());
-    let app = common::isolated_app(&name, |c| c.database_pool_size = 32).await;
+    let app = common::isolated_app(&name, |c| c.database.pool_size = 32).await;
 
     // A star with FOLLOWERS followers; the viewer follows every tenth of them
     // and is followed back by every seventh, so relations vary along the page.

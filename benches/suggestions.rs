@@ -132,7 +132,7 @@ async fn quality(report: &mut String) {
     let communities = env_number("KITH_BENCH_COMMUNITIES", 40);
     let name = format!("bench_sugg_q_{}", std::process::id());
     // Seeding and the exact counts run long: no statement timeout here.
-    let app = common::isolated_app(&name, |c| c.statement_timeout_ms = 0).await;
+    let app = common::isolated_app(&name, |c| c.database.statement_timeout_ms = 0).await;
     let started = Instant::now();
     {
         let mut conn = app.pg.get().await.unwrap();
@@ -209,8 +209,8 @@ async fn quality(report: &mut String) {
     let mut kiths: Vec<(Arc<App>, [Tally; 2])> = Vec::new();
     for (sample, per) in &walks {
         let mut config = app.config.clone();
-        config.suggestions_sample = *sample;
-        config.suggestions_per_followee = *per;
+        config.suggestions.sample = *sample;
+        config.suggestions.per_followee = *per;
         kiths.push((App::start(config).await.unwrap(), Default::default()));
     }
     let mut exact: [Tally; 2] = Default::default();
@@ -222,7 +222,7 @@ async fn quality(report: &mut String) {
     .await
     .into_iter()
     .collect();
-    let sample = i64::from(app.config.suggestions_sample);
+    let sample = i64::from(app.config.suggestions.sample);
     // Warm the caches the computations read, as a running service has them.
     for viewer in &viewers {
         let user = UserId::new(*viewer).unwrap();
@@ -376,8 +376,8 @@ async fn graphql(
 async fn latency(report: &mut String) {
     let name = format!("bench_sugg_l_{}", std::process::id());
     let app = common::isolated_app(&name, |c| {
-        c.list_cache_size = 2_000;
-        c.statement_timeout_ms = 0;
+        c.caches.list_cache_size = 2_000;
+        c.database.statement_timeout_ms = 0;
     })
     .await;
     let started = Instant::now();

@@ -89,7 +89,7 @@ impl App {
         // Each part checks its own settings' contents, before anything connects.
         let auth = Authenticator::new(&config).map_err(StartError::Config)?;
         let operations = Operations::new(&config).map_err(StartError::Config)?;
-        if config.auto_migrate {
+        if config.database.auto_migrate {
             let applied = store::migrate::run_pending(config.session_url()).await?;
             if !applied.is_empty() {
                 tracing::info!(?applied, "applied migrations");
@@ -97,18 +97,18 @@ impl App {
         }
         let round_trips = RoundTrips::default();
         let pg = store::pool::connect(
-            &config.database_url,
-            config.database_pool_size,
+            &config.database.url,
+            config.database.pool_size,
             config.connection_wait(),
-            Duration::from_millis(config.statement_timeout_ms),
-            config.pg_statement_cache,
+            Duration::from_millis(config.database.statement_timeout_ms),
+            config.database.pg_statement_cache,
             round_trips.postgres.clone(),
         )
         .await?;
         let redis = RedisPool::new(
-            &config.redis_url,
-            config.redis_pool_size,
-            Duration::from_millis(config.redis_timeout_ms),
+            &config.redis.url,
+            config.redis.pool_size,
+            Duration::from_millis(config.redis.timeout_ms),
             config.connection_wait(),
         )?;
         let mut conn = redis.get().await.map_err(|e| match e {
@@ -162,8 +162,8 @@ impl App {
         let edge_writes = crate::write::group_commit::GroupCommit::start(
             pg.clone(),
             crate::store::following::FollowCap::of(&config),
-            config.write_batch,
-            config.write_batches_in_flight,
+            config.database.write_batch,
+            config.database.write_batches_in_flight,
             config.connection_wait(),
             crate::write::group_commit::Counted {
                 batches: metrics.write_batches.clone(),
@@ -171,7 +171,7 @@ impl App {
             },
         );
         let app = Arc::new(Self {
-            keys: RedisKeys::new(config.redis_prefix.clone()),
+            keys: RedisKeys::new(config.redis.prefix.clone()),
             metrics,
             round_trips,
             auth,

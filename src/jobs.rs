@@ -95,7 +95,7 @@ pub enum JobError {
 pub async fn run(config: Config, jobs: Jobs) -> Result<(), JobError> {
     if jobs.http {
         config.check_listener()?;
-        if config.uses_dev_secret() && config.jwt_hs256 {
+        if config.uses_dev_secret() && config.auth.jwt_hs256 {
             tracing::warn!("KITH_JWT_SECRET is unset: using the development secret");
         }
     }
@@ -138,8 +138,8 @@ pub async fn run_until(
         tasks.spawn(
             crate::write::lifecycle::sweep_every(app.clone(), SWEEP_EVERY, stop.clone()).map(Ok),
         );
-        if app.config.reconcile_interval_secs > 0 {
-            let every = Duration::from_secs(app.config.reconcile_interval_secs);
+        if app.config.consistency.reconcile_interval_secs > 0 {
+            let every = Duration::from_secs(app.config.consistency.reconcile_interval_secs);
             tasks.spawn(
                 crate::consistency::reconcile::schedule(app.clone(), every, stop.clone()).map(Ok),
             );

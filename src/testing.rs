@@ -174,7 +174,7 @@ pub async fn isolate_postgres(
     pooler: Option<&str>,
 ) -> Result<(), diesel::result::Error> {
     use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
-    let base = config.database_url.clone();
+    let base = config.database.url.clone();
     let mut admin = diesel_async::AsyncPgConnection::establish(&base)
         .await
         .map_err(|e| diesel::result::Error::QueryBuilderError(e.into()))?;
@@ -183,16 +183,16 @@ pub async fn isolate_postgres(
             diesel::sql_query(format!("CREATE DATABASE {name}"))
                 .execute(&mut admin)
                 .await?;
-            config.database_session_url = Some(with_database(&base, name));
-            config.database_url = with_database(pooler, name);
-            config.pg_statement_cache = false;
+            config.database.session_url = Some(with_database(&base, name));
+            config.database.url = with_database(pooler, name);
+            config.database.pg_statement_cache = false;
         }
         None => {
             diesel::sql_query(format!("CREATE SCHEMA {name}"))
                 .execute(&mut admin)
                 .await?;
             let separator = if base.contains('?') { '&' } else { '?' };
-            config.database_url = format!("{base}{separator}options=-c%20search_path%3D{name}");
+            config.database.url = format!("{base}{separator}options=-c%20search_path%3D{name}");
         }
     }
     Ok(())

@@ -39,12 +39,12 @@ impl Run {
     /// `KITH_BENCH_*` settings, and an isolated application of its own.
     pub async fn from_env() -> Self {
         let schema = format!("bench_suite_{}", chrono::Utc::now().timestamp());
-        let app = crate::common::isolated_app(&schema, |c| c.database_pool_size = 4).await;
+        let app = crate::common::isolated_app(&schema, |c| c.database.pool_size = 4).await;
         let reports = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reports");
         std::fs::create_dir_all(&reports).unwrap();
         // Through a pooler the bench has a database of its own: the limits
         // and the reference use its `public` schema on PostgreSQL itself.
-        let (schema, base_url) = match &app.config.database_session_url {
+        let (schema, base_url) = match &app.config.database.session_url {
             Some(session) => ("public".to_owned(), session.clone()),
             None => (schema, base_url()),
         };
@@ -411,7 +411,8 @@ impl Drop for Child {
 pub fn base_url() -> String {
     kith::config::Config::from_env()
         .expect("configuration")
-        .database_url
+        .database
+        .url
 }
 
 impl Bench {

@@ -189,10 +189,10 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// consumer settings (both topics' partitions, as the projector fetches).
 pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> Broker {
     let mut config = config.clone();
-    config.follow_topic = format!("{schema}.limit.follow");
-    config.content_topic = format!("{schema}.limit.content");
-    config.dead_letter_topic = format!("{schema}.limit.dead");
-    config.consumer_group = format!("{schema}.limit");
+    config.pipeline.follow_topic = format!("{schema}.limit.follow");
+    config.pipeline.content_topic = format!("{schema}.limit.content");
+    config.pipeline.dead_letter_topic = format!("{schema}.limit.dead");
+    config.pipeline.consumer_group = format!("{schema}.limit");
     kith::testing::pipeline::kafka::ensure_topics(&config)
         .await
         .expect("topics");
@@ -201,8 +201,11 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
         .create()
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
-    for topic in [&config.follow_topic, &config.content_topic] {
-        for partition in 0..config.topic_partitions {
+    for topic in [
+        &config.pipeline.follow_topic,
+        &config.pipeline.content_topic,
+    ] {
+        for partition in 0..config.pipeline.topic_partitions {
             assignment
                 .add_partition_offset(topic, partition, Offset::Beginning)
                 .unwrap();
@@ -256,7 +259,7 @@ pub async fn broker(config: &Config, schema: &str, rate: u64, seconds: u64) -> B
         let key = (mix(i as u64) % 1_000_000).to_string();
         let delivery = producer
             .send_result(
-                FutureRecord::to(&config.follow_topic)
+                FutureRecord::to(&config.pipeline.follow_topic)
                     .key(&key)
                     .payload(&payload)
                     .headers(OwnedHeaders::new().insert(Header {

@@ -62,8 +62,8 @@ async fn main() {
         println!(
             "broker at {}: fetch wait {} ms; {:.2} ms CPU per event at {:.0}/s; sent → consumed \
              p50 {:.1} ms, p99 {:.1} ms; {} of {} consumed; fetching alone {:.0}% of a core",
-            run.app.config.kafka_brokers,
-            run.app.config.fetch_wait_ms,
+            run.app.config.pipeline.kafka_brokers,
+            run.app.config.pipeline.fetch_wait_ms,
             broker.cpu_ms,
             broker.rate,
             broker.end_p50,
@@ -89,7 +89,7 @@ async fn main() {
     .await
     .unwrap();
     // Through a pooler, `scripts/stack pooler clean` drops its database.
-    if run.app.config.database_session_url.is_none() {
+    if run.app.config.database.session_url.is_none() {
         let _ = diesel::sql_query(format!("DROP SCHEMA {} CASCADE", run.schema))
             .execute(&mut admin)
             .await;
@@ -237,7 +237,7 @@ async fn viewer_following(
 async fn start(run: &Run, graph: &Graph) -> (Bench, Child) {
     let (addr, metrics) = two_ports();
     let log = run.reports.join("bench-kith.log");
-    let child = spawn_kith(run, "run", addr, metrics, &run.app.config.redis_url, &log).await;
+    let child = spawn_kith(run, "run", addr, metrics, &run.app.config.redis.url, &log).await;
     let bench = Bench {
         app: run.app.clone(),
         addr,
@@ -272,15 +272,18 @@ pub async fn spawn_kith(
     let c = &run.app.config;
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
         .arg(command)
-        .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_URL", &c.database.url)
         .env("DATABASE_SESSION_URL", c.session_url())
-        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
+        .env(
+            "KITH_PG_STATEMENT_CACHE",
+            c.database.pg_statement_cache.to_string(),
+        )
         .env("REDIS_URL", redis_url)
-        .env("KITH_REDIS_PREFIX", &c.redis_prefix)
-        .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
-        .env("KITH_CONTENT_TOPIC", &c.content_topic)
-        .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
-        .env("KITH_CONSUMER_GROUP", &c.consumer_group)
+        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
+        .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
+        .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
+        .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
+        .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
         .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
         .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
         .env("KITH_HTTP_ADDR", addr.to_string())

@@ -123,26 +123,26 @@ impl Identity {
     /// `KITH_JWT_PUBLIC_KEY_FILE`), if any; `Err` when the key file holds
     /// no key Kith verifies with.
     pub fn from_config(config: &Config) -> Result<Option<Self>, String> {
-        let keys = if let Some(url) = &config.jwt_jwks_url {
+        let keys = if let Some(url) = &config.auth.jwt_jwks_url {
             Keys::Jwks(Arc::new(Jwks {
                 url: url.clone(),
-                ttl: Duration::from_secs(config.jwt_jwks_ttl_secs),
-                min_refresh: Duration::from_millis(config.jwt_jwks_min_refresh_ms),
+                ttl: Duration::from_secs(config.auth.jwt_jwks_ttl_secs),
+                min_refresh: Duration::from_millis(config.auth.jwt_jwks_min_refresh_ms),
                 state: Mutex::default(),
             }))
         } else {
-            let Some(pem) = config.jwt_public_key_pem.as_deref() else {
+            let Some(pem) = config.auth.jwt_public_key_pem.as_deref() else {
                 return Ok(None);
             };
             Keys::Pem(pem_key(pem).map_err(|e| format!("KITH_JWT_PUBLIC_KEY_FILE: {e}"))?)
         };
         Ok(Some(Self {
             keys,
-            issuer: config.jwt_issuer.clone(),
-            audience: config.jwt_audience.clone(),
-            leeway: config.jwt_leeway_secs,
-            user_claim: config.jwt_user_claim.clone(),
-            lookup: config.jwt_user_lookup,
+            issuer: config.auth.jwt_issuer.clone(),
+            audience: config.auth.jwt_audience.clone(),
+            leeway: config.auth.jwt_leeway_secs,
+            user_claim: config.auth.jwt_user_claim.clone(),
+            lookup: config.auth.jwt_user_lookup,
         }))
     }
 

@@ -41,9 +41,9 @@ impl Authenticator {
     /// The keys `config` names; an error says which setting is unusable.
     pub fn new(config: &Config) -> Result<Self, String> {
         Ok(Self {
-            tokens: TokenKeys::with_leeway(&config.jwt_secret, config.jwt_leeway_secs),
+            tokens: TokenKeys::with_leeway(&config.auth.jwt_secret, config.auth.jwt_leeway_secs),
             identity: Identity::from_config(config)?,
-            hs256: config.jwt_hs256,
+            hs256: config.auth.jwt_hs256,
         })
     }
 

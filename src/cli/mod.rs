@@ -23,19 +23,19 @@ pub async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let mut config = Config::from_env()?;
-    logging::init(config.log_json);
+    logging::init(config.logs.json);
     if !matches!(
         cli.command,
         Command::Run | Command::Serve | Command::Relay | Command::Project
     ) {
         // Operator commands walk whole tables and count huge lists; a bound
         // meant for API requests would only make them fail on big accounts.
-        config.statement_timeout_ms = 0;
+        config.database.statement_timeout_ms = 0;
         // And they run on PostgreSQL itself, not through a pooler (whose
         // sessions carry the API's statement timeout).
-        config.database_url = config.session_url().to_owned();
-        config.database_session_url = None;
-        config.pg_statement_cache = true;
+        config.database.url = config.session_url().to_owned();
+        config.database.session_url = None;
+        config.database.pg_statement_cache = true;
     }
     match cli.command {
         Command::Run => Ok(crate::jobs::run(config, Jobs::RUN).await?),
@@ -285,7 +285,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
                 Err(()) => store::users::find_by_handle(&mut conn, &user).await?,
             };
             let found = found.with_context(|| format!("no user {user:?}"))?;
-            let keys = crate::auth::TokenKeys::new(&config.jwt_secret);
+            let keys = crate::auth::TokenKeys::new(&config.auth.jwt_secret);
             println!(
                 "{}",
                 keys.issue(found.id, chrono::Utc::now().timestamp(), ttl)

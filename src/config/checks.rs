@@ -10,7 +10,7 @@ impl Config {
         // A transaction pooler hands each transaction to any server
         // session: an advisory lock, a LISTEN or a migration's lock would
         // be held by a session nobody owns.
-        if !self.pg_statement_cache && self.database_session_url.is_none() {
+        if !self.database.pg_statement_cache && self.database.session_url.is_none() {
             return Err(invalid(
                 "DATABASE_SESSION_URL",
                 "",
@@ -19,21 +19,21 @@ impl Config {
                  leases, the user cache's notices and reconcile's lock",
             ));
         }
-        if !(self.rate_limit_per_sec.is_finite() && self.rate_limit_per_sec > 0.0) {
+        if !(self.writes.rate_limit_per_sec.is_finite() && self.writes.rate_limit_per_sec > 0.0) {
             return Err(invalid(
                 "KITH_RATE_LIMIT_PER_SEC",
-                &self.rate_limit_per_sec.to_string(),
+                &self.writes.rate_limit_per_sec.to_string(),
                 "must be a positive number",
             ));
         }
-        if self.cursor_key.len() < 16 {
+        if self.auth.cursor_key.len() < 16 {
             return Err(invalid(
                 "KITH_CURSOR_KEY",
                 "<hidden>",
                 "must be at least 16 bytes",
             ));
         }
-        if self.jwt_secret.len() < 16 {
+        if self.auth.jwt_secret.len() < 16 {
             return Err(invalid(
                 "KITH_JWT_SECRET",
                 "<hidden>",
@@ -41,47 +41,49 @@ impl Config {
             ));
         }
         // 0 switches parking off; below 10 ms it would only spin.
-        if self.projector_idle_poll_ms != 0 && self.projector_idle_poll_ms < 10 {
+        if self.pipeline.projector_idle_poll_ms != 0 && self.pipeline.projector_idle_poll_ms < 10 {
             return Err(invalid(
                 "KITH_PROJECTOR_IDLE_POLL_MS",
-                &self.projector_idle_poll_ms.to_string(),
+                &self.pipeline.projector_idle_poll_ms.to_string(),
                 "must be 0 (never park) or at least 10",
             ));
         }
-        if self.persisted_only && self.persisted_manifest.is_none() {
+        if self.limits.persisted_only && self.limits.persisted_manifest.is_none() {
             return Err(invalid(
                 "KITH_PERSISTED_ONLY",
                 "true",
                 "needs a manifest with operations (KITH_PERSISTED_QUERIES_FILE)",
             ));
         }
-        if self.topic_replication_factor < 1
-            || !(1..=self.topic_replication_factor).contains(&self.topic_min_insync_replicas)
+        if self.pipeline.topic_replication_factor < 1
+            || !(1..=self.pipeline.topic_replication_factor)
+                .contains(&self.pipeline.topic_min_insync_replicas)
         {
             return Err(invalid(
                 "KITH_TOPIC_REPLICATION_FACTOR/KITH_TOPIC_MIN_INSYNC_REPLICAS",
                 &format!(
                     "{}/{}",
-                    self.topic_replication_factor, self.topic_min_insync_replicas
+                    self.pipeline.topic_replication_factor, self.pipeline.topic_min_insync_replicas
                 ),
                 "need 1 <= min.insync.replicas <= replication factor",
             ));
         }
-        if self.account_domain.is_empty()
+        if self.portability.account_domain.is_empty()
             || self
+                .portability
                 .account_domain
                 .contains(|c: char| c == '@' || c == ',' || c.is_whitespace())
         {
             return Err(invalid(
                 "KITH_ACCOUNT_DOMAIN",
-                &self.account_domain,
+                &self.portability.account_domain,
                 "must be a domain name: not empty, no '@', ',' or spaces",
             ));
         }
-        if self.max_query_bytes > self.max_body_bytes {
+        if self.limits.max_query_bytes > self.limits.max_body_bytes {
             return Err(invalid(
                 "KITH_MAX_QUERY_BYTES",
-                &self.max_query_bytes.to_string(),
+                &self.limits.max_query_bytes.to_string(),
                 "must be at most KITH_MAX_BODY_BYTES",
             ));
         }
@@ -90,7 +92,7 @@ impl Config {
 
     /// True when the JWT secret is the published development default.
     pub fn uses_dev_secret(&self) -> bool {
-        self.jwt_secret == DEV_JWT_SECRET
+        self.auth.jwt_secret == DEV_JWT_SECRET
     }
 
     /// Refuses to accept tokens signed with the published development secret
@@ -101,25 +103,25 @@ impl Config {
     /// could forge a cursor, and a list's cursors are how Kith knows a
     /// position came from that list.
     pub fn check_listener(&self) -> Result<(), ConfigError> {
-        if self.jwt_hs256 && self.uses_dev_secret() && !self.http_addr.ip().is_loopback() {
+        if self.auth.jwt_hs256 && self.uses_dev_secret() && !self.http.addr.ip().is_loopback() {
             return Err(invalid(
                 "KITH_JWT_SECRET",
                 "<development default>",
                 &format!(
                     "the published development secret is only allowed on a loopback address, \
                      not {}; set KITH_JWT_SECRET",
-                    self.http_addr
+                    self.http.addr
                 ),
             ));
         }
-        if self.cursor_key == DEV_JWT_SECRET && !self.http_addr.ip().is_loopback() {
+        if self.auth.cursor_key == DEV_JWT_SECRET && !self.http.addr.ip().is_loopback() {
             return Err(invalid(
                 "KITH_CURSOR_KEY",
                 "<development default>",
                 &format!(
                     "paging cursors would be signed with the published development secret, \
                      which lets anyone forge them; on {} set KITH_CURSOR_KEY (or KITH_JWT_SECRET)",
-                    self.http_addr
+                    self.http.addr
                 ),
             ));
         }

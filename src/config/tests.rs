@@ -40,9 +40,9 @@ fn the_configuration_document_is_generated_from_the_settings() {
 #[test]
 fn defaults_match_the_local_stack() {
     let config = Config::from_lookup(|_| None).unwrap();
-    assert_eq!(config.http_addr.to_string(), "127.0.0.1:8080");
-    assert_eq!(config.rate_limit_capacity, 100);
-    assert_eq!(config.rate_limit_per_sec, 1.0);
+    assert_eq!(config.http.addr.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.writes.rate_limit_capacity, 100);
+    assert_eq!(config.writes.rate_limit_per_sec, 1.0);
     assert!(config.uses_dev_secret());
 }
 
@@ -90,7 +90,10 @@ fn an_identity_provider_alone_serves_any_address_with_a_cursor_key() {
         _ => None,
     })
     .unwrap();
-    assert!(!config.jwt_hs256, "no secret: HS256 tokens are refused");
+    assert!(
+        !config.auth.jwt_hs256,
+        "no secret: HS256 tokens are refused"
+    );
     // Cursors still need a key of their own: not the published one.
     let err = config.check_listener().unwrap_err().to_string();
     assert!(err.contains("KITH_CURSOR_KEY"), "{err}");
@@ -102,7 +105,7 @@ fn an_identity_provider_alone_serves_any_address_with_a_cursor_key() {
     })
     .unwrap();
     assert!(config.check_listener().is_ok());
-    assert_ne!(config.cursor_key, config.jwt_secret);
+    assert_ne!(config.auth.cursor_key, config.auth.jwt_secret);
 }
 
 #[test]
@@ -110,8 +113,8 @@ fn topic_defaults_are_safe_for_a_cluster() {
     let config = Config::from_lookup(|_| None).unwrap();
     assert_eq!(
         (
-            config.topic_replication_factor,
-            config.topic_min_insync_replicas
+            config.pipeline.topic_replication_factor,
+            config.pipeline.topic_min_insync_replicas
         ),
         (3, 2)
     );
@@ -140,10 +143,10 @@ fn a_transaction_pooler_needs_a_session_url() {
         config.session_url(),
         "postgres://kith:kith@127.0.0.1:5432/kith"
     );
-    assert!(!config.pg_statement_cache);
+    assert!(!config.database.pg_statement_cache);
     // Without a pooler, sessions use DATABASE_URL.
     let direct = Config::from_lookup(|_| None).unwrap();
-    assert_eq!(direct.session_url(), direct.database_url);
+    assert_eq!(direct.session_url(), direct.database.url);
 }
 
 #[test]

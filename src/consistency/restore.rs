@@ -213,12 +213,15 @@ async fn follow_topic_ends(app: &App) -> Result<Vec<(i32, i64)>, PipelineError> 
     tokio::task::spawn_blocking(move || {
         let consumer: BaseConsumer = crate::pipeline::kafka::consumer_config(&config).create()?;
         let timeout = Duration::from_secs(10);
-        let metadata = consumer.fetch_metadata(Some(&config.follow_topic), timeout)?;
+        let metadata = consumer.fetch_metadata(Some(&config.pipeline.follow_topic), timeout)?;
         let mut ends = Vec::new();
         for topic in metadata.topics() {
             for partition in topic.partitions() {
-                let (_, high) =
-                    consumer.fetch_watermarks(&config.follow_topic, partition.id(), timeout)?;
+                let (_, high) = consumer.fetch_watermarks(
+                    &config.pipeline.follow_topic,
+                    partition.id(),
+                    timeout,
+                )?;
                 ends.push((partition.id(), high));
             }
         }
@@ -251,8 +254,8 @@ async fn move_to_ends(
     let count = ends.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
     partitions::ensure(
         conn,
-        &app.config.consumer_group,
-        &app.config.follow_topic,
+        &app.config.pipeline.consumer_group,
+        &app.config.pipeline.follow_topic,
         count,
     )
     .await?;
@@ -268,7 +271,7 @@ async fn move_to_ends(
             AND o.consumer_group = p.consumer_group AND o.partition = p.partition
          RETURNING p.consumer_group, p.partition, o.old_offset, p.next_offset",
     )
-    .bind::<diesel::sql_types::Text, _>(&app.config.follow_topic)
+    .bind::<diesel::sql_types::Text, _>(&app.config.pipeline.follow_topic)
     .bind::<diesel::sql_types::Array<diesel::sql_types::Integer>, _>(ids)
     .bind::<diesel::sql_types::Array<diesel::sql_types::BigInt>, _>(highs)
     .load(conn)

@@ -22,7 +22,9 @@ pub struct SampledCheck {
 impl SampledCheck {
     /// The check `KITH_COUNTER_CHECK_INTERVAL_SECS` configures.
     pub(crate) fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(Duration::from_secs(config.counter_check_interval_secs))
+        Self::new(Duration::from_secs(
+            config.consistency.counter_check_interval_secs,
+        ))
     }
 
     /// A check of each user at most once per `interval` (zero: never).

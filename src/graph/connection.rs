@@ -143,7 +143,7 @@ pub(crate) async fn resolve(
 ) -> async_graphql::Result<FollowConnection> {
     let keys = ctx.data_unchecked::<CursorKeys>();
     let (request, forward) = args
-        .request(keys, list.into(), app(ctx).config.max_offset)
+        .request(keys, list.into(), app(ctx).config.limits.max_offset)
         .gql()?;
     let owner = list.owner();
     let loaders = ctx.data_unchecked::<Loaders>();
@@ -223,7 +223,7 @@ pub(crate) async fn resolve_private(
         let keys = ctx.data_unchecked::<CursorKeys>();
         let app = app(ctx);
         let (request, forward) = args
-            .request(keys, list.into(), app.config.max_offset)
+            .request(keys, list.into(), app.config.limits.max_offset)
             .gql()?;
         let (page, total) = crate::read::private::page(app, list, request).await.gql()?;
         build(ctx, list.into(), &page, None, forward, total).await
@@ -346,7 +346,7 @@ pub(crate) async fn hidden_list(
     list: ListKey,
     args: &PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
-    args.shape(app(ctx).config.max_offset).gql()?;
+    args.shape(app(ctx).config.limits.max_offset).gql()?;
     let counters = ctx
         .data_unchecked::<Loaders>()
         .counters(list.owner())

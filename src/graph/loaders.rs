@@ -164,7 +164,7 @@ pub struct Loaders {
 impl Loaders {
     /// Fresh loaders (their caches live for one request).
     pub fn new(app: &Arc<App>) -> Self {
-        let delay = std::time::Duration::from_millis(app.config.loader_delay_ms);
+        let delay = std::time::Duration::from_millis(app.config.caches.loader_delay_ms);
         Self {
             app: app.clone(),
             remember: true,

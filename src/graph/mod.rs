@@ -68,8 +68,8 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
 pub fn schema(app: Arc<App>) -> KithSchema {
     // Depth is limited by `limits`, where introspection has its own bound.
     builder()
-        .limit_complexity(app.config.max_query_complexity)
-        .data(cursor::CursorKeys::new(&app.config.cursor_key))
+        .limit_complexity(app.config.limits.max_query_complexity)
+        .data(cursor::CursorKeys::new(&app.config.auth.cursor_key))
         .data(app)
         .finish()
 }

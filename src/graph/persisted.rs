@@ -77,25 +77,25 @@ impl PersistedQueries {
     /// As configured; `Err` says what is wrong with the manifest
     /// (`KITH_PERSISTED_QUERIES_FILE`).
     pub fn new(config: &Config) -> Result<Self, String> {
-        let manifest = match &config.persisted_manifest {
+        let manifest = match &config.limits.persisted_manifest {
             None => HashMap::new(),
             Some(text) => parse_manifest(text)?,
         };
-        if config.persisted_only && manifest.is_empty() {
+        if config.limits.persisted_only && manifest.is_empty() {
             return Err("KITH_PERSISTED_ONLY needs a manifest with operations".into());
         }
         Ok(Self {
-            learnt: (config.apq_cache_bytes > 0).then(|| {
+            learnt: (config.limits.apq_cache_bytes > 0).then(|| {
                 moka::sync::Cache::builder()
-                    .max_capacity(config.apq_cache_bytes)
+                    .max_capacity(config.limits.apq_cache_bytes)
                     .weigher(|hash: &String, text: &Arc<str>| {
                         u32::try_from(hash.len() + text.len()).unwrap_or(u32::MAX)
                     })
                     .build()
             }),
             manifest: Arc::new(manifest),
-            only: config.persisted_only,
-            max_text: config.max_query_bytes,
+            only: config.limits.persisted_only,
+            max_text: config.limits.max_query_bytes,
         })
     }
 

@@ -117,7 +117,7 @@ async fn run_timed(
     };
     let writing = admitted.ty == Some(OperationType::Mutation);
     let request = request.data(viewer).data(loaders::Loaders::new(app));
-    let deadline = std::time::Duration::from_millis(app.config.request_timeout_ms);
+    let deadline = std::time::Duration::from_millis(app.config.limits.request_timeout_ms);
     // Batched loads run in tasks of their own: they see that a mutation runs.
     let _writing = app
         .read

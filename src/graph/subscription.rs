@@ -154,7 +154,7 @@ impl LiveSubscription {
         let (app, user, slot) = start(ctx, &user_id).await?;
         let state = CountersState {
             receiver: app.live.subscribe(user),
-            interval: Duration::from_millis(app.config.live_counters_interval_ms),
+            interval: Duration::from_millis(app.config.live.counters_interval_ms),
             app,
             user,
             last: None,

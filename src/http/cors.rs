@@ -11,7 +11,7 @@ use super::HttpState;
 /// answered here, and the allowed origin echoed on every answer. Tokens
 /// travel in `Authorization`, never in cookies, so credentials stay off.
 pub(super) async fn cors(State(state): State<HttpState>, request: Request, next: Next) -> Response {
-    let allowed = &state.app.config.cors_origins;
+    let allowed = &state.app.config.http.cors_origins;
     let origin = request
         .headers()
         .get(header::ORIGIN)

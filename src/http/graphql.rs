@@ -122,8 +122,8 @@ pub(super) async fn graphql_post(State(state): State<HttpState>, request: Reques
     let parsed = async {
         check_json_content_type(&parts.headers)?;
         let config = &state.app.config;
-        let deadline = Duration::from_millis(config.request_timeout_ms);
-        let body = read_body(&parts.headers, body, config.max_body_bytes, deadline).await?;
+        let deadline = Duration::from_millis(config.limits.request_timeout_ms);
+        let body = read_body(&parts.headers, body, config.limits.max_body_bytes, deadline).await?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
@@ -395,7 +395,7 @@ async fn execute(
     // A shared cache may keep only what anyone would be answered: a GET
     // with no token that ran without errors. Everything varies by who asks
     // and by the media type negotiated.
-    let seconds = state.app.config.public_cache_secs;
+    let seconds = state.app.config.limits.public_cache_secs;
     let cache = if public && seconds > 0 {
         HeaderValue::from_str(&format!("public, max-age={seconds}"))
             .expect("a number is a header value")

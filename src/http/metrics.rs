@@ -31,7 +31,7 @@ pub fn metrics_router(app: Arc<App>) -> Router {
 /// left alone: the service runs without its metrics rather than not at all.
 /// Returns only at `shutdown`, like every job of a process.
 pub async fn serve_metrics(app: Arc<App>, mut shutdown: Shutdown) {
-    let Some(addr) = app.config.metrics_addr else {
+    let Some(addr) = app.config.http.metrics_addr else {
         return shutdown.wait().await;
     };
     let listener = match tokio::net::TcpListener::bind(addr).await {

@@ -102,7 +102,7 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt as _;
-    let listener = tokio::net::TcpListener::bind(app.config.http_addr).await?;
+    let listener = tokio::net::TcpListener::bind(app.config.http.addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving GraphQL at /graphql");
     // TCP keepalive on every connection: a client that vanished without a
     // goodbye (a phone losing its network) is noticed within about a minute,
@@ -119,7 +119,7 @@ pub(crate) async fn serve(
     });
     let listener = deadline::Deadlined::new(
         listener,
-        Duration::from_secs(app.config.write_timeout_secs.max(1)),
+        Duration::from_secs(app.config.limits.write_timeout_secs.max(1)),
     );
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)

@@ -68,7 +68,7 @@ pub(super) async fn upgrade(
         Ok(upgrade) => upgrade,
         Err(rejection) => return rejection.into_response(),
     };
-    let max_message = app.config.max_body_bytes;
+    let max_message = app.config.limits.max_body_bytes;
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(max_message)
@@ -79,7 +79,7 @@ pub(super) async fn upgrade(
 /// Speaks the protocol on `socket` until either side ends it, the token
 /// passes or the account is no longer active.
 async fn serve(socket: WebSocket, app: Arc<App>, schema: KithSchema, protocol: WebSocketProtocols) {
-    let session = Session::new(app.config.max_operations_per_connection);
+    let session = Session::new(app.config.live.max_operations_per_connection);
     let executor = StreamExecutor::new(schema, app.clone(), session.clone());
     let (mut sink, stream) = socket.split();
     let input = stream
@@ -93,7 +93,8 @@ async fn serve(socket: WebSocket, app: Arc<App>, schema: KithSchema, protocol: W
     let (init_app, init_session) = (app.clone(), session.clone());
     let mut protocol_messages = async_graphql::http::WebSocket::new(executor, input, protocol)
         .on_connection_init(move |payload| connection_init(init_app, init_session, payload));
-    let init_deadline = tokio::time::sleep(Duration::from_millis(app.config.ws_init_timeout_ms));
+    let init_deadline =
+        tokio::time::sleep(Duration::from_millis(app.config.live.ws_init_timeout_ms));
     tokio::pin!(init_deadline);
     let mut account_checks = tokio::time::interval(ACCOUNT_CHECK);
     account_checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -181,14 +182,14 @@ async fn connection_init(
     }
     let place = app
         .live
-        .connect(user, app.config.max_live_connections_per_user)
+        .connect(user, app.config.live.max_connections_per_user)
         .map_err(|e| async_graphql::Error::new(e.to_string()))?;
     session.admit(viewer, valid_until);
     let mut data = async_graphql::Data::default();
     data.insert(viewer);
     data.insert(crate::graph::subscription::LiveConnection::new(
         place,
-        app.config.max_subscriptions_per_connection,
+        app.config.live.max_subscriptions_per_connection,
     ));
     Ok(data)
 }

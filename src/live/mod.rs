@@ -57,7 +57,7 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 /// in-process lists, then goes to its subscriptions.
 pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let channel = app.keys.live_channel();
-    let target = crate::cache::cluster::Target::parse(&app.config.redis_url);
+    let target = crate::cache::cluster::Target::parse(&app.config.redis.url);
     let mut attempt = 0;
     loop {
         let subscribed = crate::cache::cluster::subscribe(&target, attempt, &channel);

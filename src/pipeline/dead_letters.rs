@@ -112,7 +112,7 @@ async fn replay_one(
     origin: &Origin,
     letter: &DeadLetter,
 ) -> Result<Result<(), String>, PipelineError> {
-    if letter.source_topic == app.config.follow_topic
+    if letter.source_topic == app.config.pipeline.follow_topic
         && let Some(refusal) = Writer::from_stamp(letter.origin, origin).refusal()
     {
         return Ok(Err(refusal));

@@ -19,10 +19,10 @@ use crate::config::Config;
 pub fn client_config(config: &Config) -> ClientConfig {
     let mut client = ClientConfig::new();
     client
-        .set("bootstrap.servers", &config.kafka_brokers)
+        .set("bootstrap.servers", &config.pipeline.kafka_brokers)
         .set("client.id", "kith")
         .set("log_level", "4");
-    for (name, value) in &config.kafka_properties {
+    for (name, value) in &config.pipeline.kafka_properties {
         client.set(name, value);
     }
     client
@@ -61,14 +61,17 @@ pub fn producer_config(config: &Config) -> ClientConfig {
 pub fn consumer_config(config: &Config) -> ClientConfig {
     let mut client = client_config(config);
     client
-        .set("group.id", &config.consumer_group)
+        .set("group.id", &config.pipeline.consumer_group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
         // tansu answers a fetch only when its wait expires, not when data
         // arrives, so the wait bounds the lag; against Kafka it can be raised.
-        .set("fetch.wait.max.ms", config.fetch_wait_ms.to_string());
+        .set(
+            "fetch.wait.max.ms",
+            config.pipeline.fetch_wait_ms.to_string(),
+        );
     client
 }
 
@@ -78,18 +81,18 @@ pub fn consumer_config(config: &Config) -> ClientConfig {
 /// hold it. Existing topics are left as they are.
 pub async fn ensure_topics(config: &Config) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = client_config(config).create()?;
-    let min_insync = config.topic_min_insync_replicas.to_string();
+    let min_insync = config.pipeline.topic_min_insync_replicas.to_string();
     let topics: Vec<NewTopic<'_>> = [
-        &config.follow_topic,
-        &config.content_topic,
-        &config.dead_letter_topic,
+        &config.pipeline.follow_topic,
+        &config.pipeline.content_topic,
+        &config.pipeline.dead_letter_topic,
     ]
     .into_iter()
     .map(|name| {
         NewTopic::new(
             name,
-            config.topic_partitions,
-            TopicReplication::Fixed(config.topic_replication_factor),
+            config.pipeline.topic_partitions,
+            TopicReplication::Fixed(config.pipeline.topic_replication_factor),
         )
         .set("min.insync.replicas", &min_insync)
     })

@@ -10,7 +10,8 @@ pub(crate) async fn prune(
     const EVERY: std::time::Duration = std::time::Duration::from_secs(600);
     const BATCH: i64 = 10_000;
     let retention = chrono::Duration::hours(
-        i64::try_from(app.config.content_ledger_retention_hours).unwrap_or(i64::MAX / 3_600_000),
+        i64::try_from(app.config.pipeline.content_ledger_retention_hours)
+            .unwrap_or(i64::MAX / 3_600_000),
     );
     loop {
         loop {

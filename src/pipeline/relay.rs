@@ -109,7 +109,7 @@ async fn lead(
     let origin = super::origin::check(&mut conn).await?.origin.to_string();
     let mut wakeups = Wakeups::new(app, Signal::Relay).await;
     tracing::info!(%origin, "outbox relay active");
-    let poll = Duration::from_millis(app.config.relay_poll_ms);
+    let poll = Duration::from_millis(app.config.pipeline.relay_poll_ms);
 
     // Rows the broker acknowledged, deleted with the next round's read (or
     // before stopping). A relay that dies first leaves them to be sent again,
@@ -122,7 +122,8 @@ async fn lead(
         // after them is still there when we wait, so no commit is left for
         // the fallback poll.
         wakeups.drain(app);
-        let batch = outbox::settle_and_read(&mut conn, &published, app.config.relay_batch).await?;
+        let batch =
+            outbox::settle_and_read(&mut conn, &published, app.config.pipeline.relay_batch).await?;
         published.clear();
         // Every round, so a busy outbox never starves them.
         let letters = dead_letters::unpublished(&mut conn, DEAD_LETTERS_PER_ROUND).await?;
@@ -136,7 +137,7 @@ async fn lead(
         let started = std::time::Instant::now();
         let mut sent = Ok(());
         if !batch.is_empty() {
-            sent = publish(producer, &app.config.follow_topic, &origin, &batch).await;
+            sent = publish(producer, &app.config.pipeline.follow_topic, &origin, &batch).await;
             if sent.is_ok() {
                 // The events are on the broker: a parked projector may read.
                 announce_produced(app);
@@ -148,7 +149,7 @@ async fn lead(
             sent = async {
                 crate::pipeline::dead_letters::publish(
                     producer,
-                    &app.config.dead_letter_topic,
+                    &app.config.pipeline.dead_letter_topic,
                     &letters,
                 )
                 .await?;

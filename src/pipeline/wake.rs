@@ -137,7 +137,7 @@ impl Wakeups {
         let mut wakeups = Self {
             signal,
             subscription: None,
-            target: crate::cache::cluster::Target::parse(&app.config.redis_url),
+            target: crate::cache::cluster::Target::parse(&app.config.redis.url),
             channel: signal.channel(&app.keys),
             next_attempt: tokio::time::Instant::now(),
             attempts: 0,

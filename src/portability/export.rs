@@ -110,7 +110,7 @@ async fn next_chunk(
     if first && let Some(header) = header(list) {
         csv::write_record(&mut chunk, header);
     }
-    let domain = &app.config.account_domain;
+    let domain = &app.config.portability.account_domain;
     for member in &members {
         let address = address::format(&member.handle, domain);
         // A handle is the account's own choice: never a formula.

@@ -148,11 +148,11 @@ pub(crate) async fn start(
     text: &str,
 ) -> Result<JobRow, ApiError> {
     crate::write::take_tokens(app, owner, 1).await?;
-    let max = app.config.import_max_rows as usize;
-    if text.len() > app.config.max_body_bytes {
+    let max = app.config.portability.import_max_rows as usize;
+    if text.len() > app.config.limits.max_body_bytes {
         return Err(ApiError::invalid(format!(
             "an import file holds at most {} bytes",
-            app.config.max_body_bytes
+            app.config.limits.max_body_bytes
         )));
     }
     // Lines counted, not parsed: a file of too many is refused for the
@@ -238,7 +238,7 @@ pub(crate) async fn run(app: Arc<App>, mut stop: Shutdown) {
 }
 
 async fn sweep(app: &App) -> Result<(), ApiError> {
-    let retention = i64::try_from(app.config.import_retention_secs).unwrap_or(i64::MAX);
+    let retention = i64::try_from(app.config.portability.import_retention_secs).unwrap_or(i64::MAX);
     let mut conn = app.pg.get().await?;
     let deleted = imports::sweep(&mut conn, retention, SWEEP_BATCH).await?;
     if deleted > 0 {
@@ -286,7 +286,7 @@ async fn turn(app: &Arc<App>) -> Result<bool, ApiError> {
         return Ok(false);
     };
     // A batch is as many rows as the pace allows in a few seconds.
-    let rate = app.config.import_rows_per_sec;
+    let rate = app.config.portability.import_rows_per_sec;
     let size = (rate.saturating_mul(MAX_PACE_WAIT_SECS) as usize).clamp(1, BATCH);
     let pace = RateLimiter::new(size as u32, f64::from(rate));
     let decision = pace
@@ -362,7 +362,8 @@ async fn batch(
             // Follows spend the account's budget of the day; rows that
             // waited for a new day are pending again once it has come.
             let budget = if kind == ImportKind::Following {
-                let per_day = i32::try_from(app.config.import_follows_per_day).unwrap_or(i32::MAX);
+                let per_day = i32::try_from(app.config.portability.import_follows_per_day)
+                    .unwrap_or(i32::MAX);
                 let budget = import_budget::budget(conn, owner, per_day).await?;
                 if job.deferred > 0 {
                     if budget.left == 0 {
@@ -376,7 +377,7 @@ async fn batch(
             };
             let rows = imports::pending_rows(conn, id, size as i64).await?;
             if !rows.is_empty() {
-                let domain = &app.config.account_domain;
+                let domain = &app.config.portability.account_domain;
                 let handles: Vec<String> = rows
                     .iter()
                     .filter_map(|r| address::parse(&r.address, domain).map(str::to_owned))

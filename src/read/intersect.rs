@@ -83,7 +83,7 @@ pub(crate) async fn cached(
     task: Task,
     versions: (u64, u64),
 ) -> Result<Arc<Intersection>, ApiError> {
-    let walk = app.config.intersection_walk_max;
+    let walk = app.config.caches.intersection_walk_max;
     let key = (task.first, task.second, versions.0, versions.1, walk);
     // Concurrent reads of one key compute it once.
     app.read

@@ -64,7 +64,7 @@ pub(crate) async fn complete(
     total: Option<u64>,
     cached: Result<Arc<Page>, Option<PageMiss>>,
 ) -> Result<(Page, Source), ApiError> {
-    let hot = total.is_some_and(|n| n >= app.config.hot_threshold);
+    let hot = total.is_some_and(|n| n >= app.config.caches.hot_threshold);
     if hot && let Some(page) = from_hot(app, list, request).await? {
         return Ok((page, Source::Hot));
     }
@@ -301,7 +301,7 @@ pub(crate) async fn fill_many(
             }
         })
         .collect();
-    let ttl = std::time::Duration::from_secs(app.config.list_cache_ttl_secs);
+    let ttl = std::time::Duration::from_secs(app.config.caches.list_cache_ttl_secs);
     let committed = {
         let mut redis = app.redis.get().await?;
         lists::commit_fills(&mut *redis, &app.keys, &token, ttl, &fills).await?
@@ -402,7 +402,10 @@ async fn of_active_users(app: &App, lists: &[ListKey]) -> Result<Vec<ListKey>, A
 /// to `KITH_FOLLOWING_CACHE_SIZE`, so that relations never miss the cache.
 fn fill_limits(config: &crate::config::Config) -> store_lists::Limits {
     store_lists::Limits {
-        following: config.following_cache_size.max(config.list_cache_size),
-        followers: config.list_cache_size,
+        following: config
+            .caches
+            .following_cache_size
+            .max(config.caches.list_cache_size),
+        followers: config.caches.list_cache_size,
     }
 }

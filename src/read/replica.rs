@@ -125,17 +125,17 @@ impl Replica {
         statements: Arc<AtomicU64>,
         answers: Family<ReplicaLabels, Counter>,
     ) -> Option<Arc<Self>> {
-        let url = config.database_replica_url.as_deref()?;
+        let url = config.database.replica_url.as_deref()?;
         Some(Arc::new(Self {
             pool: crate::store::pool::connect_lazy(
                 url,
-                config.database_pool_size,
+                config.database.pool_size,
                 // A replica that cannot lend a connection at once is skipped.
                 Duration::from_millis(250),
-                Duration::from_millis(config.statement_timeout_ms),
+                Duration::from_millis(config.database.statement_timeout_ms),
                 statements,
             ),
-            max_lag_ms: config.replica_max_lag_ms,
+            max_lag_ms: config.database.replica_max_lag_ms,
             written: std::sync::Mutex::default(),
             checked_ms: AtomicU64::new(0),
             last_write_ms: AtomicU64::new(0),

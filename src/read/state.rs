@@ -67,29 +67,33 @@ impl ReadModel {
         Self {
             users: UserCache::new(
                 config.session_url(),
-                config.user_cache_capacity,
-                Duration::from_secs(config.user_cache_ttl_secs),
+                config.caches.user_cache_capacity,
+                Duration::from_secs(config.caches.user_cache_ttl_secs),
                 replica.clone(),
             ),
             replica,
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
-                .time_to_live(Duration::from_millis(config.hot_page_ttl_ms))
+                .time_to_live(Duration::from_millis(config.caches.hot_page_ttl_ms))
                 .build_with_hasher(IdHasher::default()),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)
                 .weigher(|_, result: &Arc<Intersection>| {
                     u32::try_from(result.items.len() + 1).unwrap_or(u32::MAX)
                 })
-                .time_to_live(Duration::from_secs(config.intersection_cache_ttl_secs))
+                .time_to_live(Duration::from_secs(
+                    config.caches.intersection_cache_ttl_secs,
+                ))
                 .build_with_hasher(IdHasher::default()),
             unsynced_following: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(UNSYNCED_FOLLOWING_TTL)
                 .build_with_hasher(IdHasher::default()),
             fills_in_flight: Mutex::new(HashSet::new()),
-            fill_permits: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_fills)),
-            fill_budget: FillBudget::new(config.max_fills_per_sec),
+            fill_permits: Arc::new(tokio::sync::Semaphore::new(
+                config.caches.max_concurrent_fills,
+            )),
+            fill_budget: FillBudget::new(config.caches.max_fills_per_sec),
             fill_memory: FillMemory::new(config),
             popular: moka::future::Cache::builder()
                 .max_capacity(1)
@@ -214,11 +218,14 @@ impl FillMemory {
     /// A limit for `config`'s list sizes.
     pub(crate) fn new(config: &Config) -> Self {
         Self {
-            limit: config.fill_memory_limit,
-            followers_bytes: config.list_cache_size as u64 * MEMBER_BYTES,
+            limit: config.caches.fill_memory_limit,
+            followers_bytes: config.caches.list_cache_size as u64 * MEMBER_BYTES,
             // A fill of a following list takes at least a followers list's
             // size (`read::pages`).
-            following_bytes: config.following_cache_size.max(config.list_cache_size) as u64
+            following_bytes: config
+                .caches
+                .following_cache_size
+                .max(config.caches.list_cache_size) as u64
                 * MEMBER_BYTES,
             last: std::sync::Mutex::default(),
             warned: std::sync::atomic::AtomicBool::new(false),

@@ -89,8 +89,8 @@ impl FollowCap {
     /// The cap the configuration sets.
     pub(crate) fn of(config: &crate::config::Config) -> Self {
         Self {
-            max: config.max_followings,
-            ratio: config.followings_ratio,
+            max: config.writes.max_followings,
+            ratio: config.writes.followings_ratio,
         }
     }
 }

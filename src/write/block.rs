@@ -49,7 +49,7 @@ pub(crate) async fn change_block(
             block,
             uuid::Uuid::new_v4(),
             [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()],
-            app.config.max_blocks,
+            app.config.writes.max_blocks,
         )
         .await?
     };

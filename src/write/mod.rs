@@ -76,7 +76,7 @@ fn queue_forget_suggestions(pipe: &mut redis::Pipeline, app: &App, user: UserId)
     pipe.cmd("INCR").arg(&generation).ignore();
     pipe.cmd("EXPIRE")
         .arg(&generation)
-        .arg(2 * app.config.suggestions_ttl_secs.max(1))
+        .arg(2 * app.config.suggestions.ttl_secs.max(1))
         .ignore();
 }
 

@@ -30,7 +30,10 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// The bucket `KITH_RATE_LIMIT_CAPACITY` and `KITH_RATE_LIMIT_PER_SEC` configure.
     pub(crate) fn from_config(config: &crate::config::Config) -> Self {
-        Self::new(config.rate_limit_capacity, config.rate_limit_per_sec)
+        Self::new(
+            config.writes.rate_limit_capacity,
+            config.writes.rate_limit_per_sec,
+        )
     }
 
     /// A bucket of `capacity` tokens refilled at `per_sec` tokens per second.

@@ -22,7 +22,13 @@ pub(crate) async fn dismiss(app: &App, actor: UserId, target: UserId) -> Result<
     super::take_tokens(app, actor, 1).await?;
     {
         let mut conn = app.pg.get().await?;
-        suggestions::dismiss(&mut conn, actor, target, app.config.suggestion_dismiss_secs).await?;
+        suggestions::dismiss(
+            &mut conn,
+            actor,
+            target,
+            app.config.suggestions.dismiss_secs,
+        )
+        .await?;
     }
     super::forget_suggestions(app, actor).await;
     Ok(())

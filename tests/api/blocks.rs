@@ -142,7 +142,7 @@ async fn a_block_ends_follows_both_ways_and_refuses_new_ones() {
 
 #[tokio::test]
 async fn refusals_have_their_codes() {
-    let t = spawn_app_with(|c| c.max_blocks = 2).await;
+    let t = spawn_app_with(|c| c.writes.max_blocks = 2).await;
     let me = t.user("me").await;
     let mut u = Vec::new();
     for i in 0..4 {
@@ -178,8 +178,8 @@ async fn refusals_have_their_codes() {
 #[tokio::test]
 async fn blocks_cost_rate_limit_tokens() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 2;
-        c.rate_limit_per_sec = 0.001;
+        c.writes.rate_limit_capacity = 2;
+        c.writes.rate_limit_per_sec = 0.001;
     })
     .await;
     let (me, x) = (t.user("me").await, t.user("x").await);
@@ -273,7 +273,7 @@ async fn crowd(t: &TestApp) -> (UserId, UserId, Vec<UserId>, Vec<String>) {
 
 #[tokio::test]
 async fn a_viewers_lists_leave_out_its_blocks_in_full_pages() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (owner, viewer, _, hidden) = crowd(&t).await;
     let all: Vec<String> = (0..30).map(|i| format!("f{i:02}")).collect();
     let shown: Vec<String> = all
@@ -344,7 +344,7 @@ async fn a_viewers_lists_leave_out_its_blocks_in_full_pages() {
 
 #[tokio::test]
 async fn intersections_leave_out_the_viewers_blocks() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (a, b, viewer) = (t.user("a").await, t.user("b").await, t.user("viewer").await);
     let mut shared = Vec::new();
     for i in 0..6 {
@@ -411,7 +411,7 @@ async fn a_block_made_elsewhere_reaches_this_process_lists() {
 /// across a block.
 #[tokio::test]
 async fn a_follow_racing_a_block_never_leaves_a_follow_across_it() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let mut pairs = Vec::new();
     for i in 0..6 {
         pairs.push((
@@ -547,7 +547,7 @@ async fn each_field_of_one_document_sees_its_own_write() {
 /// the rest of the answer stands.
 #[tokio::test]
 async fn a_blocked_viewer_reads_nothing_of_the_blockers_lists() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 100).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 100).await;
     let (owner, viewer, friend, other) = (
         t.user("owner").await,
         t.user("viewer").await,

@@ -157,8 +157,8 @@ async fn follow_many_applies_exactly_the_valid_new_edges() {
 #[tokio::test]
 async fn a_batch_the_bucket_cannot_cover_is_refused_whole() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 5;
-        c.rate_limit_per_sec = 0.01;
+        c.writes.rate_limit_capacity = 5;
+        c.writes.rate_limit_per_sec = 0.01;
     })
     .await;
     let me = t.user("me").await;
@@ -354,8 +354,8 @@ async fn a_suspended_account_can_neither_batch_nor_come_back_as_a_removed_follow
 async fn overlapping_batches_of_one_actor_never_deadlock() {
     let t = Arc::new(
         spawn_app_with(|c| {
-            c.rate_limit_capacity = 10_000;
-            c.rate_limit_per_sec = 10_000.0;
+            c.writes.rate_limit_capacity = 10_000;
+            c.writes.rate_limit_per_sec = 10_000.0;
         })
         .await,
     );

@@ -60,7 +60,7 @@ async fn redis_cmd(t: &TestApp, cmd: &mut redis::Cmd) {
 
 #[tokio::test]
 async fn verify_finds_every_kind_of_drift_and_reconcile_repairs_it() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let u = graph(&t, 6).await;
     assert_consistent(&t.verify(0).await);
 
@@ -149,7 +149,7 @@ async fn verify_finds_every_kind_of_drift_and_reconcile_repairs_it() {
 
 #[tokio::test]
 async fn reconcile_and_rebuild_while_the_pipeline_runs_count_nothing_twice() {
-    let t = Arc::new(spawn_app_with(|c| c.rate_limit_capacity = 100_000).await);
+    let t = Arc::new(spawn_app_with(|c| c.writes.rate_limit_capacity = 100_000).await);
     let mut users = Vec::new();
     for i in 0..10 {
         users.push(t.user(&format!("r{i}")).await);
@@ -219,7 +219,7 @@ async fn reconcile_and_rebuild_while_the_pipeline_runs_count_nothing_twice() {
 
 #[tokio::test]
 async fn an_incremental_reconcile_looks_only_at_what_changed() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let u = graph(&t, 5).await;
     let first = reconcile::reconcile(&t.app, reconcile::Scope::Incremental, 100, false)
         .await
@@ -258,8 +258,8 @@ async fn an_incremental_reconcile_looks_only_at_what_changed() {
 #[tokio::test]
 async fn the_sampled_check_repairs_counters_as_they_are_read() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.counter_check_interval_secs = 600;
+        c.writes.rate_limit_capacity = 1000;
+        c.consistency.counter_check_interval_secs = 600;
     })
     .await;
     let u = graph(&t, 4).await;
@@ -315,7 +315,7 @@ async fn the_sampled_check_repairs_counters_as_they_are_read() {
 
 #[tokio::test]
 async fn reconcile_sets_a_count_that_drifted_low_instead_of_driving_it_below_zero() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (alice, bob, carol) = (
         t.user("alice").await,
         t.user("bob").await,
@@ -348,7 +348,7 @@ async fn reconcile_sets_a_count_that_drifted_low_instead_of_driving_it_below_zer
 
 #[tokio::test]
 async fn a_scheduled_reconcile_repairs_drift_by_itself() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let u = graph(&t, 4).await;
     let right = t.full_stats(u[1]).await.followers;
     t.sql(&format!(
@@ -384,11 +384,14 @@ fn kith_ahead(t: &TestApp, ahead: &str, args: &[&str]) {
     let c = &t.app.config;
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
         .args(args)
-        .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_URL", &c.database.url)
         .env("DATABASE_SESSION_URL", c.session_url())
-        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
-        .env("REDIS_URL", &c.redis_url)
-        .env("KITH_REDIS_PREFIX", &c.redis_prefix)
+        .env(
+            "KITH_PG_STATEMENT_CACHE",
+            c.database.pg_statement_cache.to_string(),
+        )
+        .env("REDIS_URL", &c.redis.url)
+        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
         .env("KITH_METRICS_ADDR", "off")
         .env("LD_PRELOAD", preload)
         .env("FAKETIME", ahead)
@@ -425,7 +428,7 @@ async fn a_host_clock_ahead_of_postgres_makes_reconcile_skip_nothing() {
 /// really changed: nothing, when run again.
 #[tokio::test]
 async fn rebuild_cache_sets_back_what_is_ahead_of_the_truth_and_counts_it() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let u = graph(&t, 4).await;
     let truth = t.counter_record(u[2]).await.unwrap();
     let mut ahead = truth;
@@ -476,7 +479,7 @@ async fn rebuild_cache_sets_back_what_is_ahead_of_the_truth_and_counts_it() {
 /// those written inside its window, and `verify` names the repair to run.
 #[tokio::test]
 async fn an_incremental_reconcile_finds_orphans_written_in_its_window() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let u = graph(&t, 4).await;
     reconcile::reconcile(&t.app, reconcile::Scope::Incremental, 100, false)
         .await

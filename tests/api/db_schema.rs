@@ -31,7 +31,7 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// An empty schema of its own: (the server's URL, the schema's name, a URL
 /// whose sessions work in it).
 async fn empty_schema() -> (String, String, String) {
-    let base = Config::from_env().expect("configuration").database_url;
+    let base = Config::from_env().expect("configuration").database.url;
     let name = format!(
         "kt_{}_{}_db{}",
         chrono::Utc::now().timestamp(),

@@ -121,8 +121,8 @@ async fn anonymous_and_rejected_viewers_cannot_act() {
 #[tokio::test]
 async fn rate_limited_carries_retry_after_and_writes_nothing() {
     let t = crate::helpers::spawn_app_with(|c| {
-        c.rate_limit_capacity = 1;
-        c.rate_limit_per_sec = 0.01;
+        c.writes.rate_limit_capacity = 1;
+        c.writes.rate_limit_per_sec = 0.01;
     })
     .await;
     let (alice, bob, carol) = (

@@ -13,8 +13,8 @@ use crate::helpers::{TestApp, assert_ok, error_code, spawn_app_with};
 /// An app whose cap is 3 followings (ratio 1.1), and `n` users.
 async fn capped(n: usize) -> (TestApp, UserId, Vec<UserId>) {
     let t = spawn_app_with(|c| {
-        c.max_followings = 3;
-        c.followings_ratio = 1.1;
+        c.writes.max_followings = 3;
+        c.writes.followings_ratio = 1.1;
     })
     .await;
     let me = t.user("me").await;

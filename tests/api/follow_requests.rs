@@ -220,7 +220,7 @@ async fn follow_many_of_locked_accounts_makes_requests() {
 
 #[tokio::test]
 async fn an_unlock_accepts_every_pending_request() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let owner = t.user("owner").await;
     settings(&t, owner, true).await;
     let mut fans = Vec::new();
@@ -473,8 +473,8 @@ async fn listed(t: &TestApp, owner: UserId) -> (Vec<String>, u64) {
 #[tokio::test]
 async fn an_accept_is_held_to_the_requesters_follow_cap() {
     let t = spawn_app_with(|c| {
-        c.max_followings = 1;
-        c.followings_ratio = 0.0;
+        c.writes.max_followings = 1;
+        c.writes.followings_ratio = 0.0;
     })
     .await;
     let (fan, other, owner) = (

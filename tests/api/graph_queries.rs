@@ -210,7 +210,7 @@ async fn common_count(t: &TestApp, a: UserId, b: UserId) -> u64 {
 async fn common_following_of_a_large_and_a_small_list() {
     // `big` follows 50,000 with no followers: past the follow cap, which
     // is not what this test is about.
-    let t = spawn_app_with(|c| c.max_followings = 0).await;
+    let t = spawn_app_with(|c| c.writes.max_followings = 0).await;
     let pool = users(&t, "p", 50_000).await;
     let (big, small) = (t.user("big").await, t.user("small").await);
     let mut rng = Rng(7);

@@ -22,11 +22,11 @@ async fn transactions_of(t: &TestApp, actors: &[UserId]) -> i64 {
 #[tokio::test]
 async fn one_batch_refuses_its_items_alone_and_applies_the_rest() {
     let t = spawn_app_with(|c| {
-        c.write_batches_in_flight = 1;
-        c.max_followings = 2;
-        c.followings_ratio = 1.0;
-        c.rate_limit_capacity = 3;
-        c.rate_limit_per_sec = 0.001;
+        c.database.write_batches_in_flight = 1;
+        c.writes.max_followings = 2;
+        c.writes.followings_ratio = 1.0;
+        c.writes.rate_limit_capacity = 3;
+        c.writes.rate_limit_per_sec = 0.001;
     })
     .await;
     let mut users = Vec::new();

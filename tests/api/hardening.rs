@@ -215,8 +215,8 @@ async fn all_connections_idle(t: &TestApp, secs: u64) {
 #[tokio::test]
 async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
     let t = spawn_app_with(|c| {
-        c.request_timeout_ms = 300;
-        c.statement_timeout_ms = 1000;
+        c.limits.request_timeout_ms = 300;
+        c.database.statement_timeout_ms = 1000;
     })
     .await;
     let alice = t.user("alice").await;
@@ -252,8 +252,8 @@ async fn a_request_past_its_deadline_times_out_and_frees_its_connections() {
 async fn a_statement_past_statement_timeout_answers_timeout() {
     // The request deadline is far away: only PostgreSQL can stop this one.
     let t = spawn_app_with(|c| {
-        c.statement_timeout_ms = 200;
-        c.request_timeout_ms = 60_000;
+        c.database.statement_timeout_ms = 200;
+        c.limits.request_timeout_ms = 60_000;
     })
     .await;
     let alice = t.user("alice").await;
@@ -300,7 +300,7 @@ async fn reads_start_no_fill_for_empty_pages_nor_past_the_fill_limit() {
     .await;
 
     // With no fill permits, pages are served from PostgreSQL and nothing fills.
-    let t = spawn_app_with(|c| c.max_concurrent_fills = 0).await;
+    let t = spawn_app_with(|c| c.caches.max_concurrent_fills = 0).await;
     let star = t.user("star").await;
     seed_followers(&t, star, "fan", 30, 1).await;
     let list = ListKey::Followers(star);
@@ -390,15 +390,15 @@ async fn a_follow_holds_no_postgres_connection_while_it_waits_for_redis() {
     let name = format!("kith_pools_{}", uuid::Uuid::new_v4().simple());
     let t = std::sync::Arc::new(
         spawn_app_with(|c| {
-            let separator = if c.database_url.contains('?') {
+            let separator = if c.database.url.contains('?') {
                 '&'
             } else {
                 '?'
             };
-            c.database_url = format!("{}{separator}application_name={name}", c.database_url);
-            c.database_pool_size = 1;
-            c.redis_pool_size = 1;
-            c.redis_timeout_ms = 3000;
+            c.database.url = format!("{}{separator}application_name={name}", c.database.url);
+            c.database.pool_size = 1;
+            c.redis.pool_size = 1;
+            c.redis.timeout_ms = 3000;
         })
         .await,
     );
@@ -409,7 +409,7 @@ async fn a_follow_holds_no_postgres_connection_while_it_waits_for_redis() {
         let t = t.clone();
         async move { t.follow(alice, bob).await }
     });
-    let base = kith::config::Config::from_env().unwrap().database_url;
+    let base = kith::config::Config::from_env().unwrap().database.url;
     let mut admin = diesel_async::AsyncPgConnection::establish(&base)
         .await
         .unwrap();

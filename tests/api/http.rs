@@ -174,7 +174,7 @@ async fn scrape(t: &TestApp) -> (StatusCode, Vec<u8>) {
 async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
     let port = crate::http_client::free_port();
     let t = crate::helpers::spawn_app_with(|c| {
-        c.metrics_addr = Some(format!("127.0.0.1:{port}").parse().unwrap());
+        c.http.metrics_addr = Some(format!("127.0.0.1:{port}").parse().unwrap());
     })
     .await;
     let (status, _) = send(&t, Request::get("/metrics").body(Body::empty()).unwrap()).await;
@@ -186,6 +186,7 @@ async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
     assert_eq!(
         kith::config::Config::from_lookup(|_| None)
             .unwrap()
+            .http
             .metrics_addr
             .map(|a| a.ip().is_loopback()),
         Some(true)
@@ -218,8 +219,8 @@ async fn metrics_have_their_own_listener_and_a_scrape_runs_no_statement() {
 #[tokio::test]
 async fn metrics_are_served_in_openmetrics_text() {
     let t = crate::helpers::spawn_app_with(|c| {
-        c.rate_limit_capacity = 3;
-        c.rate_limit_per_sec = 0.01;
+        c.writes.rate_limit_capacity = 3;
+        c.writes.rate_limit_per_sec = 0.01;
     })
     .await;
     let (alice, bob, carol) = (
@@ -399,7 +400,7 @@ async fn exchange(
 
 #[tokio::test]
 async fn bodies_past_the_limit_get_413_while_streaming() {
-    let t = spawn_app_with(|c| c.max_body_bytes = 64 * 1024).await;
+    let t = spawn_app_with(|c| c.limits.max_body_bytes = 64 * 1024).await;
     let padding = " ".repeat(100 * 1024);
     let body = format!(r#"{{"query": "{{ __typename }}"{padding}}}"#);
     let (status, _, _) = exchange(&t, post(Some("application/json"), None, body.clone())).await;
@@ -619,7 +620,7 @@ async fn cors_allows_only_the_configured_origins() {
     let (_, headers, _) = exchange(&t, with_origin("https://app.example")).await;
     assert!(headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 
-    let t = spawn_app_with(|c| c.cors_origins = vec!["https://app.example".into()]).await;
+    let t = spawn_app_with(|c| c.http.cors_origins = vec!["https://app.example".into()]).await;
     let (status, headers, _) = exchange(&t, preflight("https://app.example")).await;
     assert!(status.is_success());
     assert_eq!(
@@ -776,7 +777,7 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
 
     // Switched off: introspection is refused with its own code, anywhere
     // in a document; `__typename` is not introspection.
-    let off = spawn_app_with(|c| c.introspection = false).await;
+    let off = spawn_app_with(|c| c.limits.introspection = false).await;
     for query in [
         "{ __schema { types { name } } }",
         "{ __type(name: \"User\") { name } }",
@@ -807,7 +808,7 @@ async fn introspection_gets_no_way_around_the_limits_and_can_be_switched_off() {
 /// `Authorization` and `Accept`.
 #[tokio::test]
 async fn only_anonymous_get_answers_are_publicly_cacheable() {
-    let t = spawn_app_with(|c| c.public_cache_secs = 7).await;
+    let t = spawn_app_with(|c| c.limits.public_cache_secs = 7).await;
     let alice = t.user("alice").await;
     let bearer = format!("Bearer {}", t.token(alice));
     let headers = async |method: &str, authorization: Option<&str>, query: &str| {

@@ -105,11 +105,11 @@ async fn jwks_tokens_are_verified_and_rotation_is_picked_up() {
     let provider = Provider::start(fixture("jwks-1.json")).await;
     let url = provider.url.clone();
     let t = spawn_app_with(|c| {
-        c.jwt_jwks_url = Some(url);
-        c.jwt_jwks_min_refresh_ms = 300;
-        c.jwt_hs256 = false;
-        c.jwt_issuer = Some(ISSUER.into());
-        c.jwt_audience = Some(AUDIENCE.into());
+        c.auth.jwt_jwks_url = Some(url);
+        c.auth.jwt_jwks_min_refresh_ms = 300;
+        c.auth.jwt_hs256 = false;
+        c.auth.jwt_issuer = Some(ISSUER.into());
+        c.auth.jwt_audience = Some(AUDIENCE.into());
     })
     .await;
     let alice = t.user("alice").await;
@@ -215,10 +215,10 @@ async fn jwks_tokens_are_verified_and_rotation_is_picked_up() {
 #[tokio::test]
 async fn pem_keys_nbf_leeway_and_handle_claims() {
     let t = spawn_app_with(|c| {
-        c.jwt_public_key_pem = Some(fixture("ec1.pub.pem"));
-        c.jwt_user_claim = "preferred_username".into();
-        c.jwt_user_lookup = kith::config::UserLookup::Handle;
-        c.jwt_leeway_secs = 30;
+        c.auth.jwt_public_key_pem = Some(fixture("ec1.pub.pem"));
+        c.auth.jwt_user_claim = "preferred_username".into();
+        c.auth.jwt_user_lookup = kith::config::UserLookup::Handle;
+        c.auth.jwt_leeway_secs = 30;
     })
     .await;
     t.user("bob").await;
@@ -301,13 +301,13 @@ async fn hanging_provider(document: String) -> (String, Arc<Mutex<usize>>) {
 async fn a_hanging_provider_stalls_no_token_whose_key_is_known() {
     let (url, reads) = hanging_provider(fixture("jwks-1.json")).await;
     let t = spawn_app_with(|c| {
-        c.jwt_jwks_url = Some(url);
+        c.auth.jwt_jwks_url = Some(url);
         // Due for a new read every second, tried at most every 200 ms.
-        c.jwt_jwks_ttl_secs = 1;
-        c.jwt_jwks_min_refresh_ms = 200;
-        c.jwt_hs256 = false;
-        c.jwt_issuer = Some(ISSUER.into());
-        c.jwt_audience = Some(AUDIENCE.into());
+        c.auth.jwt_jwks_ttl_secs = 1;
+        c.auth.jwt_jwks_min_refresh_ms = 200;
+        c.auth.jwt_hs256 = false;
+        c.auth.jwt_issuer = Some(ISSUER.into());
+        c.auth.jwt_audience = Some(AUDIENCE.into());
     })
     .await;
     let alice = t.user("alice").await;

@@ -43,7 +43,7 @@ fn handles(page: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn suspend_takes_an_account_out_and_restore_brings_it_back_in_place() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (alice, sus, bob, carol) = (
         t.user("alice").await,
         t.user("sus").await,
@@ -114,7 +114,7 @@ async fn suspend_takes_an_account_out_and_restore_brings_it_back_in_place() {
 
 #[tokio::test]
 async fn an_edge_between_two_suspended_accounts_waits_for_both() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (a, b) = (t.user("a").await, t.user("b").await);
     t.follow(a, b).await;
     lifecycle::set_status(&t.app, a, UserStatus::Suspended)
@@ -138,7 +138,7 @@ async fn an_edge_between_two_suspended_accounts_waits_for_both() {
 
 #[tokio::test]
 async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let star = t.user("star").await;
     seed_followers(&t, star, "fan", 1200, 7).await;
     let fan = t.user("lastfan").await;
@@ -195,7 +195,7 @@ async fn a_deleted_celebrity_leaves_in_batches_and_lists_never_show_holes() {
 
 #[tokio::test]
 async fn suspending_sets_followers_counts_from_the_truth_even_after_drift() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let (fan, sus) = (t.user("fan").await, t.user("sus").await);
     // An edge the fan's count never saw (drifted low: 0 while the truth has 1).
     t.sql(&format!(
@@ -380,7 +380,7 @@ async fn an_unfollow_during_a_suspension_is_not_undone_by_the_restore() {
 /// an answer to its request) do too.
 #[tokio::test]
 async fn mutation_payloads_show_a_deleted_account_as_null() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 100).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 100).await;
     let (me, gone) = (t.user("me").await, t.user("gone").await);
     let id = kith::testing::graph::ids::user_id(gone).to_string();
     let viewer = kith::testing::auth::Viewer::User(me);

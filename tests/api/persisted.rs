@@ -167,8 +167,8 @@ async fn the_allow_list_mode_runs_only_the_manifest() {
     })
     .unwrap();
     let t = spawn_app_with(|c| {
-        c.persisted_manifest = base.persisted_manifest.clone();
-        c.persisted_only = base.persisted_only;
+        c.limits.persisted_manifest = base.limits.persisted_manifest.clone();
+        c.limits.persisted_only = base.limits.persisted_only;
     })
     .await;
     let me = t.user("me").await;
@@ -227,11 +227,12 @@ async fn the_allow_list_mode_runs_only_the_manifest() {
     // start (the configuration reads the file; the persisted queries check it).
     std::fs::write(&manifest, json!({ hash: other }).to_string()).unwrap();
     let mut config = t.app.config.clone();
-    config.persisted_manifest = kith::config::Config::from_lookup(|name| match name {
+    config.limits.persisted_manifest = kith::config::Config::from_lookup(|name| match name {
         "KITH_PERSISTED_QUERIES_FILE" => Some(path.clone()),
         _ => None,
     })
     .unwrap()
+    .limits
     .persisted_manifest;
     match kith::app::App::start(config).await {
         Err(kith::app::StartError::Config(why)) => {
@@ -245,7 +246,7 @@ async fn the_allow_list_mode_runs_only_the_manifest() {
 
 #[tokio::test]
 async fn with_apq_off_a_hash_alone_is_not_supported() {
-    let t = spawn_app_with(|c| c.apq_cache_bytes = 0).await;
+    let t = spawn_app_with(|c| c.limits.apq_cache_bytes = 0).await;
     let me = t.user("me").await;
     let token = t.token(me);
     let hash = sha256_hex(ME);

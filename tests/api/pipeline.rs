@@ -124,7 +124,7 @@ async fn the_actor_reads_its_own_writes_before_the_pipeline_runs() {
 
 #[tokio::test]
 async fn replaying_the_whole_topic_changes_nothing() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let mut users = Vec::new();
     for i in 0..5 {
         users.push(t.user(&format!("u{i}")).await);
@@ -147,7 +147,7 @@ async fn replaying_the_whole_topic_changes_nothing() {
     for (i, author) in users.iter().enumerate() {
         let event = json!({"eventId": Uuid::new_v4(), "type": "PostPublished", "authorId": author, "occurredAtMs": i});
         t.produce(
-            &t.app.config.content_topic,
+            &t.app.config.pipeline.content_topic,
             &author.to_string(),
             event.to_string().as_bytes(),
         )
@@ -165,7 +165,7 @@ async fn replaying_the_whole_topic_changes_nothing() {
     projector.stop().await.unwrap();
 
     let mut config = t.app.config.clone();
-    config.consumer_group = format!("{}-replay", config.consumer_group);
+    config.pipeline.consumer_group = format!("{}-replay", config.pipeline.consumer_group);
     let replay_app = kith::app::App::start(config).await.unwrap();
     let replay = t.start_projector_for(replay_app.clone(), hooks());
     eventually("the replay to finish", 60, || async {
@@ -202,7 +202,7 @@ async fn an_unfollow_delivered_before_its_follow_wins() {
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     t.cache_list(ListKey::Followers(bob), &[]).await;
     let projector = t.start_projector(hooks());
-    let topic = t.app.config.follow_topic.clone();
+    let topic = t.app.config.pipeline.follow_topic.clone();
     let key = alice.to_string();
     let at = chrono::Utc::now().timestamp_millis();
     let canceled = follow_event(FollowEventType::FollowCanceled, alice, bob, 2, at);
@@ -273,7 +273,7 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     let t = spawn_app().await;
     let alice = t.user("alice").await;
     let projector = t.start_projector(hooks());
-    let topic = t.app.config.content_topic.clone();
+    let topic = t.app.config.pipeline.content_topic.clone();
     let key = alice.to_string();
     let event =
         |id: Uuid, kind: &str| json!({"eventId": id, "type": kind, "authorId": alice}).to_string();
@@ -296,8 +296,12 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     for message in &messages {
         t.produce(&topic, &key, message.as_bytes()).await;
     }
-    t.produce(&t.app.config.follow_topic, &key, b"\x00\x01garbage")
-        .await;
+    t.produce(
+        &t.app.config.pipeline.follow_topic,
+        &key,
+        b"\x00\x01garbage",
+    )
+    .await;
 
     eventually("every message handled", 60, || async {
         let stats = t.full_stats(alice).await;
@@ -334,15 +338,15 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     let consumer: StreamConsumer = kith::testing::pipeline::kafka::client_config(&t.app.config)
         .set(
             "group.id",
-            format!("{}-dlq-reader", t.app.config.consumer_group),
+            format!("{}-dlq-reader", t.app.config.pipeline.consumer_group),
         )
         .create()
         .unwrap();
     let mut partitions = rdkafka::TopicPartitionList::new();
-    for partition in 0..t.app.config.topic_partitions {
+    for partition in 0..t.app.config.pipeline.topic_partitions {
         partitions
             .add_partition_offset(
-                &t.app.config.dead_letter_topic,
+                &t.app.config.pipeline.dead_letter_topic,
                 partition,
                 rdkafka::Offset::Beginning,
             )
@@ -371,7 +375,8 @@ async fn duplicate_content_events_count_once_and_poison_is_dead_lettered() {
     }
     dead.sort();
     assert!(dead.iter().any(
-        |(topic, payload)| topic == &t.app.config.follow_topic && payload == b"\x00\x01garbage"
+        |(topic, payload)| topic == &t.app.config.pipeline.follow_topic
+            && payload == b"\x00\x01garbage"
     ));
     assert!(
         dead.iter()
@@ -448,7 +453,7 @@ fn content_items(
             let message = rdkafka::message::OwnedMessage::new(
                 Some(payload.clone().into_bytes()),
                 None,
-                t.app.config.content_topic.clone(),
+                t.app.config.pipeline.content_topic.clone(),
                 rdkafka::Timestamp::NotAvailable,
                 0,
                 first_offset + i as i64,
@@ -456,7 +461,7 @@ fn content_items(
             );
             Item {
                 partition: kith::testing::store::partitions::TopicPartition {
-                    topic: t.app.config.content_topic.clone(),
+                    topic: t.app.config.pipeline.content_topic.clone(),
                     partition: 0,
                 },
                 offset: first_offset + i as i64,
@@ -510,7 +515,7 @@ async fn dead_letters_replay_once_the_cause_is_fixed_and_the_ledger_is_pruned() 
     let t = spawn_app().await;
     let alice = t.user("alice").await;
     let projector = t.start_projector(hooks());
-    let topic = t.app.config.content_topic.clone();
+    let topic = t.app.config.pipeline.content_topic.clone();
     let key = alice.to_string();
     let unfavorite =
         json!({"eventId": Uuid::new_v4(), "type": "PostUnfavorited", "authorId": alice})
@@ -600,8 +605,8 @@ async fn a_commit_whose_answer_is_lost_is_taken_as_done_and_the_partition_goes_o
 /// wake-ups can move events.
 async fn app_without_relay_poll() -> TestApp {
     spawn_app_with(|c| {
-        c.relay_poll_ms = 600_000;
-        c.rate_limit_capacity = 1000;
+        c.pipeline.relay_poll_ms = 600_000;
+        c.writes.rate_limit_capacity = 1000;
     })
     .await
 }
@@ -614,10 +619,10 @@ async fn messages_on_follow_topic(t: &TestApp) -> i64 {
             kith::testing::pipeline::kafka::client_config(&config)
                 .create()
                 .expect("client");
-        (0..config.topic_partitions)
+        (0..config.pipeline.topic_partitions)
             .map(|p| {
                 client
-                    .fetch_watermarks(&config.follow_topic, p, Duration::from_secs(10))
+                    .fetch_watermarks(&config.pipeline.follow_topic, p, Duration::from_secs(10))
                     .expect("watermarks")
                     .1
             })
@@ -690,8 +695,8 @@ async fn a_relay_in_another_process_is_woken_by_each_commit() {
 /// after `idle_poll_ms`).
 async fn app_with_idle_poll(idle_poll_ms: u64) -> TestApp {
     spawn_app_with(|c| {
-        c.projector_idle_poll_ms = idle_poll_ms;
-        c.rate_limit_capacity = 1000;
+        c.pipeline.projector_idle_poll_ms = idle_poll_ms;
+        c.writes.rate_limit_capacity = 1000;
     })
     .await
 }
@@ -760,7 +765,7 @@ async fn a_parked_projector_still_reads_unannounced_events() {
     let parks = parked_since(&t, 0).await;
     let event = json!({"eventId": Uuid::new_v4(), "type": "PostPublished", "authorId": author});
     t.produce(
-        &t.app.config.content_topic,
+        &t.app.config.pipeline.content_topic,
         &author.to_string(),
         event.to_string().as_bytes(),
     )
@@ -780,9 +785,9 @@ async fn a_parked_projector_still_reads_unannounced_events() {
 async fn kafka_properties_reach_the_clients() {
     let t = crate::helpers::spawn_app().await;
     let mut config = t.app.config.clone();
-    config.kafka_properties = vec![("socket.timeout.ms".into(), "not-a-number".into())];
+    config.pipeline.kafka_properties = vec![("socket.timeout.ms".into(), "not-a-number".into())];
     assert!(kith::testing::pipeline::kafka::producer(&config).is_err());
-    config.kafka_properties = vec![
+    config.pipeline.kafka_properties = vec![
         ("client.id".into(), "kith-test".into()),
         ("acks".into(), "0".into()),
     ];
@@ -810,7 +815,7 @@ async fn events_another_database_wrote_are_refused_never_applied() {
     );
     t.cache_list(ListKey::Followers(bob), &[]).await;
     let projector = t.start_projector(hooks());
-    let topic = t.app.config.follow_topic.clone();
+    let topic = t.app.config.pipeline.follow_topic.clone();
     let at = chrono::Utc::now().timestamp_millis();
     let foreign = follow_event(FollowEventType::FollowCreated, alice, bob, 1, at);
     t.produce_from(Some(Uuid::new_v4()), &topic, &alice.to_string(), &foreign)

@@ -65,8 +65,8 @@ async fn act(t: &TestApp, actor: UserId, mutation: &str, target: UserId) {
 #[tokio::test]
 async fn the_viewers_lists_export_in_mastodons_formats() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.account_domain = "kith.example".into();
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.account_domain = "kith.example".into();
     })
     .await;
     let me = t.user("me").await;
@@ -241,9 +241,9 @@ async fn following_handles(t: &TestApp, user: UserId) -> Vec<String> {
 #[tokio::test]
 async fn an_import_applies_its_rows_and_reports_each_bad_one() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.account_domain = "kith.example".into();
-        c.import_rows_per_sec = 1000;
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.account_domain = "kith.example".into();
+        c.portability.import_rows_per_sec = 1000;
     })
     .await;
     let me = t.user("me").await;
@@ -315,8 +315,8 @@ async fn an_import_applies_its_rows_and_reports_each_bad_one() {
 #[tokio::test]
 async fn an_overwrite_undoes_what_the_file_does_not_name() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.import_rows_per_sec = 1000;
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.import_rows_per_sec = 1000;
     })
     .await;
     let me = t.user("me").await;
@@ -360,8 +360,8 @@ async fn an_overwrite_undoes_what_the_file_does_not_name() {
 #[tokio::test]
 async fn an_export_imports_into_another_account() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.import_rows_per_sec = 1000;
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.import_rows_per_sec = 1000;
     })
     .await;
     let (old, new) = (t.user("old").await, t.user("new").await);
@@ -396,8 +396,8 @@ async fn an_export_imports_into_another_account() {
 #[tokio::test]
 async fn imports_are_the_viewers_own_one_at_a_time_and_bounded() {
     let t = spawn_app_with(|c| {
-        c.import_max_rows = 10;
-        c.import_rows_per_sec = 1;
+        c.portability.import_max_rows = 10;
+        c.portability.import_rows_per_sec = 1;
     })
     .await;
     let (me, other) = (t.user("me").await, t.user("other").await);
@@ -521,8 +521,8 @@ async fn an_import_survives_its_process_being_killed() {
 #[tokio::test]
 async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.import_rows_per_sec = 1000;
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.import_rows_per_sec = 1000;
     })
     .await;
     let me = t.user("me").await;
@@ -547,10 +547,10 @@ async fn an_overwrite_walks_a_long_list_and_a_refused_row_stops_nothing() {
 
     // The cap: past 2 followings, a follow needs followers (ratio 0: none do).
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1000;
-        c.import_rows_per_sec = 1000;
-        c.max_followings = 2;
-        c.followings_ratio = 0.0;
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.import_rows_per_sec = 1000;
+        c.writes.max_followings = 2;
+        c.writes.followings_ratio = 0.0;
     })
     .await;
     let me = t.user("me").await;
@@ -612,8 +612,8 @@ async fn a_stopping_process_gives_its_import_up() {
 #[tokio::test]
 async fn runners_racing_over_one_job_apply_each_row_once() {
     let t = spawn_app_with(|c| {
-        c.import_rows_per_sec = 1000;
-        c.import_follows_per_day = 10_000;
+        c.portability.import_rows_per_sec = 1000;
+        c.portability.import_follows_per_day = 10_000;
     })
     .await;
     let me = t.user("me").await;
@@ -702,9 +702,9 @@ async fn queue(t: &TestApp, owner: UserId, csv: &str) -> Value {
 #[tokio::test]
 async fn an_import_is_bounded_before_it_is_read() {
     let t = spawn_app_with(|c| {
-        c.import_max_rows = 10;
-        c.rate_limit_capacity = 3;
-        c.rate_limit_per_sec = 0.001;
+        c.portability.import_max_rows = 10;
+        c.writes.rate_limit_capacity = 3;
+        c.writes.rate_limit_per_sec = 0.001;
     })
     .await;
     let me = t.user("me").await;
@@ -769,8 +769,8 @@ async fn an_import_is_bounded_before_it_is_read() {
 #[tokio::test]
 async fn imports_take_turns_and_can_be_canceled() {
     let t = spawn_app_with(|c| {
-        c.import_rows_per_sec = 10;
-        c.import_follows_per_day = 100_000;
+        c.portability.import_rows_per_sec = 10;
+        c.portability.import_follows_per_day = 100_000;
     })
     .await;
     let (big, small, other) = (
@@ -864,7 +864,7 @@ async fn imports_take_turns_and_can_be_canceled() {
 /// over, while the account's own follows go on.
 #[tokio::test]
 async fn imports_spend_a_daily_follow_budget_and_resume_the_next_day() {
-    let t = spawn_app_with(|c| c.import_follows_per_day = 3).await;
+    let t = spawn_app_with(|c| c.portability.import_follows_per_day = 3).await;
     let me = t.user("me").await;
     let csv = seeded_file(&t, "pal", 5).await;
     let runner = t.start_imports();

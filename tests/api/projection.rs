@@ -12,7 +12,7 @@ use crate::helpers::spawn_app_with;
 #[tokio::test]
 async fn concurrent_appliers_of_one_edge_count_each_transition_once() {
     const VERSIONS: i64 = 40;
-    let t = Arc::new(spawn_app_with(|c| c.database_pool_size = 16).await);
+    let t = Arc::new(spawn_app_with(|c| c.database.pool_size = 16).await);
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     let at =
         chrono::DateTime::from_timestamp_millis(chrono::Utc::now().timestamp_millis()).unwrap();

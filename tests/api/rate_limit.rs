@@ -12,8 +12,8 @@ async fn concurrent_follows_allow_exactly_capacity() {
     const ATTEMPTS: usize = 40;
     let t = std::sync::Arc::new(
         spawn_app_with(|c| {
-            c.rate_limit_capacity = CAPACITY;
-            c.rate_limit_per_sec = 0.001;
+            c.writes.rate_limit_capacity = CAPACITY;
+            c.writes.rate_limit_per_sec = 0.001;
         })
         .await,
     );
@@ -58,8 +58,8 @@ async fn concurrent_follows_allow_exactly_capacity() {
 #[tokio::test]
 async fn bucket_refills_at_the_configured_rate() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 2;
-        c.rate_limit_per_sec = 2.0; // one token per 500 ms
+        c.writes.rate_limit_capacity = 2;
+        c.writes.rate_limit_per_sec = 2.0; // one token per 500 ms
     })
     .await;
     let alice = UserId::new(1).unwrap();
@@ -83,8 +83,8 @@ async fn bucket_refills_at_the_configured_rate() {
 #[tokio::test]
 async fn bucket_key_outlives_the_refill() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 5;
-        c.rate_limit_per_sec = 1.0;
+        c.writes.rate_limit_capacity = 5;
+        c.writes.rate_limit_per_sec = 1.0;
     })
     .await;
     let alice = UserId::new(7).unwrap();

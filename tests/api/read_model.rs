@@ -68,7 +68,7 @@ async fn flush(t: &TestApp, list: ListKey) {
 
 #[tokio::test]
 async fn a_thousand_followers_in_few_milliseconds_page_exactly_from_cache_and_postgres() {
-    let t = spawn_app_with(|c| c.list_cache_size = 5000).await;
+    let t = spawn_app_with(|c| c.caches.list_cache_size = 5000).await;
     let target = t.user("target").await;
     let expected = seed_followers(&t, target, "f", 1000, 100).await;
     let list = ListKey::Followers(target);
@@ -121,7 +121,7 @@ async fn a_thousand_followers_in_few_milliseconds_page_exactly_from_cache_and_po
 
 #[tokio::test]
 async fn a_partial_cache_serves_its_window_and_postgres_the_rest() {
-    let t = spawn_app_with(|c| c.list_cache_size = 150).await;
+    let t = spawn_app_with(|c| c.caches.list_cache_size = 150).await;
     let target = t.user("target").await;
     let expected = seed_followers(&t, target, "f", 400, 7).await;
     let list = ListKey::Followers(target);
@@ -196,7 +196,7 @@ async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
     use kith::testing::cache::lists::EdgeState;
     use kith::testing::store::follower::{self, EdgeEvent};
 
-    let t = spawn_app_with(|c| c.list_cache_size = 100).await;
+    let t = spawn_app_with(|c| c.caches.list_cache_size = 100).await;
     let target = t.user("target").await;
     let expected = seed_followers(&t, target, "f", 300, 3).await;
     let list = ListKey::Followers(target);
@@ -585,7 +585,7 @@ async fn deep_and_complex_queries_are_refused_before_running() {
 #[tokio::test]
 async fn a_hundred_thousand_followers_page_one_and_deep() {
     // Deep offsets are an operator's choice: this deployment allows them.
-    let t = spawn_app_with(|c| c.max_offset = 100_000).await;
+    let t = spawn_app_with(|c| c.limits.max_offset = 100_000).await;
     let target = t.user("star").await;
     let expected = seed_followers(&t, target, "fan", 100_000, 50).await;
     let id = kith::testing::graph::ids::user_id(target).to_string();
@@ -701,7 +701,7 @@ async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec
 
 #[tokio::test]
 async fn graphql_connections_walk_a_thousand_followers_both_ways() {
-    let t = spawn_app_with(|c| c.list_cache_size = 300).await;
+    let t = spawn_app_with(|c| c.caches.list_cache_size = 300).await;
     let target = t.user("target").await;
     let expected: Vec<UserId> = seed_followers(&t, target, "f", 1000, 250)
         .await
@@ -1043,8 +1043,8 @@ async fn a_heavy_viewers_relations_come_from_the_cache_alone() {
     // `following_cache_size`): the viewer follows 40, and the 5 a page shows
     // were followed first, so a window of the newest 10 would miss them.
     let t = spawn_app_with(|c| {
-        c.list_cache_size = 10;
-        c.rate_limit_capacity = 1000;
+        c.caches.list_cache_size = 10;
+        c.writes.rate_limit_capacity = 1000;
     })
     .await;
     let (viewer, target) = (t.user("viewer").await, t.user("target").await);
@@ -1079,9 +1079,9 @@ const RELATIONSHIPS: &str =
 async fn relations_read_from_a_partly_cached_following_list_agree_with_the_truth() {
     // Lists cache their 10 newest edges: the viewer's list of 30 is cached in part.
     let t = spawn_app_with(|c| {
-        c.list_cache_size = 10;
-        c.following_cache_size = 10;
-        c.rate_limit_capacity = 1000;
+        c.caches.list_cache_size = 10;
+        c.caches.following_cache_size = 10;
+        c.writes.rate_limit_capacity = 1000;
     })
     .await;
     let viewer = t.user("viewer").await;

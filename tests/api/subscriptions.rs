@@ -125,10 +125,10 @@ async fn a_subscriber_on_one_replica_sees_a_follow_made_on_another() {
 #[tokio::test]
 async fn connections_need_a_token_and_stay_within_their_limits() {
     let t = spawn_app_with(|c| {
-        c.max_live_connections_per_user = 2;
-        c.max_subscriptions_per_connection = 2;
-        c.ws_init_timeout_ms = 300;
-        c.max_body_bytes = 4096;
+        c.live.max_connections_per_user = 2;
+        c.live.max_subscriptions_per_connection = 2;
+        c.live.ws_init_timeout_ms = 300;
+        c.limits.max_body_bytes = 4096;
     })
     .await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
@@ -328,7 +328,7 @@ async fn closed(client: &mut LiveClient) -> String {
 
 #[tokio::test]
 async fn a_connection_ends_when_its_token_does() {
-    let t = spawn_app_with(|c| c.jwt_leeway_secs = 0).await;
+    let t = spawn_app_with(|c| c.auth.jwt_leeway_secs = 0).await;
     let alice = t.user("alice").await;
     let r = replica(&t, t.app.clone(), false).await;
     let now = chrono::Utc::now().timestamp();
@@ -410,8 +410,8 @@ async fn a_suspended_account_loses_its_connections_within_seconds() {
 #[tokio::test]
 async fn one_socket_cannot_take_every_postgres_connection() {
     let t = spawn_app_with(|c| {
-        c.database_pool_size = 6;
-        c.max_operations_per_connection = 2;
+        c.database.pool_size = 6;
+        c.live.max_operations_per_connection = 2;
     })
     .await;
     let (star, reader) = (t.user("star").await, t.user("reader").await);

@@ -55,7 +55,7 @@ async fn act(t: &TestApp, actor: UserId, mutation: &str, target: UserId) {
 }
 
 async fn app() -> TestApp {
-    spawn_app_with(|c| c.rate_limit_capacity = 1000).await
+    spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await
 }
 
 #[tokio::test]

@@ -50,7 +50,7 @@ const RELATIONSHIPS: &str = "query($ids: [ID!]!) { relationships(ids: $ids) { fo
 #[tokio::test]
 async fn reads_of_unknown_users_leave_no_keys_in_redis() {
     let redis = Redis::start(&["--maxmemory-policy", "noeviction"]);
-    let t = spawn_app_with(|c| c.redis_url = redis.url.clone()).await;
+    let t = spawn_app_with(|c| c.redis.url = redis.url.clone()).await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
     t.follow(alice, bob).await;
     let alice_id = ids::user_id(alice).to_string();
@@ -147,7 +147,7 @@ async fn a_full_redis_refuses_follows_as_unavailable_and_reads_go_on() {
     // One byte of memory: every write that adds data fails with OOM.
     let redis = Redis::start(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
     let mut config = t.app.config.clone();
-    config.redis_url = redis.url.clone();
+    config.redis.url = redis.url.clone();
     let full = kith::app::App::start(config)
         .await
         .expect("a full Redis still starts");
@@ -176,7 +176,7 @@ async fn a_full_redis_refuses_follows_as_unavailable_and_reads_go_on() {
 
 #[tokio::test]
 async fn fills_reads_start_are_bounded_per_process() {
-    let t = spawn_app_with(|c| c.max_fills_per_sec = 2).await;
+    let t = spawn_app_with(|c| c.caches.max_fills_per_sec = 2).await;
     let mut users = Vec::new();
     for i in 0..20 {
         users.push(t.user(&format!("u{i}")).await);

@@ -109,8 +109,8 @@ async fn concurrent_toggles_of_one_pair_agree_with_the_outbox() {
     const TASKS: usize = 50;
     let t = std::sync::Arc::new(
         spawn_app_with(|c| {
-            c.rate_limit_capacity = 1000;
-            c.database_pool_size = 16;
+            c.writes.rate_limit_capacity = 1000;
+            c.database.pool_size = 16;
         })
         .await,
     );

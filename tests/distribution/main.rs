@@ -261,7 +261,7 @@ async fn hot_path_statements_filter_on_their_distribution_column() {
     // A content event from another service: the projector's counter path.
     let event = json!({"eventId": uuid::Uuid::new_v4(), "type": "PostPublished", "authorId": me});
     t.produce(
-        &t.app.config.content_topic,
+        &t.app.config.pipeline.content_topic,
         &me.to_string(),
         event.to_string().as_bytes(),
     )

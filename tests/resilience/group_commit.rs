@@ -55,8 +55,8 @@ struct Count {
 #[tokio::test]
 async fn a_kill_mid_batch_keeps_every_acknowledged_change_whole() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 1_000_000;
-        c.rate_limit_per_sec = 100_000.0;
+        c.writes.rate_limit_capacity = 1_000_000;
+        c.writes.rate_limit_per_sec = 100_000.0;
     })
     .await;
     let mut users = Vec::with_capacity(USERS);

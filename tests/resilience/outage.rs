@@ -116,7 +116,7 @@ async fn events_survive_a_broker_outage() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut broker = Broker::start(dir, port);
 
-    let t = spawn_app_with(|c| c.kafka_brokers = format!("127.0.0.1:{port}")).await;
+    let t = spawn_app_with(|c| c.pipeline.kafka_brokers = format!("127.0.0.1:{port}")).await;
     let target = t.user("target").await;
     let mut fans = Vec::new();
     for i in 0..12 {

@@ -113,13 +113,13 @@ async fn cache_misses_read_the_replica_never_before_the_viewers_write() {
     let _formation = exclusive().await;
     let url = up().await;
     let t = spawn_app_on(&url, |c| {
-        c.database_replica_url = Some(c.database_url.replace(
+        c.database.replica_url = Some(c.database.url.replace(
             "target_session_attrs=read-write",
             "target_session_attrs=read-only",
         ));
         // Pages past the 5 newest come from PostgreSQL.
-        c.list_cache_size = 5;
-        c.following_cache_size = 5;
+        c.caches.list_cache_size = 5;
+        c.caches.following_cache_size = 5;
     })
     .await;
     let standby = nodes(&url)

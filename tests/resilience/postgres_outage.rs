@@ -17,8 +17,8 @@ use crate::helpers::{
 async fn dropped_connections_answer_unavailable_and_the_pool_heals() {
     let name = format!("kith_outage_{}", uuid::Uuid::new_v4().simple());
     let t = spawn_app_with(|c| {
-        c.database_url = format!("{}&application_name={name}", c.database_url);
-        c.database_pool_size = 4;
+        c.database.url = format!("{}&application_name={name}", c.database.url);
+        c.database.pool_size = 4;
     })
     .await;
     let (alice, bob) = (t.user("alice").await, t.user("bob").await);
@@ -116,7 +116,7 @@ async fn a_follow_whose_commit_dies_is_never_answered_done() {
         n: i64,
     }
     let mut fresh = <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
-        &t.app.config.database_url,
+        &t.app.config.database.url,
     )
     .await
     .unwrap();
@@ -173,9 +173,9 @@ async fn reads_are_answered_when_every_pooled_session_has_ended() {
     // the server that went away.
     let name = format!("kith_ended_{}", uuid::Uuid::new_v4().simple());
     let t = spawn_app_with(|c| {
-        c.database_url = format!("{}&application_name={name}", c.database_url);
-        c.database_pool_size = 4;
-        c.user_cache_capacity = 0;
+        c.database.url = format!("{}&application_name={name}", c.database.url);
+        c.database.pool_size = 4;
+        c.caches.user_cache_capacity = 0;
     })
     .await;
     let bob = t.user("bob").await;
@@ -196,7 +196,7 @@ async fn end_sessions(name: &str) {
         #[diesel(sql_type = diesel::sql_types::BigInt)]
         n: i64,
     }
-    let base = kith::config::Config::from_env().unwrap().database_url;
+    let base = kith::config::Config::from_env().unwrap().database.url;
     let mut admin = AsyncPgConnection::establish(&base).await.unwrap();
     diesel_async::RunQueryDsl::execute(
         diesel::sql_query(

@@ -85,7 +85,7 @@ async fn touched_users(t: &TestApp) -> Vec<UserId> {
 
 #[tokio::test]
 async fn kill_9_and_restart_five_times_in_a_row() {
-    let t = Arc::new(spawn_app_with(|c| c.rate_limit_capacity = 100_000).await);
+    let t = Arc::new(spawn_app_with(|c| c.writes.rate_limit_capacity = 100_000).await);
     let mut users = Vec::new();
     for i in 0..12 {
         users.push(t.user(&format!("u{i}")).await);
@@ -131,11 +131,11 @@ async fn kill_9_and_restart_five_times_in_a_row() {
 #[tokio::test]
 async fn a_killed_projector_hands_its_partitions_to_the_other() {
     let t = spawn_app_with(|c| {
-        c.rate_limit_capacity = 100_000;
-        c.topic_partitions = 4;
+        c.writes.rate_limit_capacity = 100_000;
+        c.pipeline.topic_partitions = 4;
     })
     .await;
-    let group = t.app.config.consumer_group.clone();
+    let group = t.app.config.pipeline.consumer_group.clone();
     let target = t.user("target").await;
     let mut fans = Vec::new();
     for i in 0..24 {
@@ -198,7 +198,7 @@ async fn a_killed_projector_hands_its_partitions_to_the_other() {
 
 #[tokio::test]
 async fn a_killed_relay_hands_the_outbox_to_a_standby() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let target = t.user("target").await;
     let (first_fan, second_fan) = (t.user("first").await, t.user("second").await);
     let projector = t.start_projector(std::sync::Arc::new(

@@ -188,9 +188,9 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
     let mut cluster = Cluster::start();
     let url = cluster.url();
     let t = spawn_app_with(|c| {
-        c.redis_url = url.clone();
-        c.rate_limit_capacity = 100_000;
-        c.rate_limit_per_sec = 100_000.0;
+        c.redis.url = url.clone();
+        c.writes.rate_limit_capacity = 100_000;
+        c.writes.rate_limit_per_sec = 100_000.0;
     })
     .await;
     let relay = t.start_relay();
@@ -214,7 +214,7 @@ async fn a_primary_killed_mid_load_fails_over_without_losing_anything() {
     }
     settled(&t, &[idol], 60).await;
     crate::helpers::assert_ok(&profile(fans[0]).await);
-    let victim = cluster.primary_of(&format!("{}ucnt:{{{idol}}}", t.app.config.redis_prefix));
+    let victim = cluster.primary_of(&format!("{}ucnt:{{{idol}}}", t.app.config.redis.prefix));
 
     let mut codes: std::collections::BTreeMap<String, u32> = Default::default();
     let mut tally = |response: &serde_json::Value| {

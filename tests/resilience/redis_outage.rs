@@ -25,8 +25,8 @@ const FAST: Duration = Duration::from_millis(2000);
 /// The same schema and PostgreSQL as `t`, with Redis at `url`.
 fn on_redis(t: &TestApp, url: &str) -> TestApp {
     let mut config = t.app.config.clone();
-    config.redis_url = url.to_owned();
-    config.redis_timeout_ms = REDIS_TIMEOUT_MS;
+    config.redis.url = url.to_owned();
+    config.redis.timeout_ms = REDIS_TIMEOUT_MS;
     let timeout = Duration::from_millis(REDIS_TIMEOUT_MS);
     let redis = RedisPool::new(url, 4, timeout, timeout).unwrap();
     let app = App::new(config, t.app.pg.clone(), redis, Default::default());

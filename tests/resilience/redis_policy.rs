@@ -17,7 +17,7 @@ async fn an_evicting_redis_is_refused_at_start_up() {
     for policy in ["allkeys-lru", "volatile-ttl"] {
         let redis = Redis::start(&["--maxmemory-policy", policy]);
         let mut config = t.app.config.clone();
-        config.redis_url = redis.url.clone();
+        config.redis.url = redis.url.clone();
         match App::start(config).await {
             Err(StartError::RedisEviction(found)) => assert_eq!(found, policy),
             Err(e) => panic!("{policy}: wrong error {e}"),
@@ -40,7 +40,7 @@ async fn a_cluster_node_named_as_one_server_is_refused_at_start_up() {
         dir.to_str().unwrap(),
     ]);
     let mut config = t.app.config.clone();
-    config.redis_url = redis.url.clone();
+    config.redis.url = redis.url.clone();
     let started = App::start(config).await;
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
@@ -58,7 +58,7 @@ async fn a_full_redis_drops_caches_instead_of_stalling_the_projector() {
     // One byte of memory: every write that adds data fails with OOM.
     let redis = Redis::start(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
     let mut config = t.app.config.clone();
-    config.redis_url = redis.url.clone();
+    config.redis.url = redis.url.clone();
     let full = App::start(config).await.expect("a full Redis still starts");
     let projector = t.start_projector_for(full.clone(), Arc::new(ProjectorHooks::default()));
 
@@ -79,7 +79,7 @@ async fn a_full_redis_drops_caches_instead_of_stalling_the_projector() {
             occurred_at_ms: at,
         };
         t.produce(
-            &t.app.config.follow_topic,
+            &t.app.config.pipeline.follow_topic,
             &alice.to_string(),
             &serde_json::to_vec(&event).unwrap(),
         )
@@ -92,7 +92,7 @@ async fn a_full_redis_drops_caches_instead_of_stalling_the_projector() {
     assert_eq!(t.full_stats(bob).await.followers, 1);
     projector.stop().await.unwrap();
     // The Redis step finished (by dropping the caches): nothing is left to re-sync.
-    let group = &t.app.config.consumer_group;
+    let group = &t.app.config.pipeline.consumer_group;
     let rows = partitions::list(&mut *t.conn().await, group).await.unwrap();
     let synced = positions(&t, group).await;
     assert!(rows.iter().any(|r| r.next_offset == Some(3)), "{rows:?}");
@@ -136,11 +136,11 @@ async fn a_crawl_of_every_list_keeps_redis_under_its_fill_limit() {
     const MAXMEMORY: u64 = 8 * 1024 * 1024;
     let redis = Redis::start(&["--maxmemory", &MAXMEMORY.to_string()]);
     let t = crate::helpers::spawn_app_with(|c| {
-        c.redis_url = redis.url.clone();
-        c.max_fills_per_sec = 100_000;
+        c.redis.url = redis.url.clone();
+        c.caches.max_fills_per_sec = 100_000;
         // Seeding 90,000 follows beside other tests takes longer than a
         // request may.
-        c.statement_timeout_ms = 0;
+        c.database.statement_timeout_ms = 0;
     })
     .await;
     let plan = kith::testing::store::seed::Plan {

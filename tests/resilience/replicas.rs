@@ -49,8 +49,8 @@ async fn follower_handles(t: &TestApp, port: u16, viewer: UserId, user: UserId) 
 
 #[tokio::test]
 async fn two_replicas_share_the_work_and_survive_one_killed() {
-    let t = spawn_app_with(|c| c.topic_partitions = 4).await;
-    let group = t.app.config.consumer_group.clone();
+    let t = spawn_app_with(|c| c.pipeline.topic_partitions = 4).await;
+    let group = t.app.config.pipeline.consumer_group.clone();
     let star = t.user("star").await;
     let limited = t.user("limited").await;
     let mut fans = Vec::new();

@@ -32,14 +32,15 @@ fn run(program: &str, args: &[&str]) {
 
 #[tokio::test]
 async fn a_restored_database_is_refused_until_after_restore_brings_it_in_line() {
-    let t = spawn_app_with(|c| c.rate_limit_capacity = 1000).await;
+    let t = spawn_app_with(|c| c.writes.rate_limit_capacity = 1000).await;
     let schema = t
         .app
         .config
+        .pipeline
         .consumer_group
         .trim_end_matches(".projector")
         .to_owned();
-    let base = kith::config::Config::from_env().unwrap().database_url;
+    let base = kith::config::Config::from_env().unwrap().database.url;
     let users: Vec<UserId> = {
         let mut users = Vec::new();
         for name in ["a", "b", "c", "d", "e"] {

@@ -97,12 +97,12 @@ impl Limits {
     pub(crate) fn new(config: &Config, documents: Documents) -> Self {
         Self {
             documents,
-            max_aliases: config.max_aliases,
-            max_root_fields: config.max_root_fields,
-            max_offset: config.max_offset,
-            max_depth: config.max_query_depth,
-            max_query_bytes: config.max_query_bytes,
-            introspection: config.introspection,
+            max_aliases: config.limits.max_aliases,
+            max_root_fields: config.limits.max_root_fields,
+            max_offset: config.limits.max_offset,
+            max_depth: config.limits.max_query_depth,
+            max_query_bytes: config.limits.max_query_bytes,
+            introspection: config.limits.introspection,
         }
     }
 

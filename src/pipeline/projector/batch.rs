@@ -78,7 +78,7 @@ const CLOCK_STEP_SLACK_MS: i64 = 24 * 3600 * 1000;
 /// give or take a step of that clock), never against this host's clock.
 pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, String> {
     let payload = message.payload().ok_or("empty payload")?;
-    if message.topic() == config.follow_topic {
+    if message.topic() == config.pipeline.follow_topic {
         /// The one field that tells the follow topic's events apart.
         #[derive(serde::Deserialize)]
         struct Kind<'a> {
@@ -125,7 +125,7 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             ));
         }
         Ok(Event::Follow(event))
-    } else if message.topic() == config.content_topic {
+    } else if message.topic() == config.pipeline.content_topic {
         serde_json::from_slice(payload)
             .map(Event::Content)
             .map_err(|e| e.to_string())
@@ -179,7 +179,7 @@ mod tests {
                 r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000001","type":"FollowCreated","from":{from},"to":{to},"version":{version},"followedAtMs":{at},"occurredAtMs":{now}}}"#
             )
         };
-        let topic = config.follow_topic.clone();
+        let topic = config.pipeline.follow_topic.clone();
         assert!(decode(&config, &message(&topic, &event(1, 2, 1, now))).is_ok());
         for (bad, why) in [
             (event(1, 1, 1, now), "themselves"),
@@ -219,6 +219,6 @@ mod tests {
         assert!(decode(&config, &message(&topic, unknown)).is_err());
         let content =
             r#"{"eventId":"00000000-0000-0000-0000-000000000001","type":"PostLiked","authorId":0}"#;
-        assert!(decode(&config, &message(&config.content_topic, content)).is_err());
+        assert!(decode(&config, &message(&config.pipeline.content_topic, content)).is_err());
     }
 }

@@ -30,7 +30,12 @@ pub(super) enum Parked {
 /// announced wake-up, by [`ANNOUNCED_WINDOW`]). Each fetch of an
 /// idle look costs the broker a read of every partition.
 pub(super) fn park_after(config: &crate::config::Config) -> Duration {
-    Duration::from_millis(u64::from(config.fetch_wait_ms).saturating_mul(2).max(20) + 5)
+    Duration::from_millis(
+        u64::from(config.pipeline.fetch_wait_ms)
+            .saturating_mul(2)
+            .max(20)
+            + 5,
+    )
 }
 
 /// What the wait for a batch's first message gave.

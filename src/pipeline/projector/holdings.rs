@@ -101,7 +101,7 @@ impl Projector {
             let mut conn = self.app.pg.get().await?;
             partitions::held(
                 &mut conn,
-                &self.app.config.consumer_group,
+                &self.app.config.pipeline.consumer_group,
                 self.member,
                 fenced,
             )
@@ -173,7 +173,7 @@ impl Projector {
             .iter()
             .map(|(tp, h)| (tp.clone(), h.synced_to))
             .collect();
-        let group = &self.app.config.consumer_group;
+        let group = &self.app.config.pipeline.consumer_group;
         let result = async {
             let mut conn = self.app.pg.get().await?;
             partitions::release(&mut conn, group, self.member, &held).await?;

@@ -48,7 +48,7 @@ pub(crate) async fn keep(
     publish: watch::Sender<Assignment>,
     mut shutdown: Shutdown,
 ) {
-    let lease = Duration::from_millis(app.config.projector_lease_ms);
+    let lease = Duration::from_millis(app.config.pipeline.projector_lease_ms);
     let mut keeper = Keeper {
         app,
         member,
@@ -125,7 +125,7 @@ impl Keeper {
         counts: PartitionCounts,
     ) -> Result<Assignment, PipelineError> {
         let app = self.app.clone();
-        let group = app.config.consumer_group.as_str();
+        let group = app.config.pipeline.consumer_group.as_str();
         for (topic, count) in &counts {
             partitions::ensure(conn, group, topic, *count).await?;
         }
@@ -328,7 +328,7 @@ impl Keeper {
         );
         partitions::reset_position(
             conn,
-            &self.app.config.consumer_group,
+            &self.app.config.pipeline.consumer_group,
             self.member,
             &lease.topic_partition(),
             lease.epoch,

@@ -142,8 +142,8 @@ pub async fn run(
     };
     let member = Uuid::new_v4();
     let topics = vec![
-        app.config.follow_topic.clone(),
-        app.config.content_topic.clone(),
+        app.config.pipeline.follow_topic.clone(),
+        app.config.pipeline.content_topic.clone(),
     ];
     let (publish, assignment) = watch::channel(Assignment::new());
     let (stop_keeper, keeper_shutdown) = Shutdown::new();
@@ -154,7 +154,7 @@ pub async fn run(
         publish,
         keeper_shutdown,
     ));
-    tracing::info!(group = %app.config.consumer_group, %member, "projector running");
+    tracing::info!(group = %app.config.pipeline.consumer_group, %member, "projector running");
 
     let mut projector = Projector {
         app,
@@ -196,7 +196,7 @@ struct Projector {
 impl Projector {
     fn owner(&self) -> Owner<'_> {
         Owner {
-            group: &self.app.config.consumer_group,
+            group: &self.app.config.pipeline.consumer_group,
             member: self.member,
         }
     }
@@ -249,7 +249,12 @@ impl Projector {
                 First::Message(message) => message,
             };
             window = park_after;
-            let batch = rest_of_batch(&self.consumer, first, self.app.config.projector_batch).await;
+            let batch = rest_of_batch(
+                &self.consumer,
+                first,
+                self.app.config.pipeline.projector_batch,
+            )
+            .await;
             let started = std::time::Instant::now();
             if !self.process(batch, shutdown).await? {
                 return Ok(());
@@ -272,7 +277,7 @@ impl Projector {
         assignment: &watch::Receiver<Assignment>,
         shutdown: &mut Shutdown,
     ) -> Parked {
-        let poll_ms = self.app.config.projector_idle_poll_ms;
+        let poll_ms = self.app.config.pipeline.projector_idle_poll_ms;
         if poll_ms == 0 {
             return Parked::Fetching;
         }
@@ -369,7 +374,7 @@ impl Projector {
             };
             let offset = message.offset();
             held.read_from = Some(offset + 1);
-            let refused = (tp.topic == self.app.config.follow_topic)
+            let refused = (tp.topic == self.app.config.pipeline.follow_topic)
                 .then(|| Writer::of(&message, &self.origin))
                 .and_then(|writer| Some((writer, writer.refusal()?)));
             let decoded = match &refused {

@@ -117,7 +117,7 @@ pub async fn for_viewer(app: &Arc<App>, viewer: UserId) -> Result<Arc<Vec<Sugges
             .arg(&key)
             .arg(text)
             .arg("EX")
-            .arg(app.config.suggestions_ttl_secs.max(1))
+            .arg(app.config.suggestions.ttl_secs.max(1))
             .query_async(&mut *redis)
             .await;
         if let Err(error) = stored {
@@ -150,10 +150,10 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
 
     // The sampled followees' rows, counters and lists, and what is never
     // suggested, read at once.
-    let sampled = sample(&following, config.suggestions_sample as usize, viewer);
+    let sampled = sample(&following, config.suggestions.sample as usize, viewer);
     let reads: Vec<Read> = sampled.iter().map(|u| Read::Counters(*u)).collect();
     let lists: Vec<ListKey> = sampled.iter().map(|u| ListKey::Following(*u)).collect();
-    let per = config.suggestions_per_followee as usize;
+    let per = config.suggestions.per_followee as usize;
     let (rows, counters, walked, excluded) = tokio::try_join!(
         app.read.users.by_ids(&app.pg, &sampled),
         batch::load(app, &reads),

@@ -42,7 +42,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 /// formation, say) instead of `DATABASE_URL`'s.
 pub async fn spawn_app_on(database_url: &str, tweak: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::from_env().expect("configuration");
-    config.database_url = database_url.to_owned();
+    config.database.url = database_url.to_owned();
     spawn_app_from(config, tweak).await
 }
 
@@ -52,7 +52,7 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
         .with_env_filter(tracing_subscriber::EnvFilter::new("warn,kith=info"))
         .with_test_writer()
         .try_init();
-    let base_url = config.database_url.clone();
+    let base_url = config.database.url.clone();
     PRUNED.get_or_init(|| prune_old_schemas(&base_url)).await;
 
     let now = chrono::Utc::now().timestamp();
@@ -67,23 +67,23 @@ async fn spawn_app_from(mut config: Config, tweak: impl FnOnce(&mut Config)) -> 
     kith::testing::isolate_postgres(&mut config, &name, pooler.as_deref())
         .await
         .expect("PostgreSQL is up (scripts/stack up; pooler up grants CREATE DATABASE)");
-    config.database_pool_size = 8;
-    config.redis_pool_size = 4;
-    config.redis_prefix = format!("test:{name}:");
-    config.follow_topic = format!("{name}.follow");
-    config.content_topic = format!("{name}.content");
-    config.dead_letter_topic = format!("{name}.dead");
-    config.consumer_group = format!("{name}.projector");
-    config.topic_partitions = 2;
+    config.database.pool_size = 8;
+    config.redis.pool_size = 4;
+    config.redis.prefix = format!("test:{name}:");
+    config.pipeline.follow_topic = format!("{name}.follow");
+    config.pipeline.content_topic = format!("{name}.content");
+    config.pipeline.dead_letter_topic = format!("{name}.dead");
+    config.pipeline.consumer_group = format!("{name}.projector");
+    config.pipeline.topic_partitions = 2;
     // One broker: one replica.
-    config.topic_replication_factor = 1;
-    config.topic_min_insync_replicas = 1;
-    config.auto_migrate = true;
+    config.pipeline.topic_replication_factor = 1;
+    config.pipeline.topic_min_insync_replicas = 1;
+    config.database.auto_migrate = true;
     // Background checks would add statements to the round-trip counts;
     // the tests of the sampled check turn it on.
-    config.counter_check_interval_secs = 0;
+    config.consistency.counter_check_interval_secs = 0;
     // Tests run many apps in one process: none serves metrics unless asked.
-    config.metrics_addr = None;
+    config.http.metrics_addr = None;
     tweak(&mut config);
 
     let app = App::start(config).await.expect("app starts");

@@ -93,7 +93,7 @@ impl TestApp {
     /// tests share the server, so only this prefix goes).
     pub async fn flush_redis(&self) {
         let mut redis = self.app.redis.get().await.unwrap();
-        let pattern = format!("{}*", self.app.config.redis_prefix);
+        let pattern = format!("{}*", self.app.config.redis.prefix);
         let keys: Vec<String> = redis::cmd("KEYS")
             .arg(&pattern)
             .query_async(&mut *redis)

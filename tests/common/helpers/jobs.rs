@@ -77,7 +77,8 @@ impl TestApp {
     /// Publishes a raw message, as another service would; on the follow
     /// topic, stamped with this database's origin, as its relay would.
     pub async fn produce(&self, topic: &str, key: &str, payload: &[u8]) {
-        let origin = (topic == self.app.config.follow_topic).then_some(self.origin().await);
+        let origin =
+            (topic == self.app.config.pipeline.follow_topic).then_some(self.origin().await);
         self.produce_from(origin, topic, key, payload).await;
     }
 

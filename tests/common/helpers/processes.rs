@@ -27,7 +27,7 @@ impl KithProcess {
         static STARTS: AtomicU32 = AtomicU32::new(0);
         let log = dir.join(format!(
             "{}-{command}-{}.log",
-            c.consumer_group,
+            c.pipeline.consumer_group,
             STARTS.fetch_add(1, Ordering::Relaxed)
         ));
         let out = std::fs::File::create(&log).unwrap();
@@ -107,23 +107,32 @@ fn kith_command(t: &TestApp, args: &[&str]) -> std::process::Command {
     let c = &t.app.config;
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
     cmd.args(args)
-        .env("DATABASE_URL", &c.database_url)
+        .env("DATABASE_URL", &c.database.url)
         .env("DATABASE_SESSION_URL", c.session_url())
-        .env("KITH_PG_STATEMENT_CACHE", c.pg_statement_cache.to_string())
+        .env(
+            "KITH_PG_STATEMENT_CACHE",
+            c.database.pg_statement_cache.to_string(),
+        )
         .env("DATABASE_POOL_SIZE", "4")
-        .env("REDIS_URL", &c.redis_url)
+        .env("REDIS_URL", &c.redis.url)
         .env("REDIS_POOL_SIZE", "4")
-        .env("KITH_REDIS_PREFIX", &c.redis_prefix)
-        .env("KAFKA_BROKERS", &c.kafka_brokers)
-        .env("KITH_FOLLOW_TOPIC", &c.follow_topic)
-        .env("KITH_CONTENT_TOPIC", &c.content_topic)
+        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
+        .env("KAFKA_BROKERS", &c.pipeline.kafka_brokers)
+        .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
+        .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
         .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
         .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
-        .env("KITH_DEAD_LETTER_TOPIC", &c.dead_letter_topic)
-        .env("KITH_TOPIC_PARTITIONS", c.topic_partitions.to_string())
-        .env("KITH_CONSUMER_GROUP", &c.consumer_group)
-        .env("KITH_PROJECTOR_LEASE_MS", c.projector_lease_ms.to_string())
-        .env("KITH_RELAY_POLL_MS", c.relay_poll_ms.to_string())
+        .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
+        .env(
+            "KITH_TOPIC_PARTITIONS",
+            c.pipeline.topic_partitions.to_string(),
+        )
+        .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
+        .env(
+            "KITH_PROJECTOR_LEASE_MS",
+            c.pipeline.projector_lease_ms.to_string(),
+        )
+        .env("KITH_RELAY_POLL_MS", c.pipeline.relay_poll_ms.to_string())
         .env("KITH_HTTP_ADDR", "127.0.0.1:0")
         .env("KITH_METRICS_ADDR", "off")
         .env("RUST_LOG", "info");
