@@ -28,6 +28,11 @@ pub struct Setting {
     pub min: Option<f64>,
     /// The largest value accepted, for a number.
     pub max: Option<f64>,
+    /// What is accepted beyond the range, in words: a rule of the value
+    /// alone that a range cannot say, or one that ties it to other
+    /// settings ([`super::Config::validate`] checks it, and refuses with
+    /// these words).
+    pub rule: Option<&'static str>,
 }
 
 impl Setting {
@@ -45,6 +50,23 @@ impl Setting {
         Self {
             min: Some(min),
             ..self
+        }
+    }
+
+    /// The same setting, with `rule` (see [`Self::rule`]).
+    pub(super) const fn rule(self, rule: &'static str) -> Self {
+        Self {
+            rule: Some(rule),
+            ..self
+        }
+    }
+
+    /// What is accepted — the range, then the rule — as the reference says
+    /// it (`None`: anything the type reads).
+    pub fn accepted(&self) -> Option<String> {
+        match (self.range(), self.rule) {
+            (Some(range), Some(rule)) => Some(format!("{range}; {rule}")),
+            (range, rule) => range.or(rule.map(str::to_owned)),
         }
     }
 
@@ -88,6 +110,7 @@ pub(super) const fn value(name: &'static str, default: &'static str, doc: &'stat
         kind: Kind::Value,
         min: None,
         max: None,
+        rule: None,
     }
 }
 
@@ -99,5 +122,6 @@ pub(super) const fn unset(name: &'static str, doc: &'static str) -> Setting {
         kind: Kind::Value,
         min: None,
         max: None,
+        rule: None,
     }
 }

@@ -3,7 +3,16 @@
 //! with each other, secrets too short, and the development secret on an
 //! address other hosts can reach.
 
-use super::{Config, ConfigError, DEV_JWT_SECRET, invalid};
+use super::{Config, ConfigError, DEV_JWT_SECRET, invalid, settings};
+
+/// The refusal of `name`'s `value`: the settings table's rule for it, in
+/// the words the configuration reference uses.
+fn breaks_rule(name: &'static str, value: &str) -> ConfigError {
+    let rule = settings::find(name)
+        .and_then(|s| s.rule)
+        .expect("a setting checked here has a rule in the settings table");
+    invalid(name, value, &format!("must be {rule}"))
+}
 
 impl Config {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -20,32 +29,22 @@ impl Config {
             ));
         }
         if !(self.writes.rate_limit_per_sec.is_finite() && self.writes.rate_limit_per_sec > 0.0) {
-            return Err(invalid(
+            return Err(breaks_rule(
                 "KITH_RATE_LIMIT_PER_SEC",
                 &self.writes.rate_limit_per_sec.to_string(),
-                "must be a positive number",
             ));
         }
         if self.auth.cursor_key.len() < 16 {
-            return Err(invalid(
-                "KITH_CURSOR_KEY",
-                "<hidden>",
-                "must be at least 16 bytes",
-            ));
+            return Err(breaks_rule("KITH_CURSOR_KEY", "<hidden>"));
         }
         if self.auth.jwt_secret.len() < 16 {
-            return Err(invalid(
-                "KITH_JWT_SECRET",
-                "<hidden>",
-                "must be at least 16 bytes",
-            ));
+            return Err(breaks_rule("KITH_JWT_SECRET", "<hidden>"));
         }
         // 0 switches parking off; below 10 ms it would only spin.
         if self.pipeline.projector_idle_poll_ms != 0 && self.pipeline.projector_idle_poll_ms < 10 {
-            return Err(invalid(
+            return Err(breaks_rule(
                 "KITH_PROJECTOR_IDLE_POLL_MS",
                 &self.pipeline.projector_idle_poll_ms.to_string(),
-                "must be 0 (never park) or at least 10",
             ));
         }
         if self.limits.persisted_only && self.limits.persisted_manifest.is_none() {
@@ -74,17 +73,15 @@ impl Config {
                 .account_domain
                 .contains(|c: char| c == '@' || c == ',' || c.is_whitespace())
         {
-            return Err(invalid(
+            return Err(breaks_rule(
                 "KITH_ACCOUNT_DOMAIN",
                 &self.portability.account_domain,
-                "must be a domain name: not empty, no '@', ',' or spaces",
             ));
         }
         if self.limits.max_query_bytes > self.limits.max_body_bytes {
-            return Err(invalid(
+            return Err(breaks_rule(
                 "KITH_MAX_QUERY_BYTES",
                 &self.limits.max_query_bytes.to_string(),
-                "must be at most KITH_MAX_BODY_BYTES",
             ));
         }
         Ok(())

@@ -15,6 +15,7 @@ mod reference;
 mod sections;
 pub mod settings;
 mod settings_accounts;
+mod settings_auth;
 
 pub use kafka::kafka_properties;
 pub use reference::reference;

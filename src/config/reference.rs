@@ -18,7 +18,7 @@ pub fn reference() -> String {
                 Some("") => "empty".to_owned(),
                 Some(value) => format!("`{value}`"),
             };
-            let accepted = setting.range().unwrap_or_default();
+            let accepted = setting.accepted().unwrap_or_default();
             out.push_str(&format!(
                 "| `{}` | {default} | {accepted} | {} |\n",
                 setting.name, setting.doc

@@ -19,7 +19,8 @@ pub const SECTIONS: &[Section] = &[
             unset(
                 "DATABASE_SESSION_URL",
                 "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user cache's notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler",
-            ),
+            )
+            .rule("required when `KITH_PG_STATEMENT_CACHE` is `false`"),
             unset(
                 "DATABASE_REPLICA_URL",
                 "a streaming replica (or several hosts, e.g. with `target_session_attrs=read-only`) for what the caches miss: list pages past the cached windows, and user rows the process does not hold. Only while its session has replayed the reader's own last write in this process and is behind by no more than `KITH_REPLICA_MAX_LAG_MS`; otherwise, and when it fails, the primary answers (`kith_replica_reads_total`)",
@@ -98,6 +99,7 @@ pub const SECTIONS: &[Section] = &[
                 kind: Kind::Family,
                 min: None,
                 max: None,
+                rule: None,
             },
             unset(
                 "KITH_KAFKA_PROPERTIES_FILE",
@@ -135,7 +137,8 @@ pub const SECTIONS: &[Section] = &[
                 "2",
                 "`min.insync.replicas` of the topics Kith creates: with `acks=all`, a write is acknowledged once this many replicas hold it",
             )
-            .at_least(1.0),
+            .at_least(1.0)
+            .rule("at most `KITH_TOPIC_REPLICATION_FACTOR`"),
             value(
                 "KITH_CONSUMER_GROUP",
                 "kith-projector",
@@ -168,7 +171,8 @@ pub const SECTIONS: &[Section] = &[
                 "KITH_PROJECTOR_IDLE_POLL_MS",
                 "1000",
                 "a projector with nothing to read for two fetch waits stops fetching until a relay announces events (in its process, or on the Redis channel `kith:produced`), and looks anyway this often: the longest delay of events no relay announces (content events from other services) while the topics are idle. 0: never stop fetching (against Kafka, where a waiting fetch costs little, this is a choice, not a need)",
-            ),
+            )
+            .rule("0, or at least 10"),
             value(
                 "KITH_PROJECTOR_LEASE_MS",
                 "5000",
@@ -310,7 +314,8 @@ pub const SECTIONS: &[Section] = &[
                 "65536",
                 "longest GraphQL query text (over POST, GET or WebSocket); a longer one is refused with `INVALID_INPUT` before it is parsed (parsing takes far more memory than the text). Variables stay under `KITH_MAX_BODY_BYTES`",
             )
-            .at_least(1024.0),
+            .at_least(1024.0)
+            .rule("at most `KITH_MAX_BODY_BYTES`"),
             value(
                 "KITH_WRITE_TIMEOUT_SECS",
                 "30",
@@ -344,8 +349,9 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_PERSISTED_ONLY",
                 "false",
-                "run only the operations of that manifest (allow-list mode; needs the file)",
-            ),
+                "run only the operations of that manifest (allow-list mode)",
+            )
+            .rule("`true` needs `KITH_PERSISTED_QUERIES_FILE`"),
         ],
     },
     Section {
@@ -400,60 +406,7 @@ pub const SECTIONS: &[Section] = &[
             ),
         ],
     },
-    Section {
-        title: "Authentication",
-        settings: &[
-            unset(
-                "KITH_JWT_SECRET",
-                "HS256 key for bearer tokens (at least 16 bytes). Unset, a published development-only secret is used, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` while HS256 tokens are accepted (a deployment with only an identity provider needs none for tokens, but one for cursors: `KITH_CURSOR_KEY`)",
-            ),
-            unset(
-                "KITH_CURSOR_KEY",
-                "key (at least 16 bytes) that signs paging cursors, so a client cannot forge a position. Unset: `KITH_JWT_SECRET`, else the published development secret, which `serve` / `run` refuse on a non-loopback `KITH_HTTP_ADDR` — also when tokens come only from an identity provider",
-            ),
-            unset(
-                "KITH_JWT_JWKS_URL",
-                "an identity provider's JWKS (`https://…/.well-known/jwks.json`): RS256 / ES256 tokens are verified with its keys (re-read every `KITH_JWT_JWKS_TTL_SECS` in the background, and on an unknown `kid`)",
-            ),
-            unset(
-                "KITH_JWT_PUBLIC_KEY_FILE",
-                "instead, one PEM public key (RSA for RS256, P-256 for ES256)",
-            ),
-            value(
-                "KITH_JWT_JWKS_TTL_SECS",
-                "600",
-                "how long a JWKS read is used; then it is read again in the background while requests keep verifying with the keys known (a provider that hangs or fails stalls no request whose key is known)",
-            ),
-            value(
-                "KITH_JWT_JWKS_MIN_REFRESH_MS",
-                "10000",
-                "the shortest time between two reads of the JWKS (an unknown `kid` re-reads it at most this often)",
-            ),
-            unset(
-                "KITH_JWT_ISSUER",
-                "when set, the `iss` provider tokens must carry",
-            ),
-            unset(
-                "KITH_JWT_AUDIENCE",
-                "when set, the `aud` provider tokens must carry",
-            ),
-            value(
-                "KITH_JWT_LEEWAY_SECS",
-                "30",
-                "clock skew allowed on `exp` and `nbf`",
-            ),
-            value(
-                "KITH_JWT_USER_CLAIM",
-                "sub",
-                "the claim of a provider token that names the user",
-            ),
-            value(
-                "KITH_JWT_USER_LOOKUP",
-                "id",
-                "how that claim maps to a Kith user: `id` (its numeric id) or `handle`",
-            ),
-        ],
-    },
+    super::settings_auth::AUTHENTICATION,
     super::settings_accounts::RATE_LIMITS,
     super::settings_accounts::PORTABILITY,
     super::settings_accounts::SUGGESTIONS,
@@ -472,6 +425,7 @@ pub const SECTIONS: &[Section] = &[
                 kind: Kind::External,
                 min: None,
                 max: None,
+                rule: None,
             },
         ],
     },

@@ -17,7 +17,8 @@ pub(super) const RATE_LIMITS: Section = Section {
             "KITH_RATE_LIMIT_PER_SEC",
             "1",
             "bucket refill rate, tokens per second (may be fractional)",
-        ),
+        )
+        .rule("a positive number"),
         value(
             "KITH_MAX_FOLLOWINGS",
             "7500",
@@ -45,7 +46,8 @@ pub(super) const PORTABILITY: Section = Section {
             "KITH_ACCOUNT_DOMAIN",
             "localhost",
             "the domain of account addresses in exported and imported CSV files: the account with handle `alice` is `alice@<domain>`; an import names accounts as `alice`, `@alice` or `alice@<domain>`, and an address of any other domain is reported as an unknown account",
-        ),
+        )
+        .rule("a domain name: not empty, no `@`, `,` or spaces"),
         value(
             "KITH_IMPORT_MAX_ROWS",
             "20000",

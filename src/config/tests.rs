@@ -64,6 +64,65 @@ fn rejects_bad_values_with_the_variable_name() {
 }
 
 #[test]
+fn every_rule_of_the_settings_table_is_checked() {
+    // Values breaking each rule (the other settings at their defaults).
+    let long = "a-key-of-more-than-sixteen-bytes";
+    let breaking: &[(&str, &[(&str, &str)])] = &[
+        (
+            "DATABASE_SESSION_URL",
+            &[("KITH_PG_STATEMENT_CACHE", "false")],
+        ),
+        (
+            "KITH_TOPIC_MIN_INSYNC_REPLICAS",
+            &[("KITH_TOPIC_MIN_INSYNC_REPLICAS", "4")],
+        ),
+        (
+            "KITH_PROJECTOR_IDLE_POLL_MS",
+            &[("KITH_PROJECTOR_IDLE_POLL_MS", "5")],
+        ),
+        (
+            "KITH_MAX_QUERY_BYTES",
+            &[("KITH_MAX_QUERY_BYTES", "2000000")],
+        ),
+        (
+            "KITH_JWT_SECRET",
+            &[("KITH_JWT_SECRET", "short"), ("KITH_CURSOR_KEY", long)],
+        ),
+        ("KITH_CURSOR_KEY", &[("KITH_CURSOR_KEY", "short")]),
+        (
+            "KITH_RATE_LIMIT_PER_SEC",
+            &[("KITH_RATE_LIMIT_PER_SEC", "0")],
+        ),
+        ("KITH_ACCOUNT_DOMAIN", &[("KITH_ACCOUNT_DOMAIN", "a@b")]),
+        ("KITH_PERSISTED_ONLY", &[("KITH_PERSISTED_ONLY", "true")]),
+    ];
+    let mut ruled: Vec<&str> = settings::SECTIONS
+        .iter()
+        .flat_map(|s| s.settings)
+        .filter(|s| s.rule.is_some())
+        .map(|s| s.name)
+        .collect();
+    let mut named: Vec<&str> = breaking.iter().map(|(name, _)| *name).collect();
+    ruled.sort_unstable();
+    named.sort_unstable();
+    assert_eq!(
+        named, ruled,
+        "a rule without a case here, or a case without a rule"
+    );
+    for (name, values) in breaking {
+        let err = Config::from_lookup(|n| {
+            values
+                .iter()
+                .find(|(variable, _)| *variable == n)
+                .map(|(_, value)| (*value).to_owned())
+        })
+        .expect_err(name)
+        .to_string();
+        assert!(err.contains(name), "{name}: {err}");
+    }
+}
+
+#[test]
 fn the_dev_secret_only_serves_loopback() {
     let on = |addr: &'static str, secret: Option<&'static str>| {
         Config::from_lookup(|name| match name {
