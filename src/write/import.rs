@@ -11,7 +11,7 @@ use crate::model::UserId;
 use crate::store::following::{self, EdgeChangeRow};
 use crate::store::{PgConn, blocks, mutes};
 
-use super::follow::{EdgeChange, FollowOutcome};
+use super::follow::{EdgeChange, FollowOutcome, Refusal};
 
 /// What an import names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,12 +192,15 @@ pub(crate) async fn apply(
                 RowOutcome::Skipped
             }
         }
-        "target_unknown" => RowOutcome::Failed(RowError::NotFound),
-        "target_unfollowable" => RowOutcome::Failed(RowError::NotFollowable),
-        "blocked" => RowOutcome::Failed(RowError::Blocked),
-        "follow_limit" => RowOutcome::Failed(RowError::FollowLimit),
-        "block_limit" => RowOutcome::Failed(RowError::BlockLimit),
-        other => return Err(super::follow::Refusal::of(other).into()),
+        refused => RowOutcome::Failed(match Refusal::of(refused) {
+            Refusal::TargetUnknown => RowError::NotFound,
+            Refusal::TargetUnfollowable => RowError::NotFollowable,
+            Refusal::Blocked => RowError::Blocked,
+            Refusal::FollowLimit => RowError::FollowLimit,
+            Refusal::BlockLimit => RowError::BlockLimit,
+            // The importing account's own refusal, or a bug: the job's.
+            other => return Err(other.into()),
+        }),
     };
     if outcome == RowOutcome::Applied {
         touched.users.push(target);
