@@ -13,15 +13,19 @@
 //! back (a deadlock, a serialization failure), or run again item by item
 //! when one item may be the cause, so that one bad item fails only itself.
 //!
-//! A change waits for a PostgreSQL connection no longer than a request
-//! alone would (`Config::connection_wait`), counted from when it was asked,
-//! its time in the queue included: while no primary takes sessions, each
-//! change is answered `UNAVAILABLE` within that wait, not `TIMEOUT` at its
-//! request's deadline for having queued behind batches that waited too.
+//! A batch takes one connection, for its retries and its one-by-one run
+//! too, and waits for it no longer than a request alone would
+//! (`Config::connection_wait`), counted from when its oldest change was
+//! asked, its time in the queue included (but at least a quarter of that
+//! wait): while no primary takes sessions, each change is answered
+//! `UNAVAILABLE` within about that wait, not `TIMEOUT` at its request's
+//! deadline for having queued behind batches that waited too.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -29,7 +33,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use crate::error::ApiError;
 use crate::store::failure::{self, Failure};
 use crate::store::following::{self, EdgeChangeRow, EdgeItem, FollowCap};
-use crate::store::pool::PgPool;
+use crate::store::pool::{PgConn, PgPool};
 
 /// Times a batch rolled back by a deadlock or a serialization failure is
 /// run again before its items are answered `UNAVAILABLE`.
@@ -151,7 +155,7 @@ impl Batcher {
         }
     }
 
-    /// Runs `batch` and answers each of its changes.
+    /// Runs `batch` on one connection and answers each of its changes.
     async fn commit(&self, batch: Vec<Asked>) {
         let items: Vec<EdgeItem> = batch.iter().map(|a| a.item).collect();
         let first_asked = batch
@@ -159,7 +163,13 @@ impl Batcher {
             .map(|a| a.asked)
             .min()
             .expect("a batch has a change");
-        match self.call(&items, first_asked).await {
+        let Some(mut conn) = self.connection(first_asked).await else {
+            for asked in batch {
+                let _ = asked.answer.send(Err(answer_of(None)));
+            }
+            return;
+        };
+        match self.call(&mut conn, &items).await {
             Ok(rows) => {
                 for (asked, row) in batch.into_iter().zip(rows) {
                     let _ = asked.answer.send(Ok(row));
@@ -167,58 +177,68 @@ impl Batcher {
             }
             // PostgreSQL refused the statement, which rolled it back, and
             // possibly for one item's sake (a statement timeout, a bug):
-            // each item alone, so that it fails only itself.
-            Err(Some(e)) if batch.len() > 1 && refused_by_the_server(&e) => {
+            // each item alone, on the same connection, so that it fails
+            // only itself.
+            Err(e) if batch.len() > 1 && refused_by_the_server(&e) => {
                 tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
                 for asked in batch {
-                    let answer = match self.call(&[asked.item], asked.asked).await {
+                    let answer = match self.call(&mut conn, &[asked.item]).await {
                         Ok(mut rows) => Ok(rows.remove(0)),
-                        Err(e) => Err(answer_of(e.as_ref())),
+                        Err(e) => Err(answer_of(Some(&e))),
                     };
                     let _ = asked.answer.send(answer);
                 }
             }
             Err(e) => {
                 for asked in batch {
-                    let _ = asked.answer.send(Err(answer_of(e.as_ref())));
+                    let _ = asked.answer.send(Err(answer_of(Some(&e))));
                 }
             }
         }
     }
 
+    /// A connection for a batch whose oldest change was asked at `asked`:
+    /// within the connection wait counted from then, as a request alone
+    /// would wait, but never less than a quarter of it from now (a change
+    /// that queued behind slow batches still gets a fair try). `None`: the
+    /// pool had none.
+    async fn connection(
+        &self,
+        asked: Instant,
+    ) -> Option<diesel_async::pooled_connection::bb8::PooledConnection<'_, PgConn>> {
+        let until = (asked + self.connection_wait).max(Instant::now() + self.connection_wait / 4);
+        match tokio::time::timeout_at(until, self.pg.get()).await {
+            Ok(Ok(conn)) => Some(conn),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the group commit had no PostgreSQL connection within the connection wait"
+                );
+                None
+            }
+        }
+    }
+
     /// One call of `kith_change_edges`, again while PostgreSQL rolled it back
-    /// for a deadlock or a serialization failure. `Err(None)`: no connection
-    /// within the connection wait counted from `asked` (an idle one is taken
-    /// even past it).
+    /// for a deadlock or a serialization failure.
     async fn call(
         &self,
+        conn: &mut PgConn,
         items: &[EdgeItem],
-        asked: Instant,
-    ) -> Result<Vec<EdgeChangeRow>, Option<diesel::result::Error>> {
-        let until = tokio::time::Instant::from_std(asked + self.connection_wait);
+    ) -> Result<Vec<EdgeChangeRow>, diesel::result::Error> {
         let mut tries = 0;
         loop {
-            let mut conn = match tokio::time::timeout_at(until, self.pg.get()).await {
-                Ok(Ok(conn)) => conn,
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "the group commit has no PostgreSQL connection");
-                    return Err(None);
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        "the group commit had no PostgreSQL connection within the connection wait"
-                    );
-                    return Err(None);
-                }
-            };
             self.counted.batches.inc();
             self.counted.changes.inc_by(items.len() as u64);
-            match following::change_set(&mut conn, items, self.cap).await {
+            match following::change_set(conn, items, self.cap).await {
                 Err(e) if failure::rolled_back_to_retry(&e) && tries < RETRIES => {
                     tries += 1;
                     tracing::debug!(error = %e, tries, "a group-commit batch is run again");
                 }
-                other => return other.map_err(Some),
+                other => return other,
             }
         }
     }
