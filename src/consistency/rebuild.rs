@@ -255,7 +255,12 @@ async fn refill(app: &App, list: ListKey) -> Result<bool, PipelineError> {
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => return Err(PipelineError::CacheFill(format!("{list:?}: {e:?}"))),
+            Err(e) => {
+                return Err(PipelineError::CacheFill(format!(
+                    "{list:?}: {}",
+                    e.detail()
+                )));
+            }
         }
     }
     Ok(false)

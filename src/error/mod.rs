@@ -330,6 +330,18 @@ impl From<redis::RedisError> for ApiError {
 }
 
 impl ApiError {
+    /// The error with its cause's chain, for a log or an operator's
+    /// message: never the backtrace, which `{:?}` would resolve (slow, and
+    /// on a failure that comes many at once, a stall).
+    pub(crate) fn detail(&self) -> String {
+        match self {
+            Self::Unavailable(cause) | Self::Internal(cause) => {
+                format!("{}: {cause:#}", self.code())
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// True when Redis refused a write for lack of memory (for the metric
     /// that counts it).
     pub fn is_redis_out_of_memory(&self) -> bool {

@@ -46,7 +46,7 @@ async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<()
     let sizes = vec![crate::read::state::RECORD_BYTES; records.len()];
     let room = super::pages::fits_in_memory(app, &sizes)
         .await
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| e.detail())?;
     let records = &records[..room];
     if records.is_empty() {
         return Ok(());
