@@ -442,6 +442,9 @@ BEGIN
             e := kith_transition_edge(v_dir.f, v_dir.t, FALSE, v_dir.ev);
             CONTINUE WHEN e.edge_version IS NULL;
             e.outcome := v_dir.o;
+            -- The pair's state is the block's row's to say.
+            e.a_follows_b := NULL;
+            e.b_follows_a := NULL;
             v_ends := v_ends || e;
         END LOOP;
         -- Pending follow requests both ways are dropped.
@@ -996,7 +999,7 @@ $$;
 -- Name: FUNCTION kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats) IS 'p_row with the counters of p_stats: the one place a kith_edge_result''s counter columns are filled from a user_stats row.';
+COMMENT ON FUNCTION kith.kith_edge_counters(p_row kith.kith_edge_result, p_stats kith.user_stats) IS 'p_row with the counters of p_stats: where the edge functions fill a kith_edge_result''s counter columns (the group commit''s kith_change_edges selects them in its result query).';
 
 --
 -- Name: kith_edge_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1103,7 +1106,7 @@ $$;
 -- Name: FUNCTION kith_edge_target(p_row kith.kith_edge_result, p_target kith.users); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_edge_target(p_row kith.kith_edge_result, p_target kith.users) IS 'p_row with the columns of p_target a caller shows: the one place a kith_edge_result''s target columns are filled from a users row.';
+COMMENT ON FUNCTION kith.kith_edge_target(p_row kith.kith_edge_result, p_target kith.users) IS 'p_row with the columns of p_target a caller shows: where the edge functions fill a kith_edge_result''s target columns (the group commit''s kith_change_edges selects them in its result query).';
 
 --
 -- Name: kith_ensure_stats(bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -1175,11 +1178,7 @@ BEGIN
         RETURN NEXT r;
         RETURN;
     END IF;
-    r.target_handle := v_target.handle;
-    r.target_display_name := v_target.display_name;
-    r.target_status := v_target.status;
-    r.target_locked := v_target.locked;
-    r.target_hides_collections := v_target.hides_collections;
+    r := kith_edge_target(r, v_target);
     IF p_mute THEN
         v_expires := v_now + make_interval(secs => p_expires_in_secs);
         INSERT INTO mute AS m (from_user_id, to_user_id, active, muted_at, expires_at, version, updated_at)

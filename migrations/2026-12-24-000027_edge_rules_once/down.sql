@@ -710,6 +710,73 @@ COMMENT ON FUNCTION kith_change_edge(p_actor bigint, p_target bigint, p_follow b
 
 COMMENT ON FUNCTION kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) IS 'One actor''s follows or unfollows of many targets. Kept for processes of an earlier release during a rolling deploy; this release calls kith_change_edges over arrays of actors.';
 
+CREATE OR REPLACE FUNCTION kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid) RETURNS SETOF kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_target users%ROWTYPE;
+    v_type TEXT := CASE WHEN p_mute THEN 'MuteCreated' ELSE 'MuteRemoved' END;
+    v_now TIMESTAMPTZ := date_trunc('milliseconds', now());
+    v_expires TIMESTAMPTZ;
+BEGIN
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND OR (p_mute AND v_target.status = 'deleted') THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    r.target_handle := v_target.handle;
+    r.target_display_name := v_target.display_name;
+    r.target_status := v_target.status;
+    r.target_locked := v_target.locked;
+    r.target_hides_collections := v_target.hides_collections;
+    IF p_mute THEN
+        v_expires := v_now + make_interval(secs => p_expires_in_secs);
+        INSERT INTO mute AS m (from_user_id, to_user_id, active, muted_at, expires_at, version, updated_at)
+        VALUES (p_actor, p_target, TRUE, v_now, v_expires, 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               muted_at = CASE WHEN m.active AND (m.expires_at IS NULL OR m.expires_at > v_now)
+                               THEN m.muted_at ELSE EXCLUDED.muted_at END,
+               expires_at = EXCLUDED.expires_at,
+               version = m.version + 1,
+               updated_at = now()
+         WHERE NOT (m.active AND m.expires_at IS NULL AND EXCLUDED.expires_at IS NULL)
+        RETURNING m.version, m.muted_at INTO r.edge_version, r.edge_followed_at;
+    ELSE
+        UPDATE mute AS m
+           SET active = FALSE, version = m.version + 1, updated_at = now()
+         WHERE m.from_user_id = p_actor AND m.to_user_id = p_target AND m.active
+           AND (m.expires_at IS NULL OR m.expires_at > v_now)
+        RETURNING m.version, m.muted_at, m.expires_at INTO r.edge_version, r.edge_followed_at, v_expires;
+    END IF;
+    r.outcome := 'ok';
+    IF r.edge_version IS NOT NULL THEN
+        r.occurred_at := v_now;
+        -- The wire format of MuteEvent (src/events/mute.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_actor::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_actor,
+            'to', p_target,
+            'version', r.edge_version,
+            'mutedAtMs', (extract(epoch FROM r.edge_followed_at) * 1000)::BIGINT,
+            'expiresAtMs', CASE WHEN p_mute THEN (extract(epoch FROM v_expires) * 1000)::BIGINT END,
+            'occurredAtMs', (extract(epoch FROM r.occurred_at) * 1000)::BIGINT));
+    END IF;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_actor, p_target);
+    RETURN NEXT r;
+END
+$$;
+
 DROP FUNCTION kith_past_follow_cap(BIGINT, BIGINT, BIGINT, DOUBLE PRECISION);
 DROP FUNCTION kith_edge_counters(kith_edge_result, user_stats);
 DROP FUNCTION kith_edge_target(kith_edge_result, users);

@@ -1,8 +1,9 @@
 -- One copy of each rule the edge functions share. The follow cap is one
 -- function of the counts a follow would leave; the counters and the
 -- target's columns are copied into a kith_edge_result by one function
--- each; kith_transition_edge returns a kith_edge_result, which its callers
--- complete. The two functions kept for processes of the release before
+-- each (kith_answer_request, kith_block, kith_mute, kith_remove_follower
+-- and kith_transition_edge call them); kith_transition_edge returns a
+-- kith_edge_result, which its callers complete. The two functions kept for processes of the release before
 -- become wrappers of the group commit's kith_change_edges, translating
 -- its per-item follow_limit into the error that release reads.
 
@@ -27,7 +28,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kith_edge_counters(kith_edge_result, user_stats) IS
-  'p_row with the counters of p_stats: the one place a kith_edge_result''s counter columns are filled from a user_stats row.';
+  'p_row with the counters of p_stats: where the edge functions fill a kith_edge_result''s counter columns (the group commit''s kith_change_edges selects them in its result query).';
 
 CREATE FUNCTION kith_edge_target(p_row kith_edge_result, p_target users)
 RETURNS kith_edge_result LANGUAGE plpgsql IMMUTABLE AS $$
@@ -41,7 +42,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION kith_edge_target(kith_edge_result, users) IS
-  'p_row with the columns of p_target a caller shows: the one place a kith_edge_result''s target columns are filled from a users row.';
+  'p_row with the columns of p_target a caller shows: where the edge functions fill a kith_edge_result''s target columns (the group commit''s kith_change_edges selects them in its result query).';
 
 -- Its result was a table of its own; callers read it by column name
 -- (`SELECT edge_version FROM kith_transition_edge(…)`), which a
@@ -180,6 +181,9 @@ BEGIN
             e := kith_transition_edge(v_dir.f, v_dir.t, FALSE, v_dir.ev);
             CONTINUE WHEN e.edge_version IS NULL;
             e.outcome := v_dir.o;
+            -- The pair's state is the block's row's to say.
+            e.a_follows_b := NULL;
+            e.b_follows_a := NULL;
             v_ends := v_ends || e;
         END LOOP;
         -- Pending follow requests both ways are dropped.
@@ -506,6 +510,69 @@ BEGIN
       LEFT JOIN following ba ON (x.o IS NULL OR x.o = 'requested')
                              AND ba.from_user_id = x.t AND ba.to_user_id = x.a AND ba.active
      ORDER BY x.i;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid) RETURNS SETOF kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_target users%ROWTYPE;
+    v_type TEXT := CASE WHEN p_mute THEN 'MuteCreated' ELSE 'MuteRemoved' END;
+    v_now TIMESTAMPTZ := date_trunc('milliseconds', now());
+    v_expires TIMESTAMPTZ;
+BEGIN
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND OR (p_mute AND v_target.status = 'deleted') THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    r := kith_edge_target(r, v_target);
+    IF p_mute THEN
+        v_expires := v_now + make_interval(secs => p_expires_in_secs);
+        INSERT INTO mute AS m (from_user_id, to_user_id, active, muted_at, expires_at, version, updated_at)
+        VALUES (p_actor, p_target, TRUE, v_now, v_expires, 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               muted_at = CASE WHEN m.active AND (m.expires_at IS NULL OR m.expires_at > v_now)
+                               THEN m.muted_at ELSE EXCLUDED.muted_at END,
+               expires_at = EXCLUDED.expires_at,
+               version = m.version + 1,
+               updated_at = now()
+         WHERE NOT (m.active AND m.expires_at IS NULL AND EXCLUDED.expires_at IS NULL)
+        RETURNING m.version, m.muted_at INTO r.edge_version, r.edge_followed_at;
+    ELSE
+        UPDATE mute AS m
+           SET active = FALSE, version = m.version + 1, updated_at = now()
+         WHERE m.from_user_id = p_actor AND m.to_user_id = p_target AND m.active
+           AND (m.expires_at IS NULL OR m.expires_at > v_now)
+        RETURNING m.version, m.muted_at, m.expires_at INTO r.edge_version, r.edge_followed_at, v_expires;
+    END IF;
+    r.outcome := 'ok';
+    IF r.edge_version IS NOT NULL THEN
+        r.occurred_at := v_now;
+        -- The wire format of MuteEvent (src/events/mute.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_actor::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_actor,
+            'to', p_target,
+            'version', r.edge_version,
+            'mutedAtMs', (extract(epoch FROM r.edge_followed_at) * 1000)::BIGINT,
+            'expiresAtMs', CASE WHEN p_mute THEN (extract(epoch FROM v_expires) * 1000)::BIGINT END,
+            'occurredAtMs', (extract(epoch FROM r.occurred_at) * 1000)::BIGINT));
+    END IF;
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_actor, p_target);
+    RETURN NEXT r;
 END
 $$;
 
