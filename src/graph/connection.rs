@@ -49,6 +49,8 @@ pub(crate) struct FollowEdge {
     position: Position,
 }
 
+/// One edge of a follow list: the user, when the follow was made, and
+/// the cursor of its position.
 #[Object]
 impl FollowEdge {
     /// Opaque cursor of this edge, for `after` / `before`.
@@ -79,6 +81,7 @@ impl FollowEdge {
     }
 }
 
+/// A page of a follow list (Relay connection), newest first.
 #[Object]
 impl FollowConnection {
     /// The edges of this page, newest first.

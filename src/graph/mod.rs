@@ -21,6 +21,7 @@ pub(crate) mod stream;
 pub(crate) mod subscription;
 pub(crate) mod suggest;
 pub(crate) mod user;
+pub(crate) mod user_query;
 
 use std::sync::Arc;
 
@@ -35,7 +36,11 @@ pub type KithSchema = Schema<Query, Mutation, Subscription>;
 
 /// Root query type.
 #[derive(MergedObject, Default)]
-pub struct Query(node::NodeQuery, user::UserQuery, portability::ImportQuery);
+pub struct Query(
+    node::NodeQuery,
+    user_query::UserQuery,
+    portability::ImportQuery,
+);
 
 /// Root mutation type.
 #[derive(MergedObject, Default)]

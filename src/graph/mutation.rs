@@ -196,7 +196,7 @@ impl FollowMutation {
     async fn follow(
         &self,
         ctx: &Context<'_>,
-        input: FollowInput,
+        #[graphql(desc = "The mutation's input.")] input: FollowInput,
     ) -> async_graphql::Result<FollowPayload> {
         let (viewer, outcome) = run(ctx, &input.user_id, EdgeChange::Follow).await?;
         Ok(FollowPayload::new(
@@ -210,7 +210,7 @@ impl FollowMutation {
     async fn unfollow(
         &self,
         ctx: &Context<'_>,
-        input: UnfollowInput,
+        #[graphql(desc = "The mutation's input.")] input: UnfollowInput,
     ) -> async_graphql::Result<FollowPayload> {
         let (viewer, outcome) = run(ctx, &input.user_id, EdgeChange::Unfollow).await?;
         Ok(FollowPayload::new(
@@ -228,7 +228,7 @@ impl FollowMutation {
     async fn follow_many(
         &self,
         ctx: &Context<'_>,
-        input: EdgesInput,
+        #[graphql(desc = "The mutation's input.")] input: EdgesInput,
     ) -> async_graphql::Result<EdgesPayload> {
         run_many(ctx, input, EdgeChange::Follow).await
     }
@@ -239,7 +239,7 @@ impl FollowMutation {
     async fn unfollow_many(
         &self,
         ctx: &Context<'_>,
-        input: EdgesInput,
+        #[graphql(desc = "The mutation's input.")] input: EdgesInput,
     ) -> async_graphql::Result<EdgesPayload> {
         run_many(ctx, input, EdgeChange::Unfollow).await
     }
@@ -250,7 +250,7 @@ impl FollowMutation {
     async fn remove_follower(
         &self,
         ctx: &Context<'_>,
-        input: RemoveFollowerInput,
+        #[graphql(desc = "The mutation's input.")] input: RemoveFollowerInput,
     ) -> async_graphql::Result<FollowPayload> {
         let owner = viewer(ctx).require().gql()?;
         let follower = ids::decode_user(&input.user_id).gql()?;

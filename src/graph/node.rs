@@ -21,7 +21,11 @@ pub(crate) struct NodeQuery;
 #[Object]
 impl NodeQuery {
     /// Fetches any object by its global id; null when it does not exist.
-    async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
+    async fn node(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A global id, as any node's `id` gives it.")] id: ID,
+    ) -> async_graphql::Result<Option<Node>> {
         let (kind, raw) = ids::decode(&id).gql()?;
         match kind {
             NodeKind::User => Ok(user::load_visible(ctx, raw).await?.map(Node::User)),

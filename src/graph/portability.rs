@@ -81,6 +81,8 @@ pub(crate) struct ImportGraphPayload {
 /// `KITH_IMPORT_ROWS_PER_SEC`, resumed where it stood if its process dies.
 pub(crate) struct ImportJob(JobRow);
 
+/// An import of a CSV file into the viewer's lists, applied in the
+/// background (see `importGraph`).
 #[Object]
 impl ImportJob {
     /// Global id (`importJob(id:)`, `importJobChanged(id:)`).
@@ -177,8 +179,13 @@ impl ImportJob {
     async fn errors(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
     ) -> async_graphql::Result<ImportErrorConnection> {
         let n = page_args::first_size(first).gql()?;
         let after = match after {
@@ -248,7 +255,7 @@ impl ImportMutation {
     async fn import_graph(
         &self,
         ctx: &Context<'_>,
-        input: ImportGraphInput,
+        #[graphql(desc = "The mutation's input.")] input: ImportGraphInput,
     ) -> async_graphql::Result<ImportGraphPayload> {
         let owner = viewer(ctx).require().gql()?;
         let kind = match input.kind {
@@ -277,7 +284,7 @@ impl ImportMutation {
     async fn cancel_import_job(
         &self,
         ctx: &Context<'_>,
-        input: CancelImportJobInput,
+        #[graphql(desc = "The mutation's input.")] input: CancelImportJobInput,
     ) -> async_graphql::Result<CancelImportJobPayload> {
         let owner = viewer(ctx).require().gql()?;
         let id = ids::decode_import_job(&input.id).gql()?;
@@ -321,7 +328,7 @@ impl ImportQuery {
     async fn import_job(
         &self,
         ctx: &Context<'_>,
-        id: ID,
+        #[graphql(desc = "Global id of the import job (`importGraph` answers it).")] id: ID,
     ) -> async_graphql::Result<Option<ImportJob>> {
         load(ctx, &id).await.map(|job| job.map(ImportJob))
     }
@@ -356,7 +363,7 @@ impl ImportSubscription {
     async fn import_job_changed(
         &self,
         ctx: &Context<'_>,
-        id: ID,
+        #[graphql(desc = "Global id of the import job (`importGraph` answers it).")] id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ImportJob>> + use<>> {
         let job = load(ctx, &id)
             .await?

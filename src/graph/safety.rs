@@ -48,7 +48,7 @@ impl BlockMutation {
     async fn block(
         &self,
         ctx: &Context<'_>,
-        input: BlockInput,
+        #[graphql(desc = "The mutation's input.")] input: BlockInput,
     ) -> async_graphql::Result<BlockPayload> {
         run(ctx, input, true).await
     }
@@ -58,7 +58,7 @@ impl BlockMutation {
     async fn unblock(
         &self,
         ctx: &Context<'_>,
-        input: BlockInput,
+        #[graphql(desc = "The mutation's input.")] input: BlockInput,
     ) -> async_graphql::Result<BlockPayload> {
         run(ctx, input, false).await
     }
@@ -134,7 +134,7 @@ impl MuteMutation {
     async fn mute(
         &self,
         ctx: &Context<'_>,
-        input: MuteInput,
+        #[graphql(desc = "The mutation's input.")] input: MuteInput,
     ) -> async_graphql::Result<MutePayload> {
         run_mute(
             ctx,
@@ -150,7 +150,7 @@ impl MuteMutation {
     async fn unmute(
         &self,
         ctx: &Context<'_>,
-        input: UnmuteInput,
+        #[graphql(desc = "The mutation's input.")] input: UnmuteInput,
     ) -> async_graphql::Result<MutePayload> {
         run_mute(ctx, &input.user_id, false, None, input.client_mutation_id).await
     }
@@ -211,7 +211,7 @@ impl SettingsMutation {
     async fn update_account_settings(
         &self,
         ctx: &Context<'_>,
-        input: AccountSettingsInput,
+        #[graphql(desc = "The mutation's input.")] input: AccountSettingsInput,
     ) -> async_graphql::Result<AccountSettingsPayload> {
         let actor = viewer(ctx).require().gql()?;
         let change = crate::store::users::SettingsChange {
@@ -252,7 +252,7 @@ impl RequestMutation {
     async fn accept_follow_request(
         &self,
         ctx: &Context<'_>,
-        input: FollowRequestInput,
+        #[graphql(desc = "The mutation's input.")] input: FollowRequestInput,
     ) -> async_graphql::Result<FollowPayload> {
         answer(ctx, input, true).await
     }
@@ -261,7 +261,7 @@ impl RequestMutation {
     async fn reject_follow_request(
         &self,
         ctx: &Context<'_>,
-        input: FollowRequestInput,
+        #[graphql(desc = "The mutation's input.")] input: FollowRequestInput,
     ) -> async_graphql::Result<FollowPayload> {
         answer(ctx, input, false).await
     }

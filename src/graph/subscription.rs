@@ -89,6 +89,7 @@ pub enum FollowerEventType {
 /// Someone followed or stopped following a user.
 pub(crate) struct FollowerEvent(FollowChange);
 
+/// Someone followed or stopped following a user.
 #[Object]
 impl FollowerEvent {
     /// Followed or unfollowed.
@@ -148,7 +149,7 @@ impl LiveSubscription {
     async fn user_counters_changed(
         &self,
         ctx: &Context<'_>,
-        user_id: ID,
+        #[graphql(desc = "Global id of the user.")] user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<CountersChanged>> + use<>>
     {
         let (app, user, slot) = start(ctx, &user_id).await?;
@@ -181,7 +182,7 @@ impl LiveSubscription {
     async fn follower_events(
         &self,
         ctx: &Context<'_>,
-        user_id: ID,
+        #[graphql(desc = "Global id of the user.")] user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FollowerEvent>> + use<>>
     {
         let me = viewer(ctx).require().gql()?;

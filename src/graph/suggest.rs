@@ -184,7 +184,7 @@ impl SuggestionMutation {
     async fn dismiss_suggestion(
         &self,
         ctx: &Context<'_>,
-        input: DismissSuggestionInput,
+        #[graphql(desc = "The mutation's input.")] input: DismissSuggestionInput,
     ) -> async_graphql::Result<DismissSuggestionPayload> {
         let me = viewer(ctx).require().gql()?;
         let target = ids::decode_user(&input.user_id).gql()?;

@@ -9,10 +9,9 @@ use super::page_args::{self, PageArgs};
 use super::relation::Relationship;
 use super::{ids, viewer};
 use crate::cache::counters::CounterRecord;
-use crate::error::{ApiError, GraphqlResultExt};
+use crate::error::GraphqlResultExt;
 use crate::model::{User, UserId};
 use crate::paging::{ListKey, PrivateList};
-use crate::store::following::PairState;
 
 /// A user's public profile. Private fields (email, phone) are never exposed.
 pub(crate) struct UserNode(pub User);
@@ -76,10 +75,21 @@ impl UserNode {
     async fn following(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -92,10 +102,21 @@ impl UserNode {
     async fn followers(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -113,8 +134,13 @@ impl UserNode {
     async fn suggested_follows(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
     ) -> async_graphql::Result<super::suggest::SuggestionConnection> {
         Box::pin(async move { super::suggest::resolve(ctx, self.0.id, first, after).await }).await
     }
@@ -125,10 +151,21 @@ impl UserNode {
     async fn blocking(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -142,10 +179,21 @@ impl UserNode {
     async fn muting(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -159,10 +207,21 @@ impl UserNode {
     async fn follow_requests(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -175,10 +234,21 @@ impl UserNode {
     async fn sent_follow_requests(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+        )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
         let args = PageArgs::new(first, after, last, before, offset);
@@ -198,11 +268,22 @@ impl UserNode {
     async fn common_following(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Global id of the other user, whose `following` is intersected with this user's."
+        )]
         with: ID,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
     ) -> async_graphql::Result<FollowConnection> {
         Box::pin(async move {
             let other = ids::decode_user(&with).gql()?;
@@ -235,10 +316,18 @@ impl UserNode {
     async fn known_followers(
         &self,
         ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
         first: Option<i32>,
-        after: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
         last: Option<i32>,
-        before: Option<String>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
     ) -> async_graphql::Result<FollowConnection> {
         Box::pin(async move {
             let Some(me) = viewer(ctx).optional().gql()? else {
@@ -269,7 +358,7 @@ impl UserNode {
     async fn relation_to(
         &self,
         ctx: &Context<'_>,
-        other: ID,
+        #[graphql(desc = "Global id of the other user.")] other: ID,
     ) -> async_graphql::Result<Option<Relationship>> {
         Box::pin(async move {
             let other = ids::decode_user(&other).gql()?;
@@ -394,102 +483,4 @@ pub(crate) async fn load_visible(
         .await
         .map_err(|e| e.as_ref().extend())?;
     Ok(user.map(UserNode))
-}
-
-/// No handle is longer; a longer one is not looked up.
-const MAX_HANDLE_CHARS: usize = 64;
-
-/// Decodes up to 100 global user ids.
-fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
-    if ids.len() > 100 {
-        return Err(ApiError::invalid("at most 100 ids per call"));
-    }
-    ids.iter().map(ids::decode_user).collect()
-}
-
-/// Queries that find users.
-#[derive(Default)]
-pub(crate) struct UserQuery;
-
-#[Object]
-impl UserQuery {
-    /// The user with this global id; null when unknown or deleted.
-    async fn user(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<UserNode>> {
-        let id = ids::decode_user(&id).gql()?;
-        load_visible(ctx, id).await
-    }
-
-    /// The user with this handle; null when unknown or deleted.
-    async fn user_by_handle(
-        &self,
-        ctx: &Context<'_>,
-        handle: String,
-    ) -> async_graphql::Result<Option<UserNode>> {
-        if handle.chars().count() > MAX_HANDLE_CHARS {
-            return Ok(None);
-        }
-        let user = ctx
-            .data_unchecked::<Loaders>()
-            .user_by_handle(handle)
-            .await
-            .map_err(|e| e.as_ref().extend())?;
-        Ok(user.map(UserNode))
-    }
-
-    /// Up to 100 users by global id, in the order asked; null where unknown or deleted.
-    #[graphql(complexity = "ids.len() * child_complexity + 1")]
-    async fn users(
-        &self,
-        ctx: &Context<'_>,
-        ids: Vec<ID>,
-    ) -> async_graphql::Result<Vec<Option<UserNode>>> {
-        let ids = decode_many(&ids).gql()?;
-        let found = ctx
-            .data_unchecked::<Loaders>()
-            .users(&ids)
-            .await
-            .map_err(|e| e.as_ref().extend())?;
-        Ok(ids
-            .iter()
-            .map(|id| found.get(id).cloned().map(UserNode))
-            .collect())
-    }
-
-    /// The viewer's relation to up to 100 users, in the order asked; null
-    /// where the user is unknown or deleted. Requires a signed-in viewer.
-    #[graphql(complexity = "ids.len() * child_complexity + 1")]
-    async fn relationships(
-        &self,
-        ctx: &Context<'_>,
-        ids: Vec<ID>,
-    ) -> async_graphql::Result<Vec<Option<Relationship>>> {
-        let me = viewer(ctx).require().gql()?;
-        let ids = decode_many(&ids).gql()?;
-        let loaders = ctx.data_unchecked::<Loaders>();
-        let pairs: Vec<(UserId, UserId)> = ids.iter().map(|id| (me, *id)).collect();
-        let (users, relations) = tokio::join!(loaders.users(&ids), loaders.relations(&pairs));
-        let users = users.map_err(|e| e.as_ref().extend())?;
-        let relations = relations.map_err(|e| e.as_ref().extend())?;
-        Ok(ids
-            .iter()
-            .map(|id| {
-                users.contains_key(id).then(|| {
-                    let state = if *id == me {
-                        PairState::default()
-                    } else {
-                        relations.get(&(me, *id)).copied().unwrap_or_default()
-                    };
-                    Relationship::between(me, *id, state)
-                })
-            })
-            .collect())
-    }
-
-    /// The signed-in user; null when anonymous.
-    async fn viewer(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
-        let Some(id) = viewer(ctx).optional().gql()? else {
-            return Ok(None);
-        };
-        load_visible(ctx, id).await
-    }
 }

@@ -34,3 +34,73 @@ fn schema_exposes_no_private_fields() {
         );
     }
 }
+
+/// Every type, field, argument, input field and enum value says what it is
+/// (the description rules of `graphql-schema-linter`), so a client's tools
+/// show a meaning for each.
+#[test]
+fn every_element_of_the_schema_is_described() {
+    use async_graphql::parser::types::{TypeKind, TypeSystemDefinition};
+    let sdl = kith::testing::graph::sdl();
+    let document = async_graphql::parser::parse_schema(&sdl).expect("the SDL parses");
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    let mut check = |described: bool, what: String| {
+        seen += 1;
+        if !described {
+            missing.push(what);
+        }
+    };
+    for definition in &document.definitions {
+        let TypeSystemDefinition::Type(ty) = definition else {
+            continue;
+        };
+        let ty = &ty.node;
+        let name = ty.name.node.as_str();
+        check(ty.description.is_some(), format!("type {name}"));
+        let fields = match &ty.kind {
+            TypeKind::Object(o) => &o.fields,
+            TypeKind::Interface(i) => &i.fields,
+            TypeKind::InputObject(input) => {
+                for field in &input.fields {
+                    let field = &field.node;
+                    check(
+                        field.description.is_some(),
+                        format!("input field {name}.{}", field.name.node),
+                    );
+                }
+                continue;
+            }
+            TypeKind::Enum(e) => {
+                for value in &e.values {
+                    let value = &value.node;
+                    check(
+                        value.description.is_some(),
+                        format!("enum value {name}.{}", value.value.node),
+                    );
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        for field in fields {
+            let field = &field.node;
+            check(
+                field.description.is_some(),
+                format!("field {name}.{}", field.name.node),
+            );
+            for argument in &field.arguments {
+                let argument = &argument.node;
+                check(
+                    argument.description.is_some(),
+                    format!(
+                        "argument {name}.{}({})",
+                        field.name.node, argument.name.node
+                    ),
+                );
+            }
+        }
+    }
+    assert!(seen > 300, "the walk saw {seen} elements");
+    assert!(missing.is_empty(), "undescribed: {missing:#?}");
+}
