@@ -31,8 +31,8 @@ pub fn reference() -> String {
 
 /// What `docs/configuration.md` says before the settings.
 const PREAMBLE: &str = "Environment variables; the defaults match the local stack \
-(`scripts/stack up`). This document is generated from `src/config/settings.rs` \
-(`KITH_UPDATE_DOCS=1 cargo test --lib config` rewrites it; a test fails when the two differ).";
+(`scripts/stack up`). This document is generated from the settings table \
+(`src/config/settings*.rs`; `KITH_UPDATE_DOCS=1 cargo test --lib config` rewrites it; a test fails when the two differ).";
 
 /// What `docs/configuration.md` says after the settings.
 const NOTES: &str = "Redis must not evict keys (`maxmemory-policy noeviction`, Redis's default): \
