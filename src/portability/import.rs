@@ -321,7 +321,7 @@ async fn turn(app: &Arc<App>) -> Result<bool, ApiError> {
         }
         Err(ApiError::Unauthenticated(why) | ApiError::Forbidden(why)) => Some(why),
         Err(e) => {
-            tracing::error!(error = %e, job = job.id, "import: a batch failed");
+            tracing::error!(error = %e.detail(), job = job.id, "import: a batch failed");
             Some("an internal error stopped the import")
         }
     };

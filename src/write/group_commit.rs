@@ -181,10 +181,25 @@ impl Batcher {
             // only itself.
             Err(e) if batch.len() > 1 && refused_by_the_server(&e) => {
                 tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
+                let mut held = Some(conn);
                 for asked in batch {
-                    let answer = match self.call(&mut conn, &[asked.item]).await {
+                    // An item that lost the connection takes it with it;
+                    // the next one asks for another.
+                    if held.is_none() {
+                        held = self.connection(Instant::now()).await;
+                    }
+                    let Some(conn) = held.as_mut() else {
+                        let _ = asked.answer.send(Err(answer_of(None)));
+                        continue;
+                    };
+                    let answer = match self.call(conn, &[asked.item]).await {
                         Ok(mut rows) => Ok(rows.remove(0)),
-                        Err(e) => Err(answer_of(Some(&e))),
+                        Err(e) => {
+                            if !refused_by_the_server(&e) {
+                                held = None;
+                            }
+                            Err(answer_of(Some(&e)))
+                        }
                     };
                     let _ = asked.answer.send(answer);
                 }
@@ -206,7 +221,7 @@ impl Batcher {
         &self,
         asked: Instant,
     ) -> Option<diesel_async::pooled_connection::bb8::PooledConnection<'_, PgConn>> {
-        let until = (asked + self.connection_wait).max(Instant::now() + self.connection_wait / 4);
+        let until = connection_deadline(asked, Instant::now(), self.connection_wait);
         match tokio::time::timeout_at(until, self.pg.get()).await {
             Ok(Ok(conn)) => Some(conn),
             Ok(Err(e)) => {
@@ -244,6 +259,13 @@ impl Batcher {
     }
 }
 
+/// Until when a batch whose oldest change was asked at `asked` waits for a
+/// connection, at `now`: the connection `wait` counted from `asked`, but
+/// never less than a quarter of it from `now`.
+fn connection_deadline(asked: Instant, now: Instant, wait: Duration) -> Instant {
+    (asked + wait).max(now + wait / 4)
+}
+
 /// Whether PostgreSQL raised `e` while running the statement, so that the
 /// statement's transaction was rolled back: not a lost connection (the
 /// commit may have landed), and not an answer this process could not read
@@ -263,4 +285,31 @@ fn answer_of(e: Option<&diesel::result::Error>) -> ApiError {
         return ApiError::Unavailable(anyhow::anyhow!("no PostgreSQL connection for the change"));
     };
     ApiError::of_postgres(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_waits_the_connection_wait_from_its_oldest_change() {
+        let wait = Duration::from_millis(2_400);
+        let asked = Instant::now();
+        // Formed at once: the whole wait.
+        assert_eq!(connection_deadline(asked, asked, wait), asked + wait);
+        // Formed after a second in the queue: what is left of it.
+        let later = asked + Duration::from_secs(1);
+        assert_eq!(connection_deadline(asked, later, wait), asked + wait);
+    }
+
+    #[test]
+    fn a_batch_that_queued_past_the_wait_still_gets_a_quarter_of_it() {
+        let wait = Duration::from_millis(2_400);
+        let asked = Instant::now();
+        let late = asked + Duration::from_secs(5);
+        assert_eq!(
+            connection_deadline(asked, late, wait),
+            late + Duration::from_millis(600)
+        );
+    }
 }
