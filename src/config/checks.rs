@@ -3,16 +3,7 @@
 //! with each other, secrets too short, and the development secret on an
 //! address other hosts can reach.
 
-use super::{Config, ConfigError, DEV_JWT_SECRET, invalid, settings};
-
-/// The refusal of `name`'s `value`: the settings table's rule for it, in
-/// the words the configuration reference uses.
-fn breaks_rule(name: &'static str, value: &str) -> ConfigError {
-    let rule = settings::find(name)
-        .and_then(|s| s.rule)
-        .expect("a setting checked here has a rule in the settings table");
-    invalid(name, value, &format!("must be {rule}"))
-}
+use super::{Config, ConfigError, DEV_JWT_SECRET, breaks_rule, invalid};
 
 impl Config {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -20,13 +11,12 @@ impl Config {
         // session: an advisory lock, a LISTEN or a migration's lock would
         // be held by a session nobody owns.
         if !self.database.pg_statement_cache && self.database.session_url.is_none() {
-            return Err(invalid(
-                "DATABASE_SESSION_URL",
-                "",
-                "required with KITH_PG_STATEMENT_CACHE=false (DATABASE_URL is a transaction pooler): \
-                 set it to PostgreSQL itself, for migrations, the relay's leadership, the projector's \
-                 leases, the user cache's notices and reconcile's lock",
-            ));
+            let mut refusal = breaks_rule("DATABASE_SESSION_URL", "");
+            refusal.reason.push_str(
+                ": set it to PostgreSQL itself, for migrations, the relay's leadership, the \
+                 projector's leases, the user cache's notices and reconcile's lock",
+            );
+            return Err(refusal);
         }
         if !(self.writes.rate_limit_per_sec.is_finite() && self.writes.rate_limit_per_sec > 0.0) {
             return Err(breaks_rule(
@@ -34,11 +24,11 @@ impl Config {
                 &self.writes.rate_limit_per_sec.to_string(),
             ));
         }
-        if self.auth.cursor_key.len() < 16 {
-            return Err(breaks_rule("KITH_CURSOR_KEY", "<hidden>"));
-        }
         if self.auth.jwt_secret.len() < 16 {
             return Err(breaks_rule("KITH_JWT_SECRET", "<hidden>"));
+        }
+        if self.auth.cursor_key.len() < 16 {
+            return Err(breaks_rule("KITH_CURSOR_KEY", "<hidden>"));
         }
         // 0 switches parking off; below 10 ms it would only spin.
         if self.pipeline.projector_idle_poll_ms != 0 && self.pipeline.projector_idle_poll_ms < 10 {
@@ -48,23 +38,13 @@ impl Config {
             ));
         }
         if self.limits.persisted_only && self.limits.persisted_manifest.is_none() {
-            return Err(invalid(
-                "KITH_PERSISTED_ONLY",
-                "true",
-                "needs a manifest with operations (KITH_PERSISTED_QUERIES_FILE)",
-            ));
+            return Err(breaks_rule("KITH_PERSISTED_ONLY", "true"));
         }
-        if self.pipeline.topic_replication_factor < 1
-            || !(1..=self.pipeline.topic_replication_factor)
-                .contains(&self.pipeline.topic_min_insync_replicas)
-        {
-            return Err(invalid(
-                "KITH_TOPIC_REPLICATION_FACTOR/KITH_TOPIC_MIN_INSYNC_REPLICAS",
-                &format!(
-                    "{}/{}",
-                    self.pipeline.topic_replication_factor, self.pipeline.topic_min_insync_replicas
-                ),
-                "need 1 <= min.insync.replicas <= replication factor",
+        // Both are at least 1 by their ranges.
+        if self.pipeline.topic_min_insync_replicas > self.pipeline.topic_replication_factor {
+            return Err(breaks_rule(
+                "KITH_TOPIC_MIN_INSYNC_REPLICAS",
+                &self.pipeline.topic_min_insync_replicas.to_string(),
             ));
         }
         if self.portability.account_domain.is_empty()

@@ -60,7 +60,7 @@ impl FromStr for UserLookup {
         match s {
             "id" => Ok(Self::Id),
             "handle" => Ok(Self::Handle),
-            other => Err(format!("{other:?} is neither `id` nor `handle`")),
+            _ => Err("must be `id` or `handle`".to_owned()),
         }
     }
 }
@@ -289,9 +289,7 @@ impl Config {
                 json: match text("KITH_LOG_FORMAT").as_str() {
                     "text" => false,
                     "json" => true,
-                    other => {
-                        return Err(invalid("KITH_LOG_FORMAT", other, "expected text or json"));
-                    }
+                    other => return Err(breaks_rule("KITH_LOG_FORMAT", other)),
                 },
             },
             writes: WriteSettings {
@@ -338,6 +336,14 @@ where
         Some(reason) => Err(invalid(name, &value, &reason)),
         None => Ok(parsed),
     }
+}
+
+/// `name`, set to `value`, breaks the rule the settings table gives it.
+fn breaks_rule(name: &'static str, value: &str) -> ConfigError {
+    let rule = settings::find(name)
+        .and_then(|s| s.rule)
+        .expect("a setting checked here has a rule in the settings table");
+    invalid(name, value, &format!("must be {rule}"))
 }
 
 fn invalid(name: &'static str, value: &str, reason: &str) -> ConfigError {

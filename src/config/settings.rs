@@ -20,7 +20,7 @@ pub const SECTIONS: &[Section] = &[
                 "DATABASE_SESSION_URL",
                 "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user cache's notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler",
             )
-            .rule("required when `KITH_PG_STATEMENT_CACHE` is `false`"),
+            .rule("set when `KITH_PG_STATEMENT_CACHE` is `false` (`DATABASE_URL` is then a transaction pooler)"),
             unset(
                 "DATABASE_REPLICA_URL",
                 "a streaming replica (or several hosts, e.g. with `target_session_attrs=read-only`) for what the caches miss: list pages past the cached windows, and user rows the process does not hold. Only while its session has replayed the reader's own last write in this process and is behind by no more than `KITH_REPLICA_MAX_LAG_MS`; otherwise, and when it fails, the primary answers (`kith_replica_reads_total`)",
@@ -351,7 +351,7 @@ pub const SECTIONS: &[Section] = &[
                 "false",
                 "run only the operations of that manifest (allow-list mode)",
             )
-            .rule("`true` needs `KITH_PERSISTED_QUERIES_FILE`"),
+            .rule("`false`, or `true` with a manifest of at least one operation (`KITH_PERSISTED_QUERIES_FILE`)"),
         ],
     },
     Section {
@@ -416,8 +416,9 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_LOG_FORMAT",
                 "text",
-                "`text` or `json` (logs go to stderr)",
-            ),
+                "the logs' format (they go to stderr)",
+            )
+            .rule("`text` or `json`"),
             Setting {
                 name: "RUST_LOG",
                 default: Some("info"),

@@ -56,7 +56,8 @@ pub(super) const AUTHENTICATION: Section = Section {
         value(
             "KITH_JWT_USER_LOOKUP",
             "id",
-            "how that claim maps to a Kith user: `id` (its numeric id) or `handle`",
-        ),
+            "how that claim maps to a Kith user: by its numeric id, or by its handle",
+        )
+        .rule("`id` or `handle`"),
     ],
 };

@@ -82,7 +82,11 @@ impl PersistedQueries {
             Some(text) => parse_manifest(text)?,
         };
         if config.limits.persisted_only && manifest.is_empty() {
-            return Err("KITH_PERSISTED_ONLY needs a manifest with operations".into());
+            let rule = crate::config::settings::find("KITH_PERSISTED_ONLY").and_then(|s| s.rule);
+            return Err(format!(
+                "KITH_PERSISTED_ONLY must be {}",
+                rule.unwrap_or("`false` without operations")
+            ));
         }
         Ok(Self {
             learnt: (config.limits.apq_cache_bytes > 0).then(|| {
