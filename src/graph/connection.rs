@@ -22,7 +22,7 @@ use crate::paging::ListKey;
 use crate::paging::{Page, Position, PrivateList};
 use crate::read::{filtered, intersect, pages};
 
-/// A page of a follow list.
+/// A page of a list of users.
 pub(crate) struct FollowConnection {
     edges: Vec<FollowEdge>,
     page_info: PageInfo,
@@ -43,14 +43,14 @@ pub(crate) struct PageInfo {
     pub end_cursor: Option<String>,
 }
 
-/// One edge of a follow list.
+/// One edge of a list of users.
 pub(crate) struct FollowEdge {
     cursor: String,
     position: Position,
 }
 
-/// One edge of a follow list: the user, when the follow was made, and
-/// the cursor of its position.
+/// One edge of a list of users: the user, when they entered the list,
+/// and the cursor of its position.
 #[Object]
 impl FollowEdge {
     /// Opaque cursor of this edge, for `after` / `before`.
@@ -73,7 +73,9 @@ impl FollowEdge {
         })
     }
 
-    /// When the follow happened.
+    /// When the user entered this list: when the follow, block, mute or
+    /// request was made (in `commonFollowing`, the later of the two
+    /// follows). Kept under this name for the lists it began with.
     async fn followed_at(&self) -> DateTime<Utc> {
         Utc.timestamp_millis_opt(self.position.followed_at_ms)
             .single()
@@ -81,7 +83,9 @@ impl FollowEdge {
     }
 }
 
-/// A page of a follow list (Relay connection), newest first.
+/// A page of a list of users (Relay connection), newest first: followers,
+/// following, blocked, muted, follow requests, or the shared members of
+/// two lists.
 #[Object]
 impl FollowConnection {
     /// The edges of this page, newest first.

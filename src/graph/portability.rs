@@ -173,7 +173,7 @@ impl ImportJob {
         self.0.finished_at
     }
 
-    /// The rows not applied, in file order, each with its line and code
+    /// The rows not applied, in file order, each with its line and reason
     /// (and, while the job waits for its follow budget, the rows waiting).
     #[graphql(complexity = "page_args::page_cost(first, None, None, child_complexity)")]
     async fn errors(

@@ -19,7 +19,8 @@ use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::count::Count;
-use super::user::{Counters, UserNode, load_visible};
+use super::user::{Counters, UserNode};
+use super::visibility::load_visible;
 use super::{app, ids, viewer};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;
@@ -182,7 +183,7 @@ impl LiveSubscription {
     async fn follower_events(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "Global id of the user.")] user_id: ID,
+        #[graphql(desc = "Global id of the signed-in user's own account.")] user_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FollowerEvent>> + use<>>
     {
         let me = viewer(ctx).require().gql()?;

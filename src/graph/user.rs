@@ -7,6 +7,7 @@ use super::count::Count;
 use super::loaders::Loaders;
 use super::page_args::{self, PageArgs};
 use super::relation::Relationship;
+use super::visibility::load_visible;
 use super::{ids, viewer};
 use crate::cache::counters::CounterRecord;
 use crate::error::GraphqlResultExt;
@@ -82,13 +83,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -109,13 +112,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -158,13 +163,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -186,13 +193,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -214,13 +223,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -241,13 +252,15 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
         >,
         #[graphql(
-            desc = "With `first`: edges to skip, by rank (at most `KITH_MAX_OFFSET`); ranks shift when the list changes, cursors do not."
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
         )]
         offset: Option<i32>,
     ) -> async_graphql::Result<FollowConnection> {
@@ -279,7 +292,9 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
@@ -323,7 +338,9 @@ impl UserNode {
         #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
             String,
         >,
-        #[graphql(desc = "Page size from the end of the list (or before `before`), at most 100.")]
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
         last: Option<i32>,
         #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
             String,
@@ -389,58 +406,6 @@ impl UserNode {
     }
 }
 
-impl UserNode {
-    /// A page of this user's `list` (`following` or `followers`), or an
-    /// empty, `hidden` one when the viewer may not see it. Boxed, as are
-    /// the other list and intersection fields: inline, their futures would
-    /// set the size of every field's future of every user, each of which
-    /// async-graphql moves to the heap.
-    async fn list(
-        &self,
-        ctx: &Context<'_>,
-        list: ListKey,
-        args: PageArgs,
-    ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let me = viewer(ctx).optional().gql()?;
-            if self.blocks(ctx, me).await? {
-                connection::report_blocked(ctx);
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            if !self.shows_lists_to(me) {
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            connection::resolve(ctx, list, args).await
-        })
-        .await
-    }
-
-    /// Whether this user blocks `viewer` (never itself, nor an anonymous
-    /// viewer): then a blocked viewer sees nothing of its graph, as on X and
-    /// Bluesky. From the viewer's boundaries, which the process keeps.
-    pub(crate) async fn blocks(
-        &self,
-        ctx: &Context<'_>,
-        viewer: Option<UserId>,
-    ) -> async_graphql::Result<bool> {
-        let Some(me) = viewer.filter(|me| *me != self.0.id) else {
-            return Ok(false);
-        };
-        let boundaries = ctx
-            .data_unchecked::<Loaders>()
-            .boundaries(me)
-            .await
-            .map_err(|e| e.as_ref().extend())?;
-        Ok(boundaries.blocked_by.contains(&self.0.id))
-    }
-
-    /// Whether `viewer` may see this user's lists (and what derives from
-    /// them): unless the user hides them, and always the user itself.
-    pub(crate) fn shows_lists_to(&self, viewer: Option<UserId>) -> bool {
-        !self.0.hides_collections || viewer == Some(self.0.id)
-    }
-}
-
 /// How `subject` relates to `other`, through the request's relation loader.
 pub(crate) async fn relation(
     ctx: &Context<'_>,
@@ -471,16 +436,3 @@ macro_rules! counters_object {
     };
 }
 crate::model::with_counters!(counters_object);
-
-/// Loads a user that readers may see (deleted accounts are invisible).
-pub(crate) async fn load_visible(
-    ctx: &Context<'_>,
-    id: UserId,
-) -> async_graphql::Result<Option<UserNode>> {
-    let user = ctx
-        .data_unchecked::<Loaders>()
-        .user(id)
-        .await
-        .map_err(|e| e.as_ref().extend())?;
-    Ok(user.map(UserNode))
-}
