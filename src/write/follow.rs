@@ -269,6 +269,17 @@ pub(super) enum Refusal {
 }
 
 impl Refusal {
+    /// What an edge transition's `outcome` says: accepted (`true` when a
+    /// follow of a locked account made, or found, a pending request; an
+    /// unfollow that cancelled one moved no edge either), or refused.
+    pub(super) fn check(outcome: &str) -> Result<bool, Self> {
+        match outcome {
+            "ok" | "request_canceled" => Ok(false),
+            "requested" => Ok(true),
+            refused => Err(Self::of(refused)),
+        }
+    }
+
     /// The refusal an `outcome` other than `ok` names.
     pub(super) fn of(outcome: &str) -> Self {
         match outcome {
@@ -320,14 +331,7 @@ pub(super) fn outcome_of(
 /// The result of `edge` from the row PostgreSQL returned; `described` is the
 /// user the row's target columns describe.
 fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOutcome, Refusal> {
-    // A follow of a locked account made (or found) a pending request; an
-    // unfollow cancelled one. Neither moved an edge.
-    let requested = match row.outcome.as_str() {
-        "ok" => false,
-        "requested" => true,
-        "request_canceled" => false,
-        other => return Err(Refusal::of(other)),
-    };
+    let requested = Refusal::check(&row.outcome)?;
     let missing = || Refusal::Unexpected("the edge transition: incomplete row".into());
     let target = described_user(&row, described).ok_or_else(missing)?;
     let relation = PairState {

@@ -184,15 +184,10 @@ pub(crate) async fn apply(
         }
         ImportKind::Mutes => mutes::change(conn, owner, target, add, None, event_id).await?,
     };
-    let outcome = match row.outcome.as_str() {
-        "ok" | "requested" | "request_canceled" => {
-            if row.edge_version.is_some() {
-                RowOutcome::Applied
-            } else {
-                RowOutcome::Skipped
-            }
-        }
-        refused => RowOutcome::Failed(match Refusal::of(refused) {
+    let outcome = match Refusal::check(&row.outcome) {
+        Ok(_) if row.edge_version.is_some() => RowOutcome::Applied,
+        Ok(_) => RowOutcome::Skipped,
+        Err(refusal) => RowOutcome::Failed(match refusal {
             Refusal::TargetUnknown => RowError::NotFound,
             Refusal::TargetUnfollowable => RowError::NotFollowable,
             Refusal::Blocked => RowError::Blocked,
