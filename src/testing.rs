@@ -48,6 +48,7 @@ pub mod events {
 }
 
 pub mod graph {
+    pub use crate::graph::federation::subgraph_sdl;
     pub use crate::graph::{KithSchema, schema, sdl};
     pub mod ids {
         pub use crate::graph::ids::{decode_user, user_id};

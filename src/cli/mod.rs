@@ -18,8 +18,12 @@ use crate::store;
 /// Parses the command line and runs its command.
 pub async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Command::PrintSchema = cli.command {
-        print!("{}", crate::graph::sdl());
+    if let Command::PrintSchema { subgraph } = cli.command {
+        if subgraph {
+            print!("{}", crate::graph::federation::subgraph_sdl());
+        } else {
+            print!("{}", crate::graph::sdl());
+        }
         return Ok(());
     }
     let mut config = Config::from_env()?;
@@ -111,7 +115,12 @@ pub enum Command {
         ttl: i64,
     },
     /// Print the GraphQL schema (SDL), as committed in `schema.graphql`.
-    PrintSchema,
+    PrintSchema {
+        /// The Federation 2 subgraph schema instead, as committed in
+        /// `schema.subgraph.graphql` (what composition reads).
+        #[arg(long)]
+        subgraph: bool,
+    },
     /// Compare every derived view with the truth (read-only); exits 1 on any disagreement.
     Verify {
         /// Only this user's edges, counters and lists.
@@ -411,7 +420,7 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
         | Command::Serve
         | Command::Relay
         | Command::Project
-        | Command::PrintSchema => unreachable!("not an operator command"),
+        | Command::PrintSchema { .. } => unreachable!("not an operator command"),
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) struct FollowConnection {
 
 /// Relay page information.
 #[derive(SimpleObject, Clone)]
+#[graphql(shareable)]
 pub(crate) struct PageInfo {
     /// More edges exist after the last edge (older).
     pub has_next_page: bool,
@@ -51,7 +52,7 @@ pub(crate) struct FollowEdge {
 
 /// One edge of a list of users: the user, when they entered the list,
 /// and the cursor of its position.
-#[Object]
+#[Object(shareable)]
 impl FollowEdge {
     /// Opaque cursor of this edge, for `after` / `before`.
     async fn cursor(&self) -> &str {
@@ -86,7 +87,7 @@ impl FollowEdge {
 /// A page of a list of users (Relay connection), newest first: followers,
 /// following, blocked, muted, follow requests, or the shared members of
 /// two lists.
-#[Object]
+#[Object(shareable)]
 impl FollowConnection {
     /// The edges of this page, newest first.
     async fn edges(&self) -> &[FollowEdge] {
@@ -113,11 +114,16 @@ impl FollowConnection {
 }
 
 /// Loads, in one batch per kind, what the query will ask of the page's
-/// users, so that the round trips of a page do not depend on its size nor on
-/// how the executor happens to interleave the edges' resolvers. Failures are
-/// left for the field resolvers to report.
-async fn prime(ctx: &Context<'_>, loaders: &Loaders, ids: &[UserId]) {
-    let node = ctx.look_ahead().field("edges").field("node");
+/// users (`node`: the selection on each), so that the round trips of a page
+/// do not depend on its size nor on how the executor happens to interleave
+/// the edges' resolvers. Failures are left for the field resolvers to
+/// report.
+pub(crate) async fn prime(
+    ctx: &Context<'_>,
+    loaders: &Loaders,
+    ids: &[UserId],
+    node: async_graphql::Lookahead<'_>,
+) {
     if ids.is_empty() || !node.exists() {
         return;
     }
@@ -381,7 +387,8 @@ async fn build(
     let keys = ctx.data_unchecked::<CursorKeys>();
     let loaders = ctx.data_unchecked::<Loaders>();
     let ids: Vec<UserId> = page.items.iter().map(|p| p.user).collect();
-    prime(ctx, loaders, &ids).await;
+    let node = ctx.look_ahead().field("edges").field("node");
+    prime(ctx, loaders, &ids, node).await;
     let shown = loaders
         .users(&ids)
         .await

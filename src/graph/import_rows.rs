@@ -104,6 +104,7 @@ pub(crate) struct ImportError {
 
 /// One edge of `ImportJob.errors`.
 #[derive(SimpleObject)]
+#[graphql(shareable)]
 pub(crate) struct ImportErrorEdge {
     /// Where the page may go on from.
     pub cursor: String,
@@ -113,6 +114,7 @@ pub(crate) struct ImportErrorEdge {
 
 /// The rows of a job that were not applied, in file order.
 #[derive(SimpleObject)]
+#[graphql(shareable)]
 pub(crate) struct ImportErrorConnection {
     /// The rows of this page.
     pub edges: Vec<ImportErrorEdge>,

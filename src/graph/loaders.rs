@@ -159,6 +159,8 @@ pub struct Loaders {
     reads: DataLoader<CacheLoader, IdCache>,
     known_counts: DataLoader<KnownCountLoader, IdCache>,
     boundaries: DataLoader<BoundaryLoader, IdCache>,
+    /// Set once a gateway's `_entities` primed its representations.
+    entities_primed: tokio::sync::OnceCell<()>,
 }
 
 impl Loaders {
@@ -176,7 +178,14 @@ impl Loaders {
             reads: batched(CacheLoader(app.clone()), delay, IdCache::new()),
             known_counts: batched(KnownCountLoader(app.clone()), delay, IdCache::new()),
             boundaries: batched(BoundaryLoader(app.clone()), delay, IdCache::new()),
+            entities_primed: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Runs `prime` once per request, however many of the request's
+    /// entities ask: the first does, the others wait for it.
+    pub(crate) async fn prime_entities_once(&self, prime: impl Future<Output = ()>) {
+        self.entities_primed.get_or_init(|| prime).await;
     }
 
     /// Loaders that batch but remember nothing: for a subscription, whose

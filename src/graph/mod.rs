@@ -4,6 +4,7 @@
 pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
+pub(crate) mod federation;
 pub(crate) mod ids;
 pub(crate) mod import_rows;
 pub(crate) mod limits;
@@ -41,6 +42,7 @@ pub struct Query(
     node::NodeQuery,
     user_query::UserQuery,
     portability::ImportQuery,
+    federation::EntityQuery,
 );
 
 /// Root mutation type.
@@ -68,6 +70,8 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
         Mutation::default(),
         Subscription::default(),
     )
+    // A gateway carries the subscriptions too (see `federation`).
+    .enable_subscription_in_federation()
 }
 
 /// The schema, serving `app`. Run requests through [`run::run`].

@@ -39,6 +39,7 @@ pub(crate) struct SuggestionReason {
 
 /// One suggestion.
 #[derive(SimpleObject)]
+#[graphql(shareable)]
 pub(crate) struct SuggestionEdge {
     /// Where the next page starts.
     pub cursor: String,
@@ -52,6 +53,7 @@ pub(crate) struct SuggestionEdge {
 
 /// Suggestions, best first.
 #[derive(SimpleObject)]
+#[graphql(shareable)]
 pub(crate) struct SuggestionConnection {
     /// The suggestions of this page.
     pub edges: Vec<SuggestionEdge>,

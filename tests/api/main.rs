@@ -15,6 +15,7 @@ mod clients;
 mod consistency;
 mod db_schema;
 mod errors;
+mod federation;
 mod follow_cap;
 mod follow_requests;
 mod graph_queries;

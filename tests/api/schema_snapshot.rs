@@ -1,19 +1,41 @@
-//! `schema.graphql` is a contract: it must match the schema the code builds.
-//! Regenerate with `KITH_UPDATE_SCHEMA=1 cargo test --test api schema`.
+//! `schema.graphql` (what clients see) and `schema.subgraph.graphql` (what
+//! a Federation 2 composition reads) are contracts: each must match the
+//! schema the code builds. Regenerate with
+//! `KITH_UPDATE_SCHEMA=1 cargo test --test api schema`.
+
+/// Compares the committed `file` with `generated`, or rewrites it.
+fn matches_the_code(file: &str, generated: &str) {
+    let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("KITH_UPDATE_SCHEMA").is_some() {
+        std::fs::write(&path, generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{file} is out of date; run `KITH_UPDATE_SCHEMA=1 cargo test --test api schema` \
+         and review the diff"
+    );
+}
 
 #[test]
 fn schema_file_matches_the_code() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql");
-    let generated = kith::testing::graph::sdl();
-    if std::env::var_os("KITH_UPDATE_SCHEMA").is_some() {
-        std::fs::write(path, &generated).unwrap();
+    matches_the_code("schema.graphql", &kith::testing::graph::sdl());
+}
+
+#[test]
+fn subgraph_schema_file_matches_the_code() {
+    let sdl = kith::testing::graph::subgraph_sdl();
+    matches_the_code("schema.subgraph.graphql", &sdl);
+    // What composition needs of Kith.
+    for needed in [
+        "url: \"https://specs.apollo.dev/federation/v2",
+        "type User implements Node @key(fields: \"id\")",
+        "type PageInfo @shareable",
+        "type FollowConnection @shareable",
+        "type Subscription",
+    ] {
+        assert!(sdl.contains(needed), "the subgraph schema lacks {needed:?}");
     }
-    let committed = std::fs::read_to_string(path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "schema.graphql is out of date; run `KITH_UPDATE_SCHEMA=1 cargo test --test api schema` \
-         and review the diff"
-    );
 }
 
 #[test]
@@ -57,6 +79,11 @@ fn every_element_of_the_schema_is_described() {
         };
         let ty = &ty.node;
         let name = ty.name.node.as_str();
+        // The Federation spec's own (`_Any`, `_Entity`, `_Service`): the
+        // spec describes them.
+        if name.starts_with('_') {
+            continue;
+        }
         check(ty.description.is_some(), format!("type {name}"));
         let fields = match &ty.kind {
             TypeKind::Object(o) => &o.fields,
@@ -85,6 +112,10 @@ fn every_element_of_the_schema_is_described() {
         };
         for field in fields {
             let field = &field.node;
+            // `_service` and `_entities`, likewise.
+            if field.name.node.starts_with('_') {
+                continue;
+            }
             check(
                 field.description.is_some(),
                 format!("field {name}.{}", field.name.node),

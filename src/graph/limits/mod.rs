@@ -7,7 +7,9 @@
 //! - aliases, root fields, `offset`s, the number of fields once fragments
 //!   are spread, and depth (`KITH_MAX_QUERY_DEPTH`), on the parsed document;
 //! - complexity (page sizes times the cost of a row, offsets by the rows
-//!   they skip), by async-graphql's validation right after.
+//!   they skip), by async-graphql's validation right after; a gateway's
+//!   `_entities` here, as its representations times its selection's cost
+//!   (`entities`), since async-graphql counts the selection once.
 //!
 //! An introspection query — every root field `__schema`, `__type` or
 //! `__typename`, no aliases — may nest deeper than other documents, up to
@@ -20,7 +22,8 @@
 //! [`INTROSPECTION_LIST_NESTING`] deep and are never aliased, nor is
 //! `__schema` (no other type of the schema has fields of their names).
 //! `KITH_INTROSPECTION=false` refuses introspection altogether
-//! (`INTROSPECTION_DISABLED`).
+//! (`INTROSPECTION_DISABLED`), and the subgraph's `_service { sdl }` with
+//! it: a gateway composes from the committed `schema.subgraph.graphql`.
 
 use std::sync::Arc;
 
@@ -32,6 +35,7 @@ use async_graphql::{Pos, Positioned, Request, ServerError, ServerResult, Value, 
 use crate::config::Config;
 use crate::error::ErrorCode;
 
+mod entities;
 mod sizes;
 
 pub(crate) use sizes::MAX_EXPANDED_FIELDS;
@@ -90,6 +94,8 @@ pub(crate) struct Limits {
     pub max_query_bytes: usize,
     /// Whether introspection is answered.
     pub introspection: bool,
+    /// Most complexity one document may have.
+    pub max_complexity: usize,
 }
 
 impl Limits {
@@ -103,6 +109,7 @@ impl Limits {
             max_depth: config.limits.max_query_depth,
             max_query_bytes: config.limits.max_query_bytes,
             introspection: config.limits.introspection,
+            max_complexity: config.limits.max_query_complexity,
         }
     }
 
@@ -121,6 +128,7 @@ impl Limits {
         }
         let mut aliases = 0;
         let mut first_alias = None;
+        let mut entities = Vec::new();
         let mut visit = |field: &Positioned<Field>| -> ServerResult<()> {
             let name = field.node.name.node.as_str();
             if field.node.alias.is_some() {
@@ -135,7 +143,11 @@ impl Limits {
                     ));
                 }
             }
-            if !self.introspection && matches!(name, "__schema" | "__type") {
+            if name == "_entities" {
+                entities.push(field.clone());
+            }
+            // `_service` answers the whole schema, as introspection does.
+            if !self.introspection && matches!(name, "__schema" | "__type" | "_service") {
                 let mut error = ServerError::new("introspection is disabled", Some(field.pos));
                 error
                     .extensions
@@ -212,7 +224,8 @@ impl Limits {
                 return Err(refuse("Query is nested too deep.".to_owned(), None));
             }
         }
-        Ok(())
+        // Walked once the fields once spread are known to be few.
+        entities::check(doc, &entities, &effective, self.max_complexity)
     }
 
     fn check_offset(&self, field: &Positioned<Field>, variables: &Variables) -> ServerResult<()> {
