@@ -104,3 +104,39 @@ async fn relay_pages_a_refetchable_connection() {
     .await;
     assert!(out.contains("6 pages, 40 followers"), "{out}");
 }
+
+/// Kith as a subgraph behind Hive Gateway (`tests/http-audit/gateway.mjs`,
+/// as docs/clients.md sets it up): composed offline with a posts subgraph
+/// from `schema.subgraph.graphql`, one query spans both services, a Relay
+/// walk through the gateway sees each follower once, and a follow through
+/// the gateway reaches a `userCountersChanged` subscription through it.
+/// Writes what the gateway adds to a profile query to
+/// `target/gateway-overhead.md`.
+#[tokio::test]
+async fn a_federation_gateway_serves_kith_with_another_subgraph() {
+    let t = spawn_app().await;
+    let (star, expected) = star(&t).await;
+    let late = t.user("late").await;
+    // The pipeline runs: the follow must reach the subscription.
+    let r = replica(&t, t.app.clone(), true).await;
+    let report =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/gateway-overhead.md");
+    let out = js_client(
+        "gateway.mjs",
+        "@graphql-hive/gateway-runtime",
+        vec![
+            format!("http://127.0.0.1:{}/graphql", r.port),
+            ids::user_id(star).to_string(),
+            expected,
+            t.token(late),
+            report.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(
+        out.contains("across services: \"Hello from the star\" by star"),
+        "{out}"
+    );
+    assert!(out.contains("walk: 6 pages, 40 followers"), "{out}");
+    assert!(out.contains("live: 40 -> 41 followers"), "{out}");
+}
