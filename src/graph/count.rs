@@ -1,4 +1,5 @@
-//! `scalar Count`: the type of every counter and `totalCount`.
+//! `scalar Count`: the type of every counter and `totalCount`; and a
+//! user's `Counters`, one `Count` each.
 
 use async_graphql::{
     InputValueError, InputValueResult, Number, Scalar, ScalarType, SimpleObject, Value,
@@ -47,3 +48,20 @@ pub struct BoundedCount {
     /// True when `count` is exact.
     pub exact: bool,
 }
+
+macro_rules! counters_object {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// A user's counters.
+        #[derive(SimpleObject, Clone, Copy)]
+        pub(crate) struct Counters {
+            $($(#[$doc])* pub(crate) $name: Count,)*
+        }
+
+        impl From<crate::cache::counters::CounterRecord> for Counters {
+            fn from(r: crate::cache::counters::CounterRecord) -> Self {
+                Self { $($name: r.$name.into(),)* }
+            }
+        }
+    };
+}
+crate::model::with_counters!(counters_object);

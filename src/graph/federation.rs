@@ -17,7 +17,7 @@ use super::connection;
 use super::ids;
 use super::loaders::Loaders;
 use super::user::UserNode;
-use super::visibility::load_visible;
+use super::user::load_visible;
 use crate::model::UserId;
 
 /// The entity resolvers of `_entities`.

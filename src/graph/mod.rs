@@ -23,7 +23,6 @@ pub(crate) mod subscription;
 pub(crate) mod suggest;
 pub(crate) mod user;
 pub(crate) mod user_query;
-pub(crate) mod visibility;
 
 use std::sync::Arc;
 

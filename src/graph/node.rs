@@ -3,8 +3,8 @@
 use async_graphql::{Context, ID, Interface, Object};
 
 use super::ids::{self, NodeKind};
-use super::user::UserNode;
-use super::visibility;
+use super::user::{self, UserNode};
+
 use crate::error::GraphqlResultExt;
 
 /// An object with a global id, refetchable through `Query.node`.
@@ -29,7 +29,7 @@ impl NodeQuery {
     ) -> async_graphql::Result<Option<Node>> {
         let (kind, raw) = ids::decode(&id).gql()?;
         match kind {
-            NodeKind::User => Ok(visibility::load_visible(ctx, raw).await?.map(Node::User)),
+            NodeKind::User => Ok(user::load_visible(ctx, raw).await?.map(Node::User)),
         }
     }
 }

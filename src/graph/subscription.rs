@@ -19,8 +19,9 @@ use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::count::Count;
-use super::user::{Counters, UserNode};
-use super::visibility::load_visible;
+use super::count::Counters;
+use super::user::UserNode;
+use super::user::load_visible;
 use super::{app, ids, viewer};
 use crate::app::App;
 use crate::cache::counters::CounterRecord;

@@ -1,15 +1,13 @@
 //! `type User` and the queries that find users.
 
-use async_graphql::{Context, ErrorExtensions as _, ID, Object, SimpleObject};
+use async_graphql::{Context, ErrorExtensions as _, ID, Object};
 
 use super::connection::{self, FollowConnection, Shared};
-use super::count::Count;
+use super::count::Counters;
 use super::loaders::Loaders;
 use super::page_args::{self, PageArgs};
 use super::relation::Relationship;
-use super::visibility::load_visible;
 use super::{ids, viewer};
-use crate::cache::counters::CounterRecord;
 use crate::error::GraphqlResultExt;
 use crate::model::{User, UserId};
 use crate::paging::{ListKey, PrivateList};
@@ -406,6 +404,58 @@ impl UserNode {
     }
 }
 
+impl UserNode {
+    /// A page of this user's `list` (`following` or `followers`), or an
+    /// empty, `hidden` one when the viewer may not see it. Boxed, as are
+    /// the other list and intersection fields: inline, their futures would
+    /// set the size of every field's future of every user, each of which
+    /// async-graphql moves to the heap.
+    async fn list(
+        &self,
+        ctx: &Context<'_>,
+        list: ListKey,
+        args: PageArgs,
+    ) -> async_graphql::Result<FollowConnection> {
+        Box::pin(async move {
+            let me = viewer(ctx).optional().gql()?;
+            if self.blocks(ctx, me).await? {
+                connection::report_blocked(ctx);
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            if !self.shows_lists_to(me) {
+                return connection::hidden_list(ctx, list, &args).await;
+            }
+            connection::resolve(ctx, list, args).await
+        })
+        .await
+    }
+
+    /// Whether this user blocks `viewer` (never itself, nor an anonymous
+    /// viewer): then a blocked viewer sees nothing of its graph, as on X and
+    /// Bluesky. From the viewer's boundaries, which the process keeps.
+    pub(crate) async fn blocks(
+        &self,
+        ctx: &Context<'_>,
+        viewer: Option<UserId>,
+    ) -> async_graphql::Result<bool> {
+        let Some(me) = viewer.filter(|me| *me != self.0.id) else {
+            return Ok(false);
+        };
+        let boundaries = ctx
+            .data_unchecked::<Loaders>()
+            .boundaries(me)
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        Ok(boundaries.blocked_by.contains(&self.0.id))
+    }
+
+    /// Whether `viewer` may see this user's lists (and what derives from
+    /// them): unless the user hides them, and always the user itself.
+    pub(crate) fn shows_lists_to(&self, viewer: Option<UserId>) -> bool {
+        !self.0.hides_collections || viewer == Some(self.0.id)
+    }
+}
+
 /// How `subject` relates to `other`, through the request's relation loader.
 pub(crate) async fn relation(
     ctx: &Context<'_>,
@@ -420,19 +470,15 @@ pub(crate) async fn relation(
     Ok(Relationship::between(subject, other, state))
 }
 
-macro_rules! counters_object {
-    ($($(#[$doc:meta])* $name:ident,)*) => {
-        /// A user's counters.
-        #[derive(SimpleObject, Clone, Copy)]
-        pub(crate) struct Counters {
-            $($(#[$doc])* pub(crate) $name: Count,)*
-        }
-
-        impl From<CounterRecord> for Counters {
-            fn from(r: CounterRecord) -> Self {
-                Self { $($name: r.$name.into(),)* }
-            }
-        }
-    };
+/// Loads a user that readers may see (deleted accounts are invisible).
+pub(crate) async fn load_visible(
+    ctx: &Context<'_>,
+    id: UserId,
+) -> async_graphql::Result<Option<UserNode>> {
+    let user = ctx
+        .data_unchecked::<Loaders>()
+        .user(id)
+        .await
+        .map_err(|e| e.as_ref().extend())?;
+    Ok(user.map(UserNode))
 }
-crate::model::with_counters!(counters_object);

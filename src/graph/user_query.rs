@@ -6,7 +6,7 @@ use async_graphql::{Context, ErrorExtensions as _, ID, Object};
 use super::loaders::Loaders;
 use super::relation::Relationship;
 use super::user::UserNode;
-use super::visibility::load_visible;
+use super::user::load_visible;
 use super::{ids, viewer};
 use crate::error::{ApiError, GraphqlResultExt};
 use crate::model::UserId;
