@@ -35,6 +35,7 @@ mod projection;
 mod queries;
 mod rate_limit;
 mod read_model;
+mod schema_policy;
 mod schema_snapshot;
 mod seed;
 mod subscriptions;
