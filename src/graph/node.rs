@@ -4,7 +4,6 @@ use async_graphql::{Context, ID, Interface, Object};
 
 use super::ids::{self, NodeKind};
 use super::user::{self, UserNode};
-
 use crate::error::GraphqlResultExt;
 
 /// An object with a global id, refetchable through `Query.node`.
