@@ -155,6 +155,20 @@ fn claims() -> Vec<(&'static str, String)> {
                 crate::pipeline::relay::DEAD_LETTERS_PER_ROUND
             ),
         ),
+        (
+            "docs/api.md",
+            format!(
+                "`_entities` takes at most {} representations",
+                crate::graph::limits::MAX_ENTITIES
+            ),
+        ),
+        (
+            "docs/clients.md",
+            format!(
+                "at most {} representations a call",
+                crate::graph::limits::MAX_ENTITIES
+            ),
+        ),
     ]
 }
 

@@ -108,29 +108,84 @@ async fn ids_kith_does_not_know_are_null_beside_the_others() {
 }
 
 #[tokio::test]
-async fn entities_are_bounded_by_representations_times_their_cost() {
+async fn entities_are_bounded_by_count_and_by_representations_times_their_cost() {
     let t = spawn_app().await;
-    let me = t.user("me").await;
-    // The selection above costs 8 (every field once).
-    let fit = t.app.config.limits.max_query_complexity / 8;
-    let many: Vec<Value> = (0..=fit).map(|_| of(me)).collect();
-    let r = entities(&t, me, many).await;
-    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r:.300}");
-    let fewer: Vec<Value> = (0..fit).map(|_| of(me)).collect();
-    assert_ok(&entities(&t, me, fewer).await);
+    let (me, other) = (t.user("me").await, t.user("other").await);
+    let max = t.app.config.limits.max_query_complexity;
+    let times = |n: usize| (0..n).map(|_| of(me)).collect::<Vec<_>>();
+    let run = async |query: &str, n: usize| {
+        t.execute(
+            Viewer::User(me),
+            query,
+            json!({ "r": times(n), "o": ids::user_id(other).to_string() }),
+        )
+        .await
+    };
 
-    // A page in the selection counts once per row, for each entity: 301.
+    // At most 100 at once, as `users(ids)`.
+    let r = entities(&t, me, times(101)).await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r:.300}");
+    assert_ok(&entities(&t, me, times(100)).await);
+
+    // A page in the selection counts its rows, for each entity: 301.
     let paged = "query($r: [_Any!]!) { _entities(representations: $r) {
       ... on User { followers(first: 100) { edges { node { id } } } } } }";
-    let fit = t.app.config.limits.max_query_complexity / 301;
+    assert_eq!(
+        error_code(&run(paged, max / 301 + 1).await),
+        Some("INVALID_INPUT")
+    );
+    assert_ok(&run(paged, max / 301).await);
+
+    // Spelt through a fragment and a variable, the same.
+    let spelt = "query($r: [_Any!]!, $n: Int) { _entities(representations: $r) { ...E } }
+      fragment E on User { followers(first: $n) { ...P } }
+      fragment P on FollowConnection { edges { node { id } } }";
     let r = t
         .execute(
             Viewer::User(me),
-            paged,
-            json!({ "r": (0..=fit).map(|_| of(me)).collect::<Vec<_>>() }),
+            spelt,
+            json!({ "r": times(max / 301 + 1), "n": 100 }),
         )
         .await;
     assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r:.300}");
+
+    // An intersection counts its walk, for each entity.
+    let intersection = "query($r: [_Any!]!, $o: ID!) { _entities(representations: $r) {
+      ... on User { commonFollowing(with: $o, first: 1) { totalCount } } } }";
+    let r = run(intersection, 6).await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r:.300}");
+    // An offset counts the rows it skips.
+    let skipping = "query($r: [_Any!]!) { _entities(representations: $r) {
+      ... on User { followers(offset: 10000, first: 1) { totalCount } } } }";
+    assert_eq!(error_code(&run(skipping, 100).await), Some("INVALID_INPUT"));
+}
+
+/// Fragments that spread each other twice, 40 deep: reckoned once each,
+/// so the limits answer at once (spread out, they would take 2^40 steps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fragments_spread_twice_deep_are_reckoned_once_each() {
+    let t = std::sync::Arc::new(spawn_app().await);
+    let me = t.user("me").await;
+    let mut query = String::from("query { _entities(representations: []) { ...F0 } }\n");
+    for i in 0..40 {
+        query.push_str(&format!(
+            "fragment F{i} on User {{ ...F{next} ...F{next} }}\n",
+            next = i + 1
+        ));
+    }
+    query.push_str("fragment F40 on User { id }\n");
+    let run = tokio::spawn({
+        let t = t.clone();
+        async move { t.execute(Viewer::User(me), &query, json!({})).await }
+    });
+    let r = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .expect("the limits answer within seconds")
+        .unwrap();
+    assert!(
+        r["errors"].is_null() || error_code(&r).is_some(),
+        "{r:.300}"
+    );
 }
 
 #[tokio::test]

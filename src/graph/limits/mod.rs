@@ -38,6 +38,8 @@ use crate::error::ErrorCode;
 mod entities;
 mod sizes;
 
+#[cfg(test)]
+pub(crate) use entities::MAX_ENTITIES;
 pub(crate) use sizes::MAX_EXPANDED_FIELDS;
 use sizes::{Sizes, approx_bytes};
 
@@ -224,7 +226,7 @@ impl Limits {
                 return Err(refuse("Query is nested too deep.".to_owned(), None));
             }
         }
-        // Walked once the fields once spread are known to be few.
+        // Fragments reckoned once each, however often spread.
         entities::check(doc, &entities, &effective, self.max_complexity)
     }
 
