@@ -27,9 +27,10 @@ pub(crate) struct EntityQuery;
 #[Object]
 impl EntityQuery {
     /// A `User` representation: the user, or null for an id that is not a
-    /// user's global id, an account Kith does not know, or one deleted —
-    /// as `node(id)` answers them, and without failing the other
-    /// representations of the request.
+    /// user's global id, an account Kith does not know, or one deleted,
+    /// without failing the other representations of the request. (A
+    /// representation without a string `id` fails the whole call, as
+    /// async-graphql reads keys.)
     #[graphql(entity)]
     async fn find_user_by_id(
         &self,
@@ -43,7 +44,7 @@ impl EntityQuery {
         // Every representation's user at once, as a page's: `ctx` is the
         // `_entities` field's, with all of them.
         loaders
-            .prime_entities_once(async {
+            .prime_entities_once(ctx.item.pos, async {
                 let Ok(representations) = ctx.param_value::<Vec<Any>>("representations", None)
                 else {
                     return;

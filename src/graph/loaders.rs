@@ -159,8 +159,9 @@ pub struct Loaders {
     reads: DataLoader<CacheLoader, IdCache>,
     known_counts: DataLoader<KnownCountLoader, IdCache>,
     boundaries: DataLoader<BoundaryLoader, IdCache>,
-    /// Set once a gateway's `_entities` primed its representations.
-    entities_primed: tokio::sync::OnceCell<()>,
+    /// Per `_entities` field of the request (by its position): set once
+    /// its representations are primed.
+    entities_primed: Mutex<HashMap<async_graphql::Pos, Arc<tokio::sync::OnceCell<()>>>>,
 }
 
 impl Loaders {
@@ -178,14 +179,25 @@ impl Loaders {
             reads: batched(CacheLoader(app.clone()), delay, IdCache::new()),
             known_counts: batched(KnownCountLoader(app.clone()), delay, IdCache::new()),
             boundaries: batched(BoundaryLoader(app.clone()), delay, IdCache::new()),
-            entities_primed: tokio::sync::OnceCell::new(),
+            entities_primed: Mutex::default(),
         }
     }
 
-    /// Runs `prime` once per request, however many of the request's
-    /// entities ask: the first does, the others wait for it.
-    pub(crate) async fn prime_entities_once(&self, prime: impl Future<Output = ()>) {
-        self.entities_primed.get_or_init(|| prime).await;
+    /// Runs `prime` once for the `_entities` field at `field`, however
+    /// many of its entities ask: the first does, the others wait for it.
+    pub(crate) async fn prime_entities_once(
+        &self,
+        field: async_graphql::Pos,
+        prime: impl Future<Output = ()>,
+    ) {
+        let cell = self
+            .entities_primed
+            .lock()
+            .expect("entities lock")
+            .entry(field)
+            .or_default()
+            .clone();
+        cell.get_or_init(|| prime).await;
     }
 
     /// Loaders that batch but remember nothing: for a subscription, whose
