@@ -14,7 +14,8 @@
 //! when one item may be the cause, so that one bad item fails only itself.
 //!
 //! A batch takes one connection, for its retries and its one-by-one run
-//! too, and waits for it no longer than a request alone would
+//! too (an item that loses it leaves the next to ask for one more, once),
+//! and waits for it no longer than a request alone would
 //! (`Config::connection_wait`), counted from when its oldest change was
 //! asked, its time in the queue included (but at least a quarter of that
 //! wait): while no primary takes sessions, each change is answered
@@ -182,11 +183,15 @@ impl Batcher {
             Err(e) if batch.len() > 1 && refused_by_the_server(&e) => {
                 tracing::warn!(error = %e, changes = batch.len(), "a group-commit batch failed; applying its changes one by one");
                 let mut held = Some(conn);
+                let mut asked_again = false;
                 for asked in batch {
                     // An item that lost the connection takes it with it;
-                    // the next one asks for another.
-                    if held.is_none() {
-                        held = self.connection(Instant::now()).await;
+                    // the next one asks for another, within its own wait,
+                    // and only once: if the pool has none, the rest are
+                    // answered at once.
+                    if held.is_none() && !asked_again {
+                        asked_again = true;
+                        held = self.connection(asked.asked).await;
                     }
                     let Some(conn) = held.as_mut() else {
                         let _ = asked.answer.send(Err(answer_of(None)));
