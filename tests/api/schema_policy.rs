@@ -9,9 +9,16 @@ fn audit_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/http-audit")
 }
 
-/// Runs the diff from `old` to `new` (paths) with `changelog` on `today`:
-/// whether it passed, and what it printed.
-fn diff(old: &Path, new: &Path, changelog: &Path, today: &str) -> (bool, String) {
+/// Runs the diff from `old` to `new` (paths) with `changelog` on `today`,
+/// new deprecations' notice counted from `notice_from`: whether it passed,
+/// and what it printed.
+fn diff(
+    old: &Path,
+    new: &Path,
+    changelog: &Path,
+    today: &str,
+    notice_from: &str,
+) -> (bool, String) {
     let dir = audit_dir();
     assert!(
         dir.join("node_modules/@graphql-inspector/cli").exists(),
@@ -25,6 +32,7 @@ fn diff(old: &Path, new: &Path, changelog: &Path, today: &str) -> (bool, String)
         .args(["--rule", "./schema-policy.cjs"])
         .env("KITH_SCHEMA_CHANGELOG", changelog)
         .env("KITH_SCHEMA_TODAY", today)
+        .env("KITH_SCHEMA_NOTICE_FROM", notice_from)
         .current_dir(&dir)
         .output()
         .expect("node runs (scripts/stack tools installs it)");
@@ -36,15 +44,31 @@ fn diff(old: &Path, new: &Path, changelog: &Path, today: &str) -> (bool, String)
     (output.status.success(), printed)
 }
 
+/// The day of the last release: the changelog's first dated heading.
+fn last_release(changelog: &str) -> String {
+    changelog
+        .lines()
+        .filter_map(|line| line.strip_prefix("## "))
+        .find(|heading| chrono::NaiveDate::parse_from_str(heading, "%Y-%m-%d").is_ok())
+        .expect("the changelog has a dated release")
+        .to_owned()
+}
+
 #[test]
 fn the_schema_keeps_the_policy_against_the_last_release() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let today = chrono::Utc::now().date_naive().to_string();
+    let changelog = root.join("docs/schema-changelog.md");
+    // A deprecation not released yet counts its notice from the last
+    // release, so that this verdict does not change as days pass; the
+    // release script checks it again on its own day.
+    let released = last_release(&std::fs::read_to_string(&changelog).unwrap());
     let (passed, printed) = diff(
         &root.join("docs/schema-released.graphql"),
         &root.join("schema.graphql"),
-        &root.join("docs/schema-changelog.md"),
+        &changelog,
         &today,
+        &released,
     );
     assert!(
         passed,
@@ -54,15 +78,18 @@ fn the_schema_keeps_the_policy_against_the_last_release() {
 
 const RELEASED: &str = r#"
 type Query {
-  a: Int
+  a(x: Int, y: Int): Int
   b: Int @deprecated(reason: "Use `a`. Removed after 2027-01-01.")
   c: Int
   e: E
+  old: Old @deprecated(reason: "Use `a`. Removed after 2027-01-01.")
 }
+type Old { v: Int }
 enum E { X }
 "#;
 
-/// A fixture: (schema, changelog) in a directory of their own.
+/// A fixture: a released schema and a changelog in a directory of their
+/// own; new deprecations' notice counts from 2026-12-04.
 struct Fixture {
     dir: PathBuf,
 }
@@ -76,12 +103,13 @@ impl Fixture {
         Self { dir }
     }
 
-    /// The diff from the release to `schema`, with `unreleased` as the
-    /// changelog's Unreleased section.
+    /// The diff from the release to `schema` on `today`, with `unreleased`
+    /// as the changelog's Unreleased section.
     fn check(&self, schema: &str, unreleased: &str, today: &str) -> (bool, String) {
         std::fs::write(self.dir.join("new.graphql"), schema).unwrap();
         let changelog = format!(
-            "# Schema changelog\n\n## Unreleased\n\n{unreleased}\n\n## 2026-11-01\n\n- **Dangerous: new enum value** `E.Y`.\n"
+            "# Schema changelog\n\n## Unreleased\n\n{unreleased}\n\n## 2026-11-01\n\n\
+             - **Dangerous: new enum value** `E.Y`.\n"
         );
         std::fs::write(self.dir.join("changelog.md"), changelog).unwrap();
         diff(
@@ -89,6 +117,7 @@ impl Fixture {
             &self.dir.join("new.graphql"),
             &self.dir.join("changelog.md"),
             today,
+            "2026-12-04",
         )
     }
 }
@@ -99,59 +128,103 @@ impl Drop for Fixture {
     }
 }
 
-#[test]
-fn a_removal_waits_for_its_deprecations_date() {
-    let f = Fixture::new("removal");
-    let without_c = RELEASED.replace("  c: Int\n", "");
-    let (passed, printed) = f.check(&without_c, "", "2027-06-01");
+fn refused(verdict: (bool, String), why: &str) {
+    let (passed, printed) = verdict;
     assert!(
-        !passed && printed.contains("removed without a deprecation"),
-        "{printed}"
+        !passed && printed.contains(why),
+        "not refused for {why:?}:\n{printed}"
     );
+}
 
-    let without_b = RELEASED.replace(
-        "  b: Int @deprecated(reason: \"Use `a`. Removed after 2027-01-01.\")\n",
-        "",
-    );
-    assert_ne!(without_b, RELEASED);
-    let (passed, printed) = f.check(&without_b, "", "2026-12-31");
-    assert!(
-        !passed && printed.contains("deprecated until 2027-01-01"),
-        "{printed}"
-    );
-    let (passed, printed) = f.check(&without_b, "", "2027-01-02");
+fn passed(verdict: (bool, String)) {
+    let (passed, printed) = verdict;
     assert!(passed, "{printed}");
 }
 
 #[test]
-fn a_deprecation_names_a_removal_date_three_months_ahead() {
+fn a_removal_waits_for_its_deprecations_date() {
+    let f = Fixture::new("removal");
+    let without_c = RELEASED.replace("  c: Int\n", "");
+    refused(
+        f.check(&without_c, "", "2027-06-01"),
+        "removed without a deprecation",
+    );
+
+    let b = "  b: Int @deprecated(reason: \"Use `a`. Removed after 2027-01-01.\")\n";
+    let without_b = RELEASED.replace(b, "");
+    assert_ne!(without_b, RELEASED);
+    // Not before its date, nor on it.
+    refused(
+        f.check(&without_b, "", "2027-01-01"),
+        "deprecated until 2027-01-01",
+    );
+    passed(f.check(&without_b, "", "2027-01-02"));
+
+    // A type goes with the last field that named it.
+    let old = "  old: Old @deprecated(reason: \"Use `a`. Removed after 2027-01-01.\")\n";
+    let without_old = RELEASED
+        .replace(old, "")
+        .replace("type Old { v: Int }\n", "");
+    assert!(!without_old.contains("Old"));
+    passed(f.check(&without_old, "", "2027-01-02"));
+    refused(f.check(&without_old, "", "2026-12-31"), "deprecated until");
+}
+
+#[test]
+fn a_deprecation_names_a_removal_date_three_months_after_its_release() {
     let f = Fixture::new("deprecation");
     let deprecate = |reason: &str| {
         RELEASED.replace(
-            "  a: Int\n",
-            &format!("  a: Int @deprecated(reason: \"{reason}\")\n"),
+            "  a(x: Int, y: Int): Int\n",
+            &format!("  a(x: Int, y: Int): Int @deprecated(reason: \"{reason}\")\n"),
         )
     };
-    let (passed, printed) = f.check(&deprecate("Use `c`."), "", "2026-12-04");
-    assert!(
-        !passed && printed.contains("Removed after YYYY-MM-DD"),
-        "{printed}"
+    refused(
+        f.check(&deprecate("Use `c`."), "", "2026-12-04"),
+        "Removed after YYYY-MM-DD",
     );
-    let (passed, printed) = f.check(
-        &deprecate("Use `c`. Removed after 2027-01-15."),
-        "",
-        "2026-12-04",
+    refused(
+        f.check(
+            &deprecate("Use `c`. Removed after 2027-01-15."),
+            "",
+            "2026-12-04",
+        ),
+        "at least 90 days after 2026-12-04",
     );
-    assert!(
-        !passed && printed.contains("at least 90 days ahead"),
-        "{printed}"
+    refused(
+        f.check(
+            &deprecate("Use `c`. Removed after 2027-13-45."),
+            "",
+            "2026-12-04",
+        ),
+        "a real day",
     );
-    let (passed, printed) = f.check(
-        &deprecate("Use `c`. Removed after 2027-03-04."),
-        "",
-        "2026-12-04",
+    // Counted from the release that announces it, not from the day the
+    // check runs: the same schema passes on any later day.
+    for today in ["2026-12-04", "2027-02-20"] {
+        passed(f.check(&deprecate("Use `c`. Removed after 2027-03-04."), "", today));
+    }
+
+    // An argument's deprecation too.
+    let argument = RELEASED.replace(
+        "a(x: Int, y: Int)",
+        "a(x: Int, y: Int @deprecated(reason: \"Removed after 2027-01-15.\"))",
     );
-    assert!(passed, "{printed}");
+    refused(f.check(&argument, "", "2026-12-04"), "at least 90 days");
+
+    // An announced deprecation may be postponed, not brought forward.
+    let moved = |date: &str| {
+        RELEASED.replace(
+            "`a`. Removed after 2027-01-01.\")\n  c: Int",
+            &format!("`a`. Removed after {date}.\")\n  c: Int"),
+        )
+    };
+    assert_ne!(moved("2027-06-01"), RELEASED);
+    passed(f.check(&moved("2027-06-01"), "", "2026-12-04"));
+    refused(
+        f.check(&moved("2026-12-20"), "", "2026-12-04"),
+        "at least 90 days",
+    );
 }
 
 #[test]
@@ -159,25 +232,21 @@ fn a_new_enum_value_and_a_breaking_fix_are_named_in_the_changelog() {
     let f = Fixture::new("changelog");
     let with_y = RELEASED.replace("enum E { X }", "enum E { X Y }");
     // Named only under a release already made: not this change's entry.
-    let (passed, printed) = f.check(&with_y, "", "2026-12-04");
-    assert!(
-        !passed && printed.contains("not in the changelog"),
-        "{printed}"
-    );
-    let (passed, printed) = f.check(
+    refused(f.check(&with_y, "", "2026-12-04"), "not in the changelog");
+    passed(f.check(
         &with_y,
         "- **Dangerous: new enum value** `E.Y`.",
         "2026-12-04",
-    );
-    assert!(passed, "{printed}");
+    ));
 
-    let retyped = RELEASED.replace("  a: Int\n", "  a: String\n");
-    let (passed, printed) = f.check(&retyped, "- **Changed** `Query.a`.", "2026-12-04");
-    assert!(!passed && printed.contains("**Breaking** fix"), "{printed}");
-    let (passed, printed) = f.check(
-        &retyped,
-        "- **Breaking** (privacy) `Query.a` shows less.",
-        "2026-12-04",
+    let retyped = RELEASED.replace("  c: Int\n", "  c: String\n");
+    refused(
+        f.check(&retyped, "- **Changed** `Query.c`.", "2026-12-04"),
+        "**Breaking** fix",
     );
-    assert!(passed, "{printed}");
+    passed(f.check(
+        &retyped,
+        "- **Breaking** (privacy) `Query.c` shows less.",
+        "2026-12-04",
+    ));
 }
