@@ -4,8 +4,9 @@
 // @theguild/federation-composition, served by Hive Gateway's runtime.
 // Checks one query spanning both services, a follow through the gateway,
 // a Relay page walk with no duplicate or gap, `userCountersChanged`
-// through the gateway (SSE to the gateway, graphql-ws to Kith), and
-// measures what the gateway adds to a profile query.
+// through the gateway (SSE to the gateway, graphql-ws to Kith), the posts
+// subgraph as the supergraph's node owner (`@override`), and measures
+// what the gateway adds to a profile query.
 //
 // node gateway.mjs <kith url> <star id> <expected follower ids, newest
 // first, comma-separated> <token of a user who does not follow the star
@@ -30,39 +31,47 @@ const posts = [
   { id: 'p1', title: 'Hello from the star', authorId: starId },
   { id: 'p2', title: 'A fan writes back', authorId: expected[0] },
 ];
-const postsSdl = /* GraphQL */ `
+// Its SDL as composed: without `node` beside Kith as the node owner, or
+// taking `Query.node` over from Kith with `@override` (docs/clients.md).
+const postsSdl = (ownsNode) => /* GraphQL */ `
   extend schema
-    @link(url: "https://specs.apollo.dev/federation/v2.5", import: ["@key"])
+    @link(url: "https://specs.apollo.dev/federation/v2.5", import: ["@key", "@override"])
 
-  type Post @key(fields: "id") {
+  ${ownsNode ? 'interface Node { id: ID! }' : ''}
+
+  type Post ${ownsNode ? 'implements Node' : ''} @key(fields: "id") {
     id: ID!
     title: String!
     author: User!
   }
 
-  type User @key(fields: "id") {
+  type User ${ownsNode ? 'implements Node' : ''} @key(fields: "id") {
     id: ID!
     posts: [Post!]!
   }
 
   type Query {
     latestPosts: [Post!]!
+    ${ownsNode ? 'node(id: ID!): Node @override(from: "kith")' : ''}
   }
 `;
 // The same types, executable, with the Federation fields a gateway calls.
 const postsSchema = buildSchema(`
-  type Post { id: ID! title: String! author: User! }
-  type User { id: ID! posts: [Post!]! }
+  interface Node { id: ID! }
+  type Post implements Node { id: ID! title: String! author: User! }
+  type User implements Node { id: ID! posts: [Post!]! }
   scalar _Any
   union _Entity = Post | User
   type _Service { sdl: String }
   type Query {
     latestPosts: [Post!]!
+    node(id: ID!): Node
     _entities(representations: [_Any!]!): [_Entity]!
     _service: _Service!
   }
 `);
 postsSchema.getType('_Entity').resolveType = (value) => value.__typename;
+postsSchema.getType('Node').resolveType = (value) => value.__typename;
 // Fields as functions: graphql-js calls them only when they are asked.
 const post = (p) => ({
   __typename: 'Post',
@@ -74,15 +83,27 @@ const user = (id) => ({
   id,
   posts: () => posts.filter((p) => p.authorId === id).map(post),
 });
+// As the supergraph's node owner: its own posts, and a Kith user's id by
+// the type name Kith's ids carry (`base64url("User:…")`), as a reference
+// whose fields the gateway asks Kith for.
+let nodeCalls = 0;
+const node = ({ id }) => {
+  nodeCalls += 1;
+  const own = posts.find((p) => p.id === id);
+  if (own) return post(own);
+  const name = Buffer.from(id, 'base64url').toString('utf8');
+  return name.startsWith('User:') ? user(id) : null;
+};
 const postsRoot = {
   latestPosts: () => posts.map(post),
+  node,
   _entities: ({ representations }) =>
     representations.map((r) =>
       r.__typename === 'User'
         ? user(r.id)
         : post(posts.find((p) => p.id === r.id)),
     ),
-  _service: () => ({ sdl: postsSdl }),
+  _service: () => ({ sdl: postsSdl(false) }),
 };
 let postsRequests = 0;
 const postsServer = createServer(async (req, res) => {
@@ -102,51 +123,53 @@ const postsServer = createServer(async (req, res) => {
 await new Promise((ok) => postsServer.listen(0, '127.0.0.1', ok));
 const postsUrl = `http://127.0.0.1:${postsServer.address().port}/graphql`;
 
-// --- Composition, offline, from the committed subgraph schema. ---
+// --- Composition, offline, from the committed subgraph schema, and the
+//     gateway: Kith as the node owner, or the posts subgraph as it. ---
 
 const kithSdl = readFileSync(
   new URL('../../schema.subgraph.graphql', import.meta.url),
   'utf8',
 );
-const composed = composeServices([
-  { name: 'kith', typeDefs: parse(kithSdl), url: kithUrl },
-  { name: 'posts', typeDefs: parse(postsSdl), url: postsUrl },
-]);
-if (composed.errors?.length) {
-  fail(`composition failed:\n${composed.errors.map((e) => e.message).join('\n')}`);
-}
-
-// --- The gateway. ---
-
-const gateway = createGatewayRuntime({
-  supergraph: composed.supergraphSdl,
-  logging: false,
-  // The viewer's JWT reaches Kith with each request…
-  propagateHeaders: {
-    fromClientToSubgraphs: ({ request }) => ({
-      authorization: request.headers.get('authorization') ?? undefined,
-    }),
-  },
-  // …and with each subscription, over graphql-ws.
-  transportEntries: {
-    kith: {
-      options: {
-        subscriptions: {
-          kind: 'ws',
-          location: '/graphql',
-          options: {
-            connectionParams: {
-              authorization: '{context.headers.authorization}',
+async function serveGateway(postsOwnsNode) {
+  const composed = composeServices([
+    { name: 'kith', typeDefs: parse(kithSdl), url: kithUrl },
+    { name: 'posts', typeDefs: parse(postsSdl(postsOwnsNode)), url: postsUrl },
+  ]);
+  if (composed.errors?.length) {
+    fail(`composition failed:\n${composed.errors.map((e) => e.message).join('\n')}`);
+  }
+  const runtime = createGatewayRuntime({
+    supergraph: composed.supergraphSdl,
+    logging: false,
+    // The viewer's JWT reaches Kith with each request…
+    propagateHeaders: {
+      fromClientToSubgraphs: ({ request }) => ({
+        authorization: request.headers.get('authorization') ?? undefined,
+      }),
+    },
+    // …and with each subscription, over graphql-ws.
+    transportEntries: {
+      kith: {
+        options: {
+          subscriptions: {
+            kind: 'ws',
+            location: '/graphql',
+            options: {
+              connectionParams: {
+                authorization: '{context.headers.authorization}',
+              },
             },
           },
         },
       },
     },
-  },
-});
-const gatewayServer = createServer(gateway);
-await new Promise((ok) => gatewayServer.listen(0, '127.0.0.1', ok));
-const gatewayUrl = `http://127.0.0.1:${gatewayServer.address().port}/graphql`;
+  });
+  const server = createServer(runtime);
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return { runtime, server, url: `http://127.0.0.1:${server.address().port}/graphql` };
+}
+const gateway = await serveGateway(false);
+const gatewayUrl = gateway.url;
 
 async function ask(url, query, variables = {}, auth = token) {
   const response = await fetch(url, {
@@ -263,7 +286,34 @@ while (live.counters.followers !== expected.length + 1) {
 controller.abort();
 console.log(`live: ${first.counters.followers} -> ${live.counters.followers} followers`);
 
-// 4. What the gateway adds to a profile query: the same query, direct and
+// 4. Another subgraph as the node owner: the posts subgraph takes
+//    `Query.node` over with `@override(from: "kith")`. Both `node` fields
+//    go to it (Kith would refuse the post's id); the star's comes back as
+//    a `User` reference whose fields the gateway asks Kith's `_entities`.
+const owned = await serveGateway(true);
+const nodeCallsBefore = nodeCalls;
+const viaNode = await ask(
+  owned.url,
+  `query($star: ID!) {
+     star: node(id: $star) { __typename id ... on User { handle counters { followers } } }
+     post: node(id: "p1") { __typename ... on Post { title author { id handle } } } }`,
+  { star: starId },
+);
+if (
+  viaNode.star?.__typename !== 'User' ||
+  viaNode.star.handle !== starPost.author.handle ||
+  viaNode.star.counters.followers !== expected.length + 1 ||
+  viaNode.post?.title !== posts[0].title ||
+  viaNode.post.author.handle !== starPost.author.handle ||
+  nodeCalls - nodeCallsBefore !== 2
+) {
+  fail(`node owned by posts: ${JSON.stringify(viaNode)}, ${nodeCalls - nodeCallsBefore} node calls`);
+}
+console.log(`node owned by posts: ${viaNode.star.handle}, "${viaNode.post.title}"`);
+await owned.runtime.dispose?.();
+owned.server.close();
+
+// 5. What the gateway adds to a profile query: the same query, direct and
 //    through the gateway, alternating rounds of sequential requests.
 const profile = `query($id: ID!) { user(id: $id) { handle displayName
   counters { followings followers }
@@ -310,7 +360,7 @@ writeFileSync(reportFile, report);
 console.log(`gateway adds ${added.toFixed(2)} ms at p50`);
 console.log(`posts subgraph requests: ${postsRequests}`);
 
-await gateway.dispose?.();
-gatewayServer.close();
+await gateway.runtime.dispose?.();
+gateway.server.close();
 postsServer.close();
 process.exit(0);
