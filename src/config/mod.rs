@@ -16,6 +16,7 @@ mod sections;
 pub mod settings;
 mod settings_accounts;
 mod settings_auth;
+mod shown;
 
 pub use kafka::kafka_properties;
 pub use reference::reference;

@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use super::UserLookup;
 
 /// PostgreSQL: the request pool, the sessions of their own, the replica, the group commit.
-#[derive(Clone, Debug)]
+/// `Debug` hides its secrets (`super::shown`).
+#[derive(Clone)]
 pub struct DatabaseSettings {
     /// PostgreSQL connection URL of the request pool (may be a pooler).
     pub url: String,
@@ -31,7 +32,8 @@ pub struct DatabaseSettings {
 }
 
 /// Redis.
-#[derive(Clone, Debug)]
+/// `Debug` hides its secrets (`super::shown`).
+#[derive(Clone)]
 pub struct RedisSettings {
     /// Redis connection URL.
     pub url: String,
@@ -44,7 +46,8 @@ pub struct RedisSettings {
 }
 
 /// Kafka and the pipeline: the broker, the topics, the relay and the projector.
-#[derive(Clone, Debug)]
+/// `Debug` hides its secrets (`super::shown`).
+#[derive(Clone)]
 pub struct PipelineSettings {
     /// librdkafka properties passed through to every Kafka client (TLS,
     /// SASL, timeouts…): from `KITH_KAFKA_PROPERTIES_FILE`, then the
@@ -185,7 +188,8 @@ pub struct HttpSettings {
 }
 
 /// Authentication.
-#[derive(Clone, Debug)]
+/// `Debug` hides its secrets (`super::shown`).
+#[derive(Clone)]
 pub struct AuthSettings {
     /// HS256 secret for bearer tokens.
     pub jwt_secret: String,
