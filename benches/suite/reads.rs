@@ -24,6 +24,8 @@ pub struct Reads {
     /// PostGraphile V5's, then 4.14's (those installed).
     /// The references' phases; the targets are against the fair query.
     pub references: Vec<(reference::Version, reference::Ask, Phase)>,
+    /// The profile query through Hive Gateway, when it is installed.
+    pub gateway: Option<GatewayPhases>,
     pub celebrity_phase: Phase,
 }
 
@@ -143,6 +145,7 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
             references.push((version, *ask, phase));
         }
     }
+    let gateway = gateway_phase(bench, clients, reports, profile.clone()).await;
 
     let celebrity_profile = {
         let viewers = Arc::new(viewers.clone());
@@ -234,8 +237,80 @@ pub async fn run(run: &Run, graph: &Graph, bench: &mut Bench) -> Reads {
         known_phase,
         redis_off_phase,
         references,
+        gateway,
         celebrity_phase,
     }
+}
+
+/// The profile query through a gateway, beside the same query direct.
+pub struct GatewayPhases {
+    /// All the bench's clients, through the gateway.
+    pub loaded: Phase,
+    /// The gateway's own CPU ms per request in `loaded`, its workers included.
+    pub gateway_cpu_ms: f64,
+    /// One client, direct: the latency of Kith alone.
+    pub one_direct: Phase,
+    /// One client, through the gateway: what the hop itself adds.
+    pub one_gateway: Phase,
+}
+
+/// The profile query of ordinary users through Hive Gateway in front of
+/// Kith (Kith's subgraph schema composed alone): the same calls as the
+/// direct phase, with all the clients (Kith's CPU in its column, the
+/// gateway's beside), then with one client, direct and through it.
+async fn gateway_phase(
+    bench: &mut Bench,
+    clients: usize,
+    reports: &std::path::Path,
+    profile: MakeCall,
+) -> Option<GatewayPhases> {
+    let gateway = reference::start_gateway(bench.addr, reports.join("bench-gateway.log")).await?;
+    let probe = profile(0);
+    let mut conn = Conn::open(gateway.addr).await.expect("gateway");
+    let (_, body) = conn
+        .send("POST", "/graphql", probe.token.as_deref(), &probe.body)
+        .await
+        .expect("the gateway answers");
+    let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    assert!(
+        answer["errors"].is_null() && answer["data"]["user"]["followers"]["edges"].is_array(),
+        "the profile query through the gateway failed: {answer}"
+    );
+    let warm = Duration::from_secs(5);
+    load::closed_loop(gateway.addr, clients, warm, None, profile.clone()).await;
+    let before = procs::cpu(gateway.pid);
+    let loaded = bench
+        .phase(
+            "profile, ordinary users, through Hive Gateway",
+            &format!("{clients} clients"),
+            load::closed_loop(gateway.addr, clients, bench.phase, None, profile.clone()),
+        )
+        .await;
+    let seconds = procs::cpu(gateway.pid).since(&before).of("kith");
+    let gateway_cpu_ms = seconds * 1000.0 / loaded.requests.max(1) as f64;
+    let mut one = Vec::new();
+    for (name, addr) in [
+        ("direct", bench.addr),
+        ("through Hive Gateway", gateway.addr),
+    ] {
+        one.push(
+            bench
+                .phase(
+                    &format!("profile, ordinary users, one client, {name}"),
+                    "1 client",
+                    load::closed_loop(addr, 1, bench.phase, None, profile.clone()),
+                )
+                .await,
+        );
+    }
+    let one_gateway = one.pop().expect("two phases");
+    let one_direct = one.pop().expect("two phases");
+    Some(GatewayPhases {
+        loaded,
+        gateway_cpu_ms,
+        one_direct,
+        one_gateway,
+    })
 }
 
 /// The profile query of ordinary users on a running reference.

@@ -1,8 +1,9 @@
 //! The references, run in the same bench: auto-generated GraphQL layers over
 //! the same tables, asked the same profile query — PostGraphile V5 (Grafast,
-//! on its own Node.js 22) and, for one release beside it, PostGraphile 4.14.
-//! `scripts/bench` installs both from their lock files
-//! (`benches/reference/v5`, `v4`) into `target/reference` (git-ignored);
+//! on its own Node.js 22) and, for one release beside it, PostGraphile 4.14;
+//! and Hive Gateway in front of Kith, for what a federation gateway adds.
+//! `scripts/bench` installs each from its lock file
+//! (`benches/reference/v5`, `v4`, `gateway`) into `target/reference` (git-ignored);
 //! without one the bench runs without its phase and says so.
 //!
 //! The query asks PostGraphile what Kith's profile query asks Kith: the user,
@@ -178,10 +179,7 @@ pub async fn start(
         );
         return None;
     }
-    let addr: SocketAddr = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
-        probe.local_addr().ok()?
-    };
+    let addr = free_addr()?;
     let (port, pool, workers) = (addr.port().to_string(), "16", cores().to_string());
     let mut command = std::process::Command::new(bin);
     command
@@ -222,6 +220,50 @@ pub async fn start(
                 .args(["--cluster-workers", &workers]);
         }
     }
+    up(command, addr, log, version.name()).await
+}
+
+/// Hive Gateway's runtime (`benches/reference/gateway`, installed by
+/// `scripts/bench` into `target/reference/gateway`) in front of the Kith at
+/// `kith`, composed from the committed subgraph schema, one worker per core,
+/// on the machine's Node.js. `None` when it is not installed or does not
+/// come up within a minute.
+pub async fn start_gateway(kith: SocketAddr, log: PathBuf) -> Option<Reference> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let home = root.join("target/reference/gateway");
+    if !home.join("node_modules").exists() {
+        eprintln!("gateway: not installed (scripts/bench installs it with npm)");
+        return None;
+    }
+    let addr = free_addr()?;
+    let mut command = std::process::Command::new("node");
+    command
+        .current_dir(&home)
+        .env("NODE_ENV", "production")
+        .env("GATEWAY_WORKERS", cores().to_string())
+        .arg("server.mjs")
+        .arg(root.join("schema.subgraph.graphql"))
+        .args([
+            format!("http://{kith}/graphql"),
+            "127.0.0.1".to_owned(),
+            addr.port().to_string(),
+        ]);
+    up(command, addr, log, "Hive Gateway").await
+}
+
+fn free_addr() -> Option<SocketAddr> {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+    probe.local_addr().ok()
+}
+
+/// Spawns `command` (its output to `log`) and waits up to a minute for it to
+/// answer `{ __typename }` at `addr`.
+async fn up(
+    mut command: std::process::Command,
+    addr: SocketAddr,
+    log: PathBuf,
+    name: &str,
+) -> Option<Reference> {
     let out = std::fs::File::create(log).ok()?;
     let child = command
         .stdout(out.try_clone().ok()?)
@@ -244,6 +286,6 @@ pub async fn start(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!("reference: {} did not come up within 60 s", version.name());
+    eprintln!("reference: {name} did not come up within 60 s");
     None
 }

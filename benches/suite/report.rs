@@ -47,6 +47,7 @@ pub fn write(
         known_phase,
         redis_off_phase,
         references,
+        gateway,
         celebrity_phase,
     } = reads;
     let Writes {
@@ -313,6 +314,9 @@ pub fn write(
          (ZSet + version hash + marker, over {} cached followers-list entries).\n",
         bytes_per_edge.0, bytes_per_edge.1
     );
+    if let Some(gateway) = gateway {
+        md.push_str(&gateway_section(gateway, ordinary_phase, clients));
+    }
     if !cpu_profile.is_empty() {
         let _ = writeln!(
             md,
@@ -399,6 +403,12 @@ pub fn write(
         "fan_rush": { "counted_followers": counted, "first_page_right": page_right, "drain_seconds": drain_secs },
         "memory": { "kith_rss_mib": rss, "kith_peak_rss_mib": hwm, "redis_bytes_per_cached_edge": bytes_per_edge.0 },
         "targets": target_json,
+        "gateway": gateway.as_ref().map(|g| json!({
+            "gateway_cpu_ms_per_request": g.gateway_cpu_ms,
+            "added_p50_ms_one_client": g.one_gateway.p50 - g.one_direct.p50,
+            "added_p99_ms_one_client": g.one_gateway.p99 - g.one_direct.p99,
+            "throughput_ratio": g.loaded.throughput / ordinary_phase.throughput.max(1e-9),
+        })),
         "cpu_profile_percent": cpu_profile.iter().map(|(k, v)| json!({ "part": k, "share": v })).collect::<Vec<_>>(),
     });
     let json_file = if std::env::var("KITH_BENCH_POOLER_URL").is_ok() {
@@ -412,4 +422,46 @@ pub fn write(
     )
     .unwrap();
     crate::common::write_report("bench.md", &md);
+}
+
+/// What a federation gateway in front of Kith adds to the profile query.
+fn gateway_section(g: &crate::reads::GatewayPhases, direct: &Phase, clients: usize) -> String {
+    let kith = |phase: &Phase| phase.cpu_ms.get("kith").copied().unwrap_or(0.0);
+    format!(
+        "## Through a federation gateway\n\n\
+         Hive Gateway's runtime (`benches/reference/gateway`: Kith's committed subgraph schema \
+         composed alone, the viewer's JWT forwarded, one Node.js worker per core) in front of the \
+         same `kith run`, asked the same profile query for the same users and viewers; every \
+         process on the same cores.\n\n\
+         | path | load | ok/s | p50 ms | p99 ms | Kith CPU ms/request | gateway CPU ms/request |\n\
+         |---|---|---|---|---|---|---|\n\
+         | direct | {clients} clients | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\
+         | through the gateway | {clients} clients | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} |\n\
+         | direct | 1 client | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\
+         | through the gateway | 1 client | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\n\
+         One request at a time, the gateway adds {:.2} ms at the median and {:.2} ms at p99. \
+         Under {clients} clients it carries {:.0}% of Kith's direct throughput: the gateway's \
+         own CPU per request is {:.1}× Kith's, on the same two cores.\n\n",
+        direct.throughput,
+        direct.p50,
+        direct.p99,
+        kith(direct),
+        g.loaded.throughput,
+        g.loaded.p50,
+        g.loaded.p99,
+        kith(&g.loaded),
+        g.gateway_cpu_ms,
+        g.one_direct.throughput,
+        g.one_direct.p50,
+        g.one_direct.p99,
+        kith(&g.one_direct),
+        g.one_gateway.throughput,
+        g.one_gateway.p50,
+        g.one_gateway.p99,
+        kith(&g.one_gateway),
+        g.one_gateway.p50 - g.one_direct.p50,
+        g.one_gateway.p99 - g.one_direct.p99,
+        g.loaded.throughput * 100.0 / direct.throughput.max(1e-9),
+        g.gateway_cpu_ms / kith(&g.loaded).max(1e-9),
+    )
 }
