@@ -61,22 +61,36 @@ fn hidden(_: &str) -> &'static str {
     HIDDEN
 }
 
-/// A URL with the password of its user info hidden
-/// (`postgres://kith:<hidden>@db/kith`); one without a password as it is.
+/// A connection string with its passwords hidden: the user info's
+/// (`postgres://kith:<hidden>@db/kith`) and every `password=` value, in a
+/// URL's query or in libpq's `key=value` form. When the string is
+/// ambiguous (a password with an unescaped `/` or `@`) more is hidden, never
+/// less.
 fn url_shown(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let authority_end = url[start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| start + i);
-    let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else {
-        return url.to_owned();
-    };
-    match url[start..at].find(':').map(|i| start + i) {
-        Some(colon) => format!("{}{HIDDEN}{}", &url[..=colon], &url[at..]),
-        None => url.to_owned(),
+    let mut shown = url.to_owned();
+    if let Some(start) = shown.find("://").map(|i| i + 3)
+        && let Some(at) = shown[start..].rfind('@').map(|i| start + i)
+        && let Some(colon) = shown[start..at].find(':').map(|i| start + i)
+    {
+        shown.replace_range(colon + 1..at, HIDDEN);
     }
+    let mut from = 0;
+    while let Some(found) = shown[from..].to_ascii_lowercase().find("password=") {
+        let value = from + found + "password=".len();
+        // libpq quotes a value with spaces: `password='a b'`.
+        let end = if shown[value..].starts_with('\'') {
+            shown[value + 1..]
+                .find('\'')
+                .map_or(shown.len(), |i| value + i + 2)
+        } else {
+            shown[value..]
+                .find(['&', ' ', '\t', '\n'])
+                .map_or(shown.len(), |i| value + i)
+        };
+        shown.replace_range(value..end, HIDDEN);
+        from = value + HIDDEN.len();
+    }
+    shown
 }
 
 fn optional_url_shown(url: &Option<String>) -> Option<String> {
@@ -84,16 +98,19 @@ fn optional_url_shown(url: &Option<String>) -> Option<String> {
 }
 
 /// The librdkafka properties, the values of those that carry credentials
-/// (passwords, secrets, JAAS configurations, private keys) hidden.
+/// (passwords, passphrases, secrets, JAAS and OAUTHBEARER configurations,
+/// private keys) hidden.
 fn properties_shown(properties: &[(String, String)]) -> Vec<(&str, &str)> {
     properties
         .iter()
         .map(|(name, value)| {
             let secret = [
                 "password",
+                "passphrase",
                 "secret",
                 "jaas",
                 "key.pem",
+                "private.key",
                 "oauthbearer.config",
             ]
             .iter()
@@ -128,6 +145,26 @@ mod tests {
             ),
             ("postgres://kith@db/kith", "postgres://kith@db/kith"),
             ("postgres://db/kith?user=a@b", "postgres://db/kith?user=a@b"),
+            (
+                "postgres://kith:pa/ss@db/kith",
+                "postgres://kith:<hidden>@db/kith",
+            ),
+            (
+                "postgres://kith:a#b?c@db/kith",
+                "postgres://kith:<hidden>@db/kith",
+            ),
+            (
+                "postgres://db/kith?user=kith&password=s3cret&sslmode=require",
+                "postgres://db/kith?user=kith&password=<hidden>&sslmode=require",
+            ),
+            (
+                "host=db user=kith PASSWORD=s3cret dbname=kith",
+                "host=db user=kith PASSWORD=<hidden> dbname=kith",
+            ),
+            (
+                "host=db password='a b' user=kith",
+                "host=db password=<hidden> user=kith",
+            ),
             ("not a url", "not a url"),
         ] {
             assert_eq!(url_shown(url), shown, "{url}");
@@ -147,6 +184,10 @@ mod tests {
             ("sasl.username".to_owned(), "kith".to_owned()),
             ("sasl.password".to_owned(), "kafka-s3cret".to_owned()),
             ("sasl.jaas.config".to_owned(), "jaas-s3cret".to_owned()),
+            (
+                "sasl.oauthbearer.assertion.private.key.passphrase".to_owned(),
+                "passphrase-s3cret".to_owned(),
+            ),
         ];
         let printed = format!("{config:?}");
         assert!(!printed.contains("s3cret"), "{printed}");
