@@ -200,7 +200,10 @@ impl Batcher {
                     let answer = match self.call(conn, &[asked.item]).await {
                         Ok(mut rows) => Ok(rows.remove(0)),
                         Err(e) => {
-                            if !refused_by_the_server(&e) {
+                            // Only a lost connection is let go: one that
+                            // answered an error (a deadlock past its retries
+                            // among them) serves the next item.
+                            if failure::classify(&e) == Failure::Unavailable {
                                 held = None;
                             }
                             Err(answer_of(Some(&e)))
