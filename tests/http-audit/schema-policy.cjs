@@ -85,6 +85,9 @@ function releasedReason(schema, path) {
 // Whether every field, argument and input field of `schema` whose type is
 // `name` may go (deprecated, its date passed): then `name` may go too.
 function onlyNamedByRemovables(schema, name) {
+  // A type that implements an interface is reachable without being named
+  // (`node(id) { ... on X }`).
+  if ((schema.getType(name)?.getInterfaces?.() ?? []).length > 0) return false;
   const named = (type) => getNamedType(type).name === name;
   for (const type of Object.values(schema.getTypeMap())) {
     if (type.name.startsWith('__')) continue;
@@ -120,9 +123,14 @@ const DIRECTIVES_ADDED = new Set([
   'DIRECTIVE_USAGE_ARGUMENT_DEFINITION_ADDED',
   'DIRECTIVE_USAGE_INPUT_FIELD_DEFINITION_ADDED',
 ]);
+// A changed reason of an argument's or input field's deprecation, which
+// the diff reports only as an argument of the directive added or removed.
+const isReasonOfDeprecation = (change) =>
+  change.type.startsWith('DIRECTIVE_USAGE_ARGUMENT_') && change.meta?.directiveName === 'deprecated';
 const isDeprecation = (change) =>
   DEPRECATIONS.has(change.type) ||
-  (DIRECTIVES_ADDED.has(change.type) && change.meta?.addedDirectiveName === 'deprecated');
+  (DIRECTIVES_ADDED.has(change.type) && change.meta?.addedDirectiveName === 'deprecated') ||
+  isReasonOfDeprecation(change);
 
 function judge(change, oldSchema, newSchema) {
   const path = change.path ?? '';
@@ -140,20 +148,23 @@ function judge(change, oldSchema, newSchema) {
   }
   if (isDeprecation(change)) {
     const date = removalDate(releasedReason(newSchema, path));
+    // A deprecation's reason removed with the deprecation itself is judged
+    // as the removal of the deprecation.
+    if (!date && isReasonOfDeprecation(change) && !releasedReason(newSchema, path)) return null;
     if (!date) return ['BREAKING', 'a deprecation must say "Removed after YYYY-MM-DD" (a real day)'];
     const before = removalDate(releasedReason(oldSchema, path));
-    // A deprecation already announced may be reworded, or postponed.
-    if (before && date >= before) return ['NON_BREAKING', null];
+    // A deprecation already announced may be reworded, or postponed; never
+    // brought forward.
+    if (before && date < before) {
+      return ['BREAKING', `the removal date announced, ${iso(before)}, may be postponed, not brought forward`];
+    }
+    if (before) return ['NON_BREAKING', null];
     if (date - noticeFrom < NOTICE_DAYS * DAY_MS) {
       return [
         'BREAKING',
         `a removal date at least ${NOTICE_DAYS} days after ${iso(noticeFrom)} is required`,
       ];
     }
-    return ['NON_BREAKING', null];
-  }
-  // The reason of a deprecation, changed: judged above, by its date.
-  if (change.type.startsWith('DIRECTIVE_USAGE_ARGUMENT_') && change.meta?.directiveName === 'deprecated') {
     return ['NON_BREAKING', null];
   }
   if (change.criticality.level === 'BREAKING') {
