@@ -272,8 +272,13 @@ async fn gateway_phase(
         .await
         .expect("the gateway answers");
     let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    // The viewer's relation is null for an anonymous caller: it proves the
+    // token reached Kith through the gateway.
+    let edges = &answer["data"]["user"]["followers"]["edges"];
     assert!(
-        answer["errors"].is_null() && answer["data"]["user"]["followers"]["edges"].is_array(),
+        answer["errors"].is_null()
+            && edges.as_array().is_some_and(|e| !e.is_empty())
+            && edges[0]["node"]["viewerRelation"].is_object(),
         "the profile query through the gateway failed: {answer}"
     );
     let warm = Duration::from_secs(5);
@@ -286,6 +291,8 @@ async fn gateway_phase(
             load::closed_loop(gateway.addr, clients, bench.phase, None, profile.clone()),
         )
         .await;
+    // `procs::cpu(pid)` counts `pid` and its children (the gateway's
+    // workers) in its first group.
     let seconds = procs::cpu(gateway.pid).since(&before).of("kith");
     let gateway_cpu_ms = seconds * 1000.0 / loaded.requests.max(1) as f64;
     let mut one = Vec::new();

@@ -265,11 +265,13 @@ async fn up(
     name: &str,
 ) -> Option<Reference> {
     let out = std::fs::File::create(log).ok()?;
-    let child = command
-        .stdout(out.try_clone().ok()?)
-        .stderr(out)
-        .spawn()
-        .ok()?;
+    let child = match command.stdout(out.try_clone().ok()?).stderr(out).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("reference: {name} could not start: {e}");
+            return None;
+        }
+    };
     let reference = Reference {
         pid: child.id(),
         child,

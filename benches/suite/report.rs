@@ -427,6 +427,7 @@ pub fn write(
 /// What a federation gateway in front of Kith adds to the profile query.
 fn gateway_section(g: &crate::reads::GatewayPhases, direct: &Phase, clients: usize) -> String {
     let kith = |phase: &Phase| phase.cpu_ms.get("kith").copied().unwrap_or(0.0);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!(
         "## Through a federation gateway\n\n\
          Hive Gateway's runtime (`benches/reference/gateway`: Kith's committed subgraph schema \
@@ -435,13 +436,13 @@ fn gateway_section(g: &crate::reads::GatewayPhases, direct: &Phase, clients: usi
          process on the same cores.\n\n\
          | path | load | ok/s | p50 ms | p99 ms | Kith CPU ms/request | gateway CPU ms/request |\n\
          |---|---|---|---|---|---|---|\n\
-         | direct | {clients} clients | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\
+         | direct (the ordinary profile phase above) | {clients} clients | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\
          | through the gateway | {clients} clients | {:.0} | {:.2} | {:.2} | {:.3} | {:.3} |\n\
          | direct | 1 client | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\
          | through the gateway | 1 client | {:.0} | {:.2} | {:.2} | {:.3} | – |\n\n\
          One request at a time, the gateway adds {:.2} ms at the median and {:.2} ms at p99. \
          Under {clients} clients it carries {:.0}% of Kith's direct throughput: the gateway's \
-         own CPU per request is {:.1}× Kith's, on the same two cores.\n\n",
+         own CPU per request is {:.1}× Kith's, on the same {cores} cores.\n\n",
         direct.throughput,
         direct.p50,
         direct.p99,

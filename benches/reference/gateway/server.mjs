@@ -1,6 +1,7 @@
 // Hive Gateway's runtime in front of Kith alone, for the bench's gateway
-// phase: Kith's committed subgraph schema composed offline, the viewer's
-// JWT forwarded, one worker per core, as docs/clients.md sets it up.
+// phase: Kith's committed subgraph schema composed offline and the
+// viewer's JWT forwarded, as docs/clients.md sets it up; one worker per
+// core (Node.js cluster).
 //
 // node server.mjs <subgraph schema file> <kith url> <host> <port>
 import cluster from "node:cluster";
