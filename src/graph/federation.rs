@@ -29,7 +29,7 @@ impl EntityQuery {
     /// A `User` representation: the user, or null for an id that is not a
     /// user's global id, an account Kith does not know, or one deleted,
     /// without failing the other representations of the request. (A
-    /// representation without a string `id` fails the whole call, as
+    /// representation without an `id` fails the whole call, as
     /// async-graphql reads keys.)
     #[graphql(entity)]
     async fn find_user_by_id(

@@ -69,7 +69,8 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
         Mutation::default(),
         Subscription::default(),
     )
-    // A gateway carries the subscriptions too (see `federation`).
+    // A gateway carries the subscriptions too: they are part of the
+    // subgraph schema.
     .enable_subscription_in_federation()
 }
 

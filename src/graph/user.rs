@@ -1,4 +1,4 @@
-//! `type User` and the queries that find users.
+//! `type User` (the queries that find users are in `user_query`).
 
 use async_graphql::{Context, ErrorExtensions as _, ID, Object};
 

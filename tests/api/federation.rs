@@ -160,8 +160,9 @@ async fn entities_are_bounded_by_count_and_by_representations_times_their_cost()
     assert_eq!(error_code(&run(skipping, 100).await), Some("INVALID_INPUT"));
 }
 
-/// Fragments that spread each other twice, 40 deep: reckoned once each,
-/// so the limits answer at once (spread out, they would take 2^40 steps).
+/// Fragments that spread each other twice, 40 deep, under `_entities`:
+/// refused at once, as their expansion is too big, without walking its
+/// 2^40 fields (every walk of the limits reckons a fragment once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fragments_spread_twice_deep_are_reckoned_once_each() {
     let t = std::sync::Arc::new(spawn_app().await);
@@ -182,10 +183,7 @@ async fn fragments_spread_twice_deep_are_reckoned_once_each() {
         .await
         .expect("the limits answer within seconds")
         .unwrap();
-    assert!(
-        r["errors"].is_null() || error_code(&r).is_some(),
-        "{r:.300}"
-    );
+    assert!(error_code(&r).is_some(), "{r:.300}");
 }
 
 #[tokio::test]
