@@ -83,8 +83,11 @@ type Query {
   c: Int
   e: E
   old: Old @deprecated(reason: "Use `a`. Removed after 2027-01-01.")
+  node: Node
 }
 type Old { v: Int }
+interface Node { id: ID! }
+type Post implements Node { id: ID! }
 enum E { X }
 "#;
 
@@ -168,6 +171,14 @@ fn a_removal_waits_for_its_deprecations_date() {
     assert!(!without_old.contains("Old"));
     passed(f.check(&without_old, "", "2027-01-02"));
     refused(f.check(&without_old, "", "2026-12-31"), "deprecated until");
+
+    // A type no field names may still be reached through its interface.
+    let without_post = RELEASED.replace("type Post implements Node { id: ID! }\n", "");
+    assert_ne!(without_post, RELEASED);
+    refused(
+        f.check(&without_post, "", "2027-06-01"),
+        "reached through an interface",
+    );
 }
 
 #[test]

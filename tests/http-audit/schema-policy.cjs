@@ -144,7 +144,7 @@ function judge(change, oldSchema, newSchema) {
   if (change.type === 'TYPE_REMOVED') {
     return onlyNamedByRemovables(oldSchema, path)
       ? ['NON_BREAKING', 'everything that named it went after its date']
-      : ['BREAKING', 'still named by a field that may not go yet'];
+      : ['BREAKING', 'still named by a field that may not go yet, or reached through an interface'];
   }
   if (isDeprecation(change)) {
     const date = removalDate(releasedReason(newSchema, path));
