@@ -84,6 +84,7 @@ type Query {
   e: E
   old: Old @deprecated(reason: "Use `a`. Removed after 2027-01-01.")
   node: Node
+  d(z: Int @deprecated(reason: "Removed after 2027-06-01.")): Int
 }
 type Old { v: Int }
 interface Node { id: ID! }
@@ -234,6 +235,19 @@ fn a_deprecation_names_a_removal_date_three_months_after_its_release() {
     passed(f.check(&moved("2027-06-01"), "", "2026-12-04"));
     refused(
         f.check(&moved("2026-12-20"), "", "2026-12-04"),
+        "postponed, not brought forward",
+    );
+    // An argument's too, even to a date still 90 days out.
+    let argument_moved = |date: &str| {
+        RELEASED.replace(
+            "after 2027-06-01.\")): Int",
+            &format!("after {date}.\")): Int"),
+        )
+    };
+    assert_ne!(argument_moved("2027-09-01"), RELEASED);
+    passed(f.check(&argument_moved("2027-09-01"), "", "2026-12-04"));
+    refused(
+        f.check(&argument_moved("2027-03-05"), "", "2026-12-04"),
         "postponed, not brought forward",
     );
 }
