@@ -249,18 +249,20 @@ async fn an_unlock_accepts_every_pending_request() {
     })
     .await;
     assert_eq!(t.edge(fans[6], owner).await, None);
-    // A request left behind (as if the unlocking process had died) is
-    // found by the sweeper.
+    // A request left pending at an unlocked account (as if its unlocking
+    // process had died) is found by the sweeper. Another account than
+    // `owner`, whose unlock may still be asking for a last empty batch.
+    let (other, late) = (t.user("other").await, t.user("late").await);
     t.sql(&format!(
         "INSERT INTO follow_request (from_user_id, to_user_id, active, requested_at, version)
-         VALUES ({}, {owner}, TRUE, date_trunc('milliseconds', now()), 1)",
-        t.user("late").await
+         VALUES ({late}, {other}, TRUE, date_trunc('milliseconds', now()), 1)"
     ))
     .await;
     let swept = kith::testing::write::lifecycle::sweep(&t.app)
         .await
         .unwrap();
     assert_eq!(swept, 1);
+    assert_eq!(t.edge(late, other).await.map(|e| e.0), Some(true));
 }
 
 #[tokio::test]
