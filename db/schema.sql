@@ -450,6 +450,9 @@ BEGIN
         -- Pending follow requests both ways are dropped.
         PERFORM kith_request_step(p_actor, p_target, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
         PERFORM kith_request_step(p_target, p_actor, FALSE, gen_random_uuid(), 'FollowRequestCanceled');
+        -- Neither stays in the other's close friends.
+        PERFORM kith_close_friend_step(p_actor, p_target, FALSE, gen_random_uuid());
+        PERFORM kith_close_friend_step(p_target, p_actor, FALSE, gen_random_uuid());
     ELSE
         UPDATE block AS b
            SET active = FALSE, version = b.version + 1, updated_at = now()
@@ -483,7 +486,7 @@ $$;
 -- Name: FUNCTION kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) IS 'Blocks p_target as p_actor (the block row and its event; the follows between the pair end both ways as unfollows, with their events and counters, and pending follow requests both ways are dropped; refused past p_max_blocks blocks), or unblocks it (the block row and its event).';
+COMMENT ON FUNCTION kith.kith_block(p_actor bigint, p_target bigint, p_block boolean, p_event_id uuid, p_unfollow_events uuid[], p_max_blocks bigint) IS 'Blocks p_target as p_actor (the block row and its event; the follows between the pair end both ways as unfollows, with their events and counters, and pending follow requests and close-friend listings both ways are dropped; refused past p_max_blocks blocks), or unblocks it (the block row and its event).';
 
 --
 -- Name: kith_blocked(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -875,6 +878,116 @@ $$;
 --
 
 COMMENT ON FUNCTION kith.kith_change_edges(p_actor bigint, p_targets bigint[], p_events uuid[], p_follow boolean, p_max_followings bigint, p_followings_ratio double precision) IS 'One actor''s follows or unfollows of many targets, through kith_change_edges over arrays of actors; a follow past the cap raises ''kith: follow limit''. Kept for processes of the release before during a rolling deploy; drop it in the next.';
+
+--
+-- Name: kith_close_friend(bigint, bigint, boolean, uuid, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_close_friend(p_actor bigint, p_target bigint, p_add boolean, p_event_id uuid, p_max bigint) RETURNS SETOF kith.kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_target users%ROWTYPE;
+BEGIN
+    r.outcome := kith_actor_refusal(p_actor);
+    IF r.outcome IS NOT NULL THEN
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    SELECT * INTO v_target FROM users u WHERE u.id = p_target;
+    IF NOT FOUND OR (p_add AND v_target.status = 'deleted') THEN
+        r.outcome := 'target_unknown';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
+    -- A block made meanwhile waits for this, or this for it.
+    PERFORM kith_lock_pair(p_actor, p_target);
+    IF p_add AND NOT EXISTS (
+        SELECT 1 FROM close_friend c
+         WHERE c.from_user_id = p_actor AND c.to_user_id = p_target AND c.active) THEN
+        IF EXISTS (SELECT 1 FROM block b
+                    WHERE b.active AND ((b.from_user_id = p_actor AND b.to_user_id = p_target)
+                                     OR (b.from_user_id = p_target AND b.to_user_id = p_actor))) THEN
+            r.outcome := 'blocked';
+            RETURN NEXT kith_edge_target(r, v_target);
+            RETURN;
+        END IF;
+        IF p_max > 0 THEN
+            -- One owner's additions are counted one at a time.
+            PERFORM 1 FROM users u WHERE u.id = p_actor FOR NO KEY UPDATE;
+            IF (SELECT count(*) FROM close_friend c
+                 WHERE c.from_user_id = p_actor AND c.active) >= p_max THEN
+                r.outcome := 'close_friends_limit';
+                RETURN NEXT kith_edge_target(r, v_target);
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+    r := kith_close_friend_step(p_actor, p_target, p_add, p_event_id);
+    r := kith_edge_target(r, v_target);
+    SELECT * INTO r.a_follows_b, r.b_follows_a FROM kith_pair_state(p_actor, p_target);
+    RETURN NEXT r;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_close_friend(p_actor bigint, p_target bigint, p_add boolean, p_event_id uuid, p_max bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_close_friend(p_actor bigint, p_target bigint, p_add boolean, p_event_id uuid, p_max bigint) IS 'Adds (p_add) or removes p_target in p_actor''s close friends: one kith_edge_result row, outcome ok (edge_version null when nothing changed) or a refusal (blocked, close_friends_limit past p_max, 0: no limit).';
+
+--
+-- Name: kith_close_friend_step(bigint, bigint, boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_close_friend_step(p_owner bigint, p_friend bigint, p_add boolean, p_event_id uuid) RETURNS kith.kith_edge_result
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    r kith_edge_result;
+    v_type TEXT := CASE WHEN p_add THEN 'CloseFriendAdded' ELSE 'CloseFriendRemoved' END;
+BEGIN
+    IF p_add THEN
+        INSERT INTO close_friend AS c (from_user_id, to_user_id, active, added_at, version, updated_at)
+        VALUES (p_owner, p_friend, TRUE, date_trunc('milliseconds', now()), 1, now())
+        ON CONFLICT (from_user_id, to_user_id) DO UPDATE
+           SET active = TRUE,
+               added_at = EXCLUDED.added_at,
+               version = c.version + 1,
+               updated_at = now()
+         WHERE NOT c.active
+        RETURNING c.version, c.added_at INTO r.edge_version, r.edge_followed_at;
+    ELSE
+        UPDATE close_friend AS c
+           SET active = FALSE, version = c.version + 1, updated_at = now()
+         WHERE c.from_user_id = p_owner AND c.to_user_id = p_friend AND c.active
+        RETURNING c.version, c.added_at INTO r.edge_version, r.edge_followed_at;
+    END IF;
+    r.outcome := 'ok';
+    IF r.edge_version IS NOT NULL THEN
+        r.occurred_at := date_trunc('milliseconds', now());
+        -- The wire format of CloseFriendEvent (src/events/close_friend.rs).
+        INSERT INTO outbox (event_id, event_type, partition_key, payload)
+        VALUES (p_event_id, v_type, p_owner::TEXT, jsonb_build_object(
+            'schemaVersion', 1,
+            'eventId', p_event_id,
+            'type', v_type,
+            'from', p_owner,
+            'to', p_friend,
+            'version', r.edge_version,
+            'addedAtMs', (extract(epoch FROM r.edge_followed_at) * 1000)::BIGINT,
+            'occurredAtMs', (extract(epoch FROM r.occurred_at) * 1000)::BIGINT));
+    END IF;
+    RETURN r;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_close_friend_step(p_owner bigint, p_friend bigint, p_add boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_close_friend_step(p_owner bigint, p_friend bigint, p_add boolean, p_event_id uuid) IS 'Adds (p_add) or removes p_friend in p_owner''s close friends, with its event; edge_version null when the listing was in that state. No check: kith_close_friend and kith_block make them.';
 
 --
 -- Name: kith_next_version(bigint); Type: FUNCTION; Schema: kith; Owner: -
@@ -1500,6 +1613,22 @@ CREATE TABLE kith.block (
 );
 
 --
+-- Name: close_friend; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.close_friend (
+    from_user_id bigint NOT NULL,
+    to_user_id bigint NOT NULL,
+    active boolean NOT NULL,
+    added_at timestamp with time zone NOT NULL,
+    version bigint NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT close_friend_added_at_check CHECK ((added_at = date_trunc('milliseconds'::text, added_at))),
+    CONSTRAINT close_friend_check CHECK ((from_user_id <> to_user_id)),
+    CONSTRAINT close_friend_version_check CHECK ((version > 0))
+);
+
+--
 -- Name: content_event_ledger; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -1824,6 +1953,13 @@ ALTER TABLE ONLY kith.block
     ADD CONSTRAINT block_pkey PRIMARY KEY (from_user_id, to_user_id);
 
 --
+-- Name: close_friend close_friend_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.close_friend
+    ADD CONSTRAINT close_friend_pkey PRIMARY KEY (from_user_id, to_user_id);
+
+--
 -- Name: content_event_ledger content_event_ledger_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
 --
 
@@ -1997,6 +2133,18 @@ CREATE INDEX block_incoming_idx ON kith.block USING btree (to_user_id, from_user
 CREATE INDEX block_recent_idx ON kith.block USING btree (from_user_id, blocked_at DESC, to_user_id DESC) WHERE active;
 
 --
+-- Name: close_friend_listed_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX close_friend_listed_idx ON kith.close_friend USING btree (to_user_id) WHERE active;
+
+--
+-- Name: close_friend_recent_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX close_friend_recent_idx ON kith.close_friend USING btree (from_user_id, added_at DESC, to_user_id DESC) WHERE active;
+
+--
 -- Name: content_event_ledger_applied_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -2129,6 +2277,18 @@ CREATE TRIGGER block_inserted_notify AFTER INSERT ON kith.block REFERENCING NEW 
 CREATE TRIGGER block_updated_notify AFTER UPDATE ON kith.block REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
 
 --
+-- Name: close_friend close_friend_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER close_friend_inserted_notify AFTER INSERT ON kith.close_friend REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: close_friend close_friend_updated_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER close_friend_updated_notify AFTER UPDATE ON kith.close_friend REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
 -- Name: follow_request follow_request_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
 --
 
@@ -2183,6 +2343,20 @@ ALTER TABLE ONLY kith.block
 
 ALTER TABLE ONLY kith.block
     ADD CONSTRAINT block_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: close_friend close_friend_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.close_friend
+    ADD CONSTRAINT close_friend_from_user_id_fkey FOREIGN KEY (from_user_id) REFERENCES kith.users(id);
+
+--
+-- Name: close_friend close_friend_to_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.close_friend
+    ADD CONSTRAINT close_friend_to_user_id_fkey FOREIGN KEY (to_user_id) REFERENCES kith.users(id);
 
 --
 -- Name: follow_request follow_request_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

@@ -127,6 +127,10 @@ pub struct Boundaries {
     pub requested: std::collections::HashSet<UserId>,
     /// Accounts that asked to follow this user (pending requests).
     pub requested_by: std::collections::HashSet<UserId>,
+    /// Accounts this user lists among its close friends.
+    pub close_friends: std::collections::HashSet<UserId>,
+    /// Accounts that list this user among their close friends.
+    pub close_friend_of: std::collections::HashSet<UserId>,
 }
 
 impl Boundaries {

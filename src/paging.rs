@@ -29,8 +29,8 @@ impl ListKey {
 }
 
 /// A list only its owner reads, served from PostgreSQL by keyset: the
-/// viewer's own blocks, mutes and follow requests, newest first by when
-/// each was made.
+/// viewer's own blocks, mutes, follow requests and close friends, newest
+/// first by when each was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum PrivateList {
     /// Whom the user blocks.
@@ -41,6 +41,8 @@ pub(crate) enum PrivateList {
     FollowRequests(UserId),
     /// Whom the user asked to follow and waits for.
     SentFollowRequests(UserId),
+    /// Whom the user lists among its close friends.
+    CloseFriends(UserId),
 }
 
 impl PrivateList {
@@ -50,7 +52,8 @@ impl PrivateList {
             Self::Blocking(owner)
             | Self::Muting(owner)
             | Self::FollowRequests(owner)
-            | Self::SentFollowRequests(owner) => owner,
+            | Self::SentFollowRequests(owner)
+            | Self::CloseFriends(owner) => owner,
         }
     }
 }

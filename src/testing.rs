@@ -10,7 +10,7 @@
 #![allow(missing_docs)]
 
 pub mod auth {
-    pub use crate::auth::{TokenError, TokenKeys, Viewer};
+    pub use crate::auth::{Principal, Scopes, TokenError, TokenKeys, Viewer};
 }
 
 pub mod cache {

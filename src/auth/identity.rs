@@ -19,7 +19,8 @@ use futures_util::future::{BoxFuture, Shared};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
-use super::tokens::{TokenError, Verified, check_times};
+use super::scopes::Scopes;
+use super::tokens::{Principal, TokenError, Verified, check_times};
 use crate::config::{Config, UserLookup};
 use crate::model::{UserId, UserStatus};
 use crate::read::users::UserCache;
@@ -175,6 +176,13 @@ impl Identity {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &key.key, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
+        let scopes = Scopes::of(&data.claims);
+        if !scopes.is_empty() {
+            return Ok(Verified {
+                principal: Principal::Service(scopes),
+                valid_until,
+            });
+        }
         let claim = data.claims.get(&self.user_claim);
         let value = match claim {
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -185,7 +193,10 @@ impl Identity {
             UserLookup::Id => value.parse().map_err(|()| TokenError::Subject)?,
             UserLookup::Handle => user_by_handle(users, pg, &value).await?,
         };
-        Ok(Verified { user, valid_until })
+        Ok(Verified {
+            principal: Principal::User(user),
+            valid_until,
+        })
     }
 
     /// The key that signed a token with `kid` and `alg`.

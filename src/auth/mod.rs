@@ -13,6 +13,7 @@
 //! `exp` and `nbf` are checked with `KITH_JWT_LEEWAY_SECS` of clock skew.
 
 pub(crate) mod identity;
+pub(crate) mod scopes;
 pub(crate) mod tokens;
 
 use std::sync::Arc;
@@ -20,7 +21,8 @@ use std::sync::Arc;
 use jsonwebtoken::Algorithm;
 
 use self::identity::Identity;
-pub use self::tokens::{TokenError, TokenKeys};
+pub use self::scopes::Scopes;
+pub use self::tokens::{Principal, TokenError, TokenKeys};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::model::UserId;
@@ -85,7 +87,13 @@ impl Authenticator {
             Err(e) => Err(TokenError::from_jwt(&e)),
         };
         match verified {
-            Ok(verified) => (Viewer::User(verified.user), Some(verified.valid_until)),
+            Ok(verified) => (
+                match verified.principal {
+                    Principal::User(user) => Viewer::User(user),
+                    Principal::Service(scopes) => Viewer::Service(scopes),
+                },
+                Some(verified.valid_until),
+            ),
             Err(e) => (Viewer::Rejected(e), None),
         }
     }
@@ -98,6 +106,10 @@ pub enum Viewer {
     Anonymous,
     /// A verified token for this user.
     User(UserId),
+    /// A verified token of another service, with its Kith scopes: it acts
+    /// for no account, reads public data as an anonymous viewer does, and
+    /// what its scopes grant.
+    Service(Scopes),
     /// A token was presented and refused; the request may not act as anyone.
     Rejected(TokenError),
 }
@@ -107,6 +119,7 @@ impl Viewer {
     pub fn require(self) -> Result<UserId, ApiError> {
         match self {
             Self::User(user) => Ok(user),
+            Self::Service(_) => Err(ApiError::Forbidden("a service token acts for no account")),
             Self::Anonymous => Err(ApiError::Unauthenticated("a bearer token is required")),
             Self::Rejected(e) => Err(ApiError::Unauthenticated(match e {
                 TokenError::Malformed => "malformed bearer token",
@@ -123,8 +136,24 @@ impl Viewer {
     /// The viewer if signed in, `None` if anonymous, `UNAUTHENTICATED` if the token was refused.
     pub fn optional(self) -> Result<Option<UserId>, ApiError> {
         match self {
-            Self::Anonymous => Ok(None),
+            Self::Anonymous | Self::Service(_) => Ok(None),
             other => other.require().map(Some),
+        }
+    }
+
+    /// Nothing, for a service token granted `scope`; else `FORBIDDEN` (a
+    /// user's token, or a service's without it), or `UNAUTHENTICATED`.
+    pub fn service(self, scope: Scopes) -> Result<(), ApiError> {
+        match self {
+            Self::Service(granted) if granted.contains(scope) => Ok(()),
+            Self::Service(_) => Err(ApiError::Forbidden(
+                "the service token was not granted this scope",
+            )),
+            Self::User(_) => Err(ApiError::Forbidden(
+                "only a service token with the scope may ask this",
+            )),
+            Self::Anonymous => Err(ApiError::Unauthenticated("a service token is required")),
+            rejected @ Self::Rejected(_) => rejected.require().map(|_| ()),
         }
     }
 }

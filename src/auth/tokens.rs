@@ -1,9 +1,11 @@
 //! Development tokens (HS256 with `KITH_JWT_SECRET`, `sub` = the user's
-//! id: what `kith token` issues), and what every verified token yields.
+//! id, or a service's name with its `scope`: what `kith token` issues), and
+//! what every verified token yields.
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 
+use super::scopes::Scopes;
 use crate::model::UserId;
 
 /// Signs and verifies development tokens (HS256) with one shared secret.
@@ -20,6 +22,8 @@ struct Claims {
     exp: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     iat: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
 }
 
 /// Why a presented token was refused. Deliberately coarse for clients.
@@ -79,18 +83,37 @@ impl TokenKeys {
 
     /// Issues a token for `user` valid for `ttl_secs` from `now` (unix seconds).
     pub fn issue(&self, user: UserId, now: i64, ttl_secs: i64) -> String {
-        let claims = Claims {
+        self.sign(&Claims {
             sub: user.to_string(),
             exp: now + ttl_secs,
             iat: Some(now),
-        };
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            scope: None,
+        })
+    }
+
+    /// Issues a token for the service `name` with `scopes`, valid for
+    /// `ttl_secs` from `now` (unix seconds); it acts for no account.
+    pub fn issue_service(&self, name: &str, scopes: Scopes, now: i64, ttl_secs: i64) -> String {
+        self.sign(&Claims {
+            sub: name.to_owned(),
+            exp: now + ttl_secs,
+            iat: Some(now),
+            scope: Some(scopes.names()),
+        })
+    }
+
+    fn sign(&self, claims: &Claims) -> String {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
             .expect("HS256 signing cannot fail")
     }
 
-    /// Verifies an HS256 `token` at time `now` (unix seconds) and returns its subject.
+    /// Verifies an HS256 `token` at time `now` (unix seconds) and returns
+    /// the user it names (a service's token names none: `Subject`).
     pub fn verify(&self, token: &str, now: i64) -> Result<UserId, TokenError> {
-        self.verify_until(token, now).map(|verified| verified.user)
+        match self.verify_until(token, now)?.principal {
+            Principal::User(user) => Ok(user),
+            Principal::Service(_) => Err(TokenError::Subject),
+        }
     }
 
     /// Verifies an HS256 `token` at time `now` (unix seconds): its subject,
@@ -110,19 +133,38 @@ impl TokenKeys {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &self.decoding, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
+        let scopes = Scopes::of(&data.claims);
+        if !scopes.is_empty() {
+            return Ok(Verified {
+                principal: Principal::Service(scopes),
+                valid_until,
+            });
+        }
         let sub = data.claims.get("sub").and_then(serde_json::Value::as_str);
         let user = sub
             .and_then(|s| s.parse().ok())
             .ok_or(TokenError::Subject)?;
-        Ok(Verified { user, valid_until })
+        Ok(Verified {
+            principal: Principal::User(user),
+            valid_until,
+        })
     }
 }
 
-/// A verified token: its user, and until when it may be used.
+/// Whom a verified token names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Principal {
+    /// A user, who acts as its account.
+    User(UserId),
+    /// Another service, with the Kith scopes it was granted.
+    Service(Scopes),
+}
+
+/// A verified token: whom it names, and until when it may be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Verified {
-    /// The user it names.
-    pub user: UserId,
+    /// The user or service it names.
+    pub principal: Principal,
     /// Unix seconds from which it is refused: its `exp` plus the leeway.
     pub valid_until: i64,
 }

@@ -105,11 +105,18 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         communities: i64,
     },
-    /// Print a signed development bearer token for a user (handle or numeric id).
+    /// Print a signed development bearer token for a user (handle or
+    /// numeric id), or for another service with its Kith scopes.
     Token {
         /// The user's handle or numeric id.
+        #[arg(long, required_unless_present = "service", conflicts_with = "service")]
+        user: Option<String>,
+        /// A service's name: the token acts for no account, with `--scope`.
+        #[arg(long, requires = "scope")]
+        service: Option<String>,
+        /// The service's Kith scopes, space-separated (`kith:close-friends`).
         #[arg(long)]
-        user: String,
+        scope: Option<String>,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: i64,
@@ -284,21 +291,41 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Token { user, ttl } => {
+        Command::Token {
+            user,
+            service,
+            scope,
+            ttl,
+        } => {
             if ttl <= 0 {
                 bail!("--ttl must be positive");
             }
+            let keys = crate::auth::TokenKeys::new(&config.auth.jwt_secret);
+            let now = chrono::Utc::now().timestamp();
+            if let Some(name) = service {
+                let asked = scope.unwrap_or_default();
+                let scopes = crate::auth::Scopes::parse(&asked);
+                let known: Vec<&str> = crate::auth::Scopes::NAMED.iter().map(|(n, _)| *n).collect();
+                if let Some(unknown) = asked.split_ascii_whitespace().find(|w| !known.contains(w)) {
+                    bail!(
+                        "--scope {unknown:?} is no Kith scope (known: {})",
+                        known.join(", ")
+                    );
+                }
+                if scopes.is_empty() {
+                    bail!("--scope names no Kith scope (known: {})", known.join(", "));
+                }
+                println!("{}", keys.issue_service(&name, scopes, now, ttl));
+                return Ok(());
+            }
+            let user = user.context("--user or --service is required")?;
             let mut conn = session(&config).await?;
             let found = match user.parse::<UserId>() {
                 Ok(id) => store::users::find(&mut conn, id).await?,
                 Err(()) => store::users::find_by_handle(&mut conn, &user).await?,
             };
             let found = found.with_context(|| format!("no user {user:?}"))?;
-            let keys = crate::auth::TokenKeys::new(&config.auth.jwt_secret);
-            println!(
-                "{}",
-                keys.issue(found.id, chrono::Utc::now().timestamp(), ttl)
-            );
+            println!("{}", keys.issue(found.id, now, ttl));
             Ok(())
         }
         Command::Verify {

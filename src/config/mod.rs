@@ -299,6 +299,7 @@ impl Config {
                 max_followings: parse(&lookup, "KITH_MAX_FOLLOWINGS")?,
                 followings_ratio: parse(&lookup, "KITH_FOLLOWINGS_RATIO")?,
                 max_blocks: parse(&lookup, "KITH_MAX_BLOCKS")?,
+                max_close_friends: parse(&lookup, "KITH_MAX_CLOSE_FRIENDS")?,
             },
             portability: PortabilitySettings {
                 account_domain: text("KITH_ACCOUNT_DOMAIN").trim().to_owned(),

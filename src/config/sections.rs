@@ -239,6 +239,8 @@ pub struct WriteSettings {
     pub followings_ratio: f64,
     /// Most accounts one account may block (0: no limit).
     pub max_blocks: u32,
+    /// Most accounts one account may list among its close friends (0: no limit).
+    pub max_close_friends: u32,
 }
 
 /// Import and export.

@@ -35,6 +35,11 @@ pub(super) const RATE_LIMITS: Section = Section {
             "10000",
             "most accounts one account may block (a block past it: `BLOCK_LIMIT`); 0: no limit",
         ),
+        value(
+            "KITH_MAX_CLOSE_FRIENDS",
+            "1000",
+            "most accounts one account may list among its close friends (an addition past it: `CLOSE_FRIENDS_LIMIT`); 0: no limit",
+        ),
     ],
 };
 

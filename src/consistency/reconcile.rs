@@ -79,6 +79,8 @@ pub struct Summary {
     pub follows_across_ended: u64,
     /// Pending requests beside a follow or across a block, cancelled.
     pub stray_requests_cancelled: u64,
+    /// Close-friend listings across a block, removed.
+    pub close_friends_removed: u64,
     /// A few of the fixes, for the log.
     pub examples: Vec<String>,
 }
@@ -92,6 +94,7 @@ impl Summary {
             + self.counters_fixed
             + self.follows_across_ended
             + self.stray_requests_cancelled
+            + self.close_friends_removed
     }
 }
 
@@ -99,7 +102,7 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}",
+            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}; close friends across a block removed {}",
             self.edges_checked,
             self.users_checked,
             self.projection_updated,
@@ -107,7 +110,8 @@ impl std::fmt::Display for Summary {
             self.orphans_deleted,
             self.counters_fixed,
             self.follows_across_ended,
-            self.stray_requests_cancelled
+            self.stray_requests_cancelled,
+            self.close_friends_removed
         )?;
         for example in &self.examples {
             writeln!(f, "  {example}")?;
@@ -152,13 +156,23 @@ pub async fn reconcile(
     // unfollow, and its counters and caches follow as for any unfollow.
     // Only a full run or one user's looks (one join of every block): it is
     // a fault, never a lag, and the scheduled runs look for lag.
-    let (across, strays) = match scope {
+    let (across, strays, listings) = match scope {
         Scope::Full | Scope::User(_) => (
             super::truth::end_follows_across(app, scope.user()).await?,
             super::truth::cancel_stray_requests(app, scope.user()).await?,
+            super::truth::end_listings_across(app, scope.user()).await?,
         ),
-        Scope::Since(_) | Scope::Incremental => (Vec::new(), Vec::new()),
+        Scope::Since(_) | Scope::Incremental => (Vec::new(), Vec::new(), Vec::new()),
     };
+    for (owner, friend) in listings {
+        summary.close_friends_removed += 1;
+        keep_examples(
+            &mut summary,
+            vec![format!(
+                "{owner} → {friend}: a close friend across a block, removed"
+            )],
+        );
+    }
     for (from, to) in strays {
         summary.stray_requests_cancelled += 1;
         keep_examples(

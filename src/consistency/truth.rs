@@ -1,7 +1,8 @@
 //! Repairs of the truth against itself, for `kith reconcile --full` and
-//! `--user`: a follow across a block is ended as an unfollow, and a
-//! pending follow request beside a follow or across a block is cancelled —
-//! each under the pair's lock, with its event. Kith's writes never leave
+//! `--user`: a follow across a block is ended as an unfollow, a pending
+//! follow request beside a follow or across a block is cancelled, and a
+//! close-friend listing across a block is removed — each under the pair's
+//! lock, with its event. Kith's writes never leave
 //! either (a block ends and drops them in its own transaction), so these
 //! find faults, not lag; `kith verify` reports them.
 
@@ -47,6 +48,27 @@ pub(crate) async fn cancel_stray_requests(
         app.read.forget_users(&users);
     }
     Ok(cancelled)
+}
+
+/// Removes every close-friend listing across a block (of `user`, if given).
+pub(crate) async fn end_listings_across(
+    app: &App,
+    user: Option<UserId>,
+) -> Result<Vec<(UserId, UserId)>, PipelineError> {
+    let mut conn = app.pg.get().await?;
+    let found = crate::store::close_friends::across_blocks(&mut conn, LIMIT).await?;
+    let pairs = of_user(found.iter().map(|r| (r.from_user_id, r.to_user_id)), user);
+    let mut ended = Vec::new();
+    for (owner, friend) in pairs {
+        if crate::store::close_friends::end_across_block(&mut conn, owner, friend).await? {
+            ended.push((owner, friend));
+        }
+    }
+    if !ended.is_empty() {
+        let users: Vec<UserId> = ended.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        app.read.forget_users(&users);
+    }
+    Ok(ended)
 }
 
 /// Most faults one run repairs of each kind (the next run takes the rest).

@@ -29,6 +29,8 @@ pub(crate) enum ErrorCode {
     Blocked,
     /// A block past `KITH_MAX_BLOCKS`.
     BlockLimit,
+    /// A close friend past `KITH_MAX_CLOSE_FRIENDS`.
+    CloseFriendsLimit,
     /// An import while the account's previous one runs.
     ImportRunning,
     /// A cursor this connection did not issue.
@@ -78,13 +80,14 @@ pub(crate) enum ErrorCode {
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 23] = [
+    pub(crate) const ALL: [Self; 24] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
         Self::FollowLimit,
         Self::Blocked,
         Self::BlockLimit,
+        Self::CloseFriendsLimit,
         Self::ImportRunning,
         Self::BadCursor,
         Self::NotFound,
@@ -113,6 +116,7 @@ impl ErrorCode {
             Self::FollowLimit => "FOLLOW_LIMIT",
             Self::Blocked => "BLOCKED",
             Self::BlockLimit => "BLOCK_LIMIT",
+            Self::CloseFriendsLimit => "CLOSE_FRIENDS_LIMIT",
             Self::ImportRunning => "IMPORT_RUNNING",
             Self::BadCursor => "BAD_CURSOR",
             Self::NotFound => "NOT_FOUND",
@@ -161,6 +165,9 @@ pub enum ApiError {
     /// A new block past `KITH_MAX_BLOCKS`.
     #[error("block limit reached: unblock someone first")]
     BlockLimit,
+    /// A new close friend past `KITH_MAX_CLOSE_FRIENDS`.
+    #[error("close friends limit reached: remove someone first")]
+    CloseFriendsLimit,
     /// An import while the account's previous one is queued or running.
     #[error("an import of this account is running: wait for it to end")]
     ImportRunning,
@@ -198,6 +205,7 @@ impl ApiError {
             Self::FollowLimit => ErrorCode::FollowLimit,
             Self::Blocked => ErrorCode::Blocked,
             Self::BlockLimit => ErrorCode::BlockLimit,
+            Self::CloseFriendsLimit => ErrorCode::CloseFriendsLimit,
             Self::ImportRunning => ErrorCode::ImportRunning,
             Self::BadCursor => ErrorCode::BadCursor,
             Self::NotFound(_) => ErrorCode::NotFound,
@@ -231,6 +239,7 @@ impl ApiError {
             Self::FollowLimit => Self::FollowLimit,
             Self::Blocked => Self::Blocked,
             Self::BlockLimit => Self::BlockLimit,
+            Self::CloseFriendsLimit => Self::CloseFriendsLimit,
             Self::ImportRunning => Self::ImportRunning,
             Self::BadCursor => Self::BadCursor,
             Self::NotFound(m) => Self::NotFound(m),

@@ -1,8 +1,10 @@
 //! The wire formats of Kith's events: what the outbox stores and the
-//! follow topic carries ([`follow`], [`block`]), and what other services publish on the
+//! follow topic carries ([`follow`], [`block`], [`mute`], [`request`],
+//! [`settings`], [`close_friend`]), and what other services publish on the
 //! content topic ([`content`]). `docs/events.md` describes both for consumers.
 
 pub(crate) mod block;
+pub(crate) mod close_friend;
 pub(crate) mod content;
 pub(crate) mod follow;
 pub(crate) mod mute;

@@ -230,7 +230,13 @@ pub(crate) async fn resolve_private(
     args: PageArgs,
 ) -> async_graphql::Result<FollowConnection> {
     Box::pin(async move {
-        if viewer(ctx).optional().gql()? != Some(list.owner()) {
+        // A service granted `kith:close-friends` reads any account's close
+        // friends (whom a post shared with them goes to).
+        let service = matches!(list, PrivateList::CloseFriends(_))
+            && viewer(ctx)
+                .service(crate::auth::Scopes::CLOSE_FRIENDS)
+                .is_ok();
+        if !service && viewer(ctx).optional().gql()? != Some(list.owner()) {
             return Err(ApiError::Forbidden("only the account itself sees this list").extend());
         }
         let keys = ctx.data_unchecked::<CursorKeys>();

@@ -71,6 +71,7 @@ fn scope_parts(scope: CursorScope) -> (u8, Vec<UserId>) {
         CursorScope::Private(PrivateList::Muting(owner)) => (6, vec![owner]),
         CursorScope::Private(PrivateList::FollowRequests(owner)) => (7, vec![owner]),
         CursorScope::Private(PrivateList::SentFollowRequests(owner)) => (8, vec![owner]),
+        CursorScope::Private(PrivateList::CloseFriends(owner)) => (9, vec![owner]),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The GraphQL schema: types and resolvers, with no transport in here.
 //! One `#[Object]` per domain module, merged into the roots below.
 
+pub(crate) mod close_friends;
 pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
@@ -22,6 +23,7 @@ pub(crate) mod stream;
 pub(crate) mod subscription;
 pub(crate) mod suggest;
 pub(crate) mod user;
+pub(crate) mod user_lists;
 pub(crate) mod user_query;
 
 use std::sync::Arc;
@@ -40,6 +42,7 @@ pub type KithSchema = Schema<Query, Mutation, Subscription>;
 pub struct Query(
     node::NodeQuery,
     user_query::UserQuery,
+    close_friends::CloseFriendQuery,
     portability::ImportQuery,
     federation::EntityQuery,
 );
@@ -50,6 +53,7 @@ pub struct Mutation(
     mutation::FollowMutation,
     safety::BlockMutation,
     safety::MuteMutation,
+    close_friends::CloseFriendMutation,
     safety::SettingsMutation,
     safety::RequestMutation,
     portability::ImportMutation,

@@ -118,6 +118,29 @@ impl Relationship {
             .await?
             .map(|set| set.mutes(self.pair.1)))
     }
+
+    /// The subject lists the other user among its close friends; told
+    /// only as `blocking` is.
+    async fn close_friend(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_boundaries(ctx)
+            .await?
+            .map(|set| set.close_friends.contains(&self.pair.1)))
+    }
+
+    /// The other user lists the subject among its close friends: what it
+    /// shares with close friends, the subject may see. Told only as
+    /// `blocking` is, so an account learns its own place in others' lists
+    /// and nobody else's.
+    async fn in_their_close_friends(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<bool>> {
+        Ok(self
+            .viewer_boundaries(ctx)
+            .await?
+            .map(|set| set.close_friend_of.contains(&self.pair.1)))
+    }
 }
 
 impl Relationship {

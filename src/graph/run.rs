@@ -48,7 +48,9 @@ pub async fn run(
     let clock = std::time::Instant::now();
     let source = match viewer {
         Viewer::User(user) => crate::metrics::NameSource::User(user),
-        Viewer::Anonymous | Viewer::Rejected(_) => crate::metrics::NameSource::Anonymous,
+        Viewer::Anonymous | Viewer::Service(_) | Viewer::Rejected(_) => {
+            crate::metrics::NameSource::Anonymous
+        }
     };
     let outcome = run_timed(schema, app, request, viewer, resolve).await;
     let code = outcome
@@ -113,7 +115,7 @@ async fn run_timed(
     };
     let user = match viewer {
         Viewer::User(user) => Some(user),
-        Viewer::Anonymous | Viewer::Rejected(_) => None,
+        Viewer::Anonymous | Viewer::Service(_) | Viewer::Rejected(_) => None,
     };
     let writing = admitted.ty == Some(OperationType::Mutation);
     let request = request.data(viewer).data(loaders::Loaders::new(app));

@@ -207,6 +207,36 @@ impl UserNode {
         connection::resolve_private(ctx, PrivateList::Muting(self.0.id), args).await
     }
 
+    /// Whom this user lists among its close friends, newest first
+    /// (`followedAt`: when each was added). Only the user itself may read
+    /// it (`FORBIDDEN`).
+    #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
+    async fn close_friends(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "Page size from the start of the list (or after `after`), at most 100; 20 when no size is given."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "A cursor this list issued: the page starts after it.")] after: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "Page size from the end of the list (or before `before`), at most 100; 20 when `before` comes alone."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "A cursor this list issued: the page ends before it.")] before: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "Edges to skip from the start, by rank (at most `KITH_MAX_OFFSET`), with `first` or alone (a page of 20 then); ranks shift when the list changes, cursors do not."
+        )]
+        offset: Option<i32>,
+    ) -> async_graphql::Result<FollowConnection> {
+        let args = PageArgs::new(first, after, last, before, offset);
+        connection::resolve_private(ctx, PrivateList::CloseFriends(self.0.id), args).await
+    }
+
     /// Who asked to follow this (locked) user and waits, newest first
     /// (`followedAt`: when they asked). Only the user itself may read it
     /// (`FORBIDDEN`).
@@ -401,58 +431,6 @@ impl UserNode {
             None => Ok(None),
             Some(me) => relation(ctx, me, self.0.id).await.map(Some),
         }
-    }
-}
-
-impl UserNode {
-    /// A page of this user's `list` (`following` or `followers`), or an
-    /// empty, `hidden` one when the viewer may not see it. Boxed, as are
-    /// the other list and intersection fields: inline, their futures would
-    /// set the size of every field's future of every user, each of which
-    /// async-graphql moves to the heap.
-    async fn list(
-        &self,
-        ctx: &Context<'_>,
-        list: ListKey,
-        args: PageArgs,
-    ) -> async_graphql::Result<FollowConnection> {
-        Box::pin(async move {
-            let me = viewer(ctx).optional().gql()?;
-            if self.blocks(ctx, me).await? {
-                connection::report_blocked(ctx);
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            if !self.shows_lists_to(me) {
-                return connection::hidden_list(ctx, list, &args).await;
-            }
-            connection::resolve(ctx, list, args).await
-        })
-        .await
-    }
-
-    /// Whether this user blocks `viewer` (never itself, nor an anonymous
-    /// viewer): then a blocked viewer sees nothing of its graph, as on X and
-    /// Bluesky. From the viewer's boundaries, which the process keeps.
-    pub(crate) async fn blocks(
-        &self,
-        ctx: &Context<'_>,
-        viewer: Option<UserId>,
-    ) -> async_graphql::Result<bool> {
-        let Some(me) = viewer.filter(|me| *me != self.0.id) else {
-            return Ok(false);
-        };
-        let boundaries = ctx
-            .data_unchecked::<Loaders>()
-            .boundaries(me)
-            .await
-            .map_err(|e| e.as_ref().extend())?;
-        Ok(boundaries.blocked_by.contains(&self.0.id))
-    }
-
-    /// Whether `viewer` may see this user's lists (and what derives from
-    /// them): unless the user hides them, and always the user itself.
-    pub(crate) fn shows_lists_to(&self, viewer: Option<UserId>) -> bool {
-        !self.0.hides_collections || viewer == Some(self.0.id)
     }
 }
 

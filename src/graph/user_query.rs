@@ -16,7 +16,7 @@ use crate::store::following::PairState;
 const MAX_HANDLE_CHARS: usize = 64;
 
 /// Decodes up to 100 global user ids.
-fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
+pub(crate) fn decode_many(ids: &[ID]) -> Result<Vec<UserId>, ApiError> {
     if ids.len() > 100 {
         return Err(ApiError::invalid("at most 100 ids per call"));
     }

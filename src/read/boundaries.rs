@@ -1,18 +1,20 @@
 //! Boundaries: for each user, whom they block, who blocks them, whom they
-//! mute, and the follow requests pending both ways. Held in process beside
-//! the user's row ([`crate::read::users::UserCache`]) and dropped by the
-//! same notices — triggers on `block`, `mute` and `follow_request` name
+//! mute, the follow requests pending both ways, and the close-friend
+//! listings both ways. Held in process beside the user's row
+//! ([`crate::read::users::UserCache`]) and dropped by the same notices —
+//! triggers on `block`, `mute`, `follow_request` and `close_friend` name
 //! both users of every change as it commits — so a set is never served
 //! past a change by more than the notice's delivery time, and a change
-//! made through this process is dropped here at once. What is not held is read from the truth (three
-//! statements for every user asked) and kept. A mute's end is kept as a
-//! moment of this host's monotonic clock, from the time the database
-//! counted as left: it takes effect when due, with no sweep.
+//! made through this process is dropped here at once. What is not held is
+//! read from the truth (four statements for every user asked) and kept. A
+//! mute's end is kept as a moment of this host's monotonic clock, from the
+//! time the database counted as left: it takes effect when due, with no
+//! sweep.
 //!
 //! Reads use them to leave out of a signed-in viewer's lists the accounts
 //! the viewer blocks or that block the viewer, and to answer `blocking`,
-//! `blockedBy`, `muting`, `requested` and `requestedBy` on the viewer's
-//! own relations.
+//! `blockedBy`, `muting`, `requested`, `requestedBy`, `closeFriend` and
+//! `inTheirCloseFriends` on the viewer's own relations.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{Boundaries, UserId};
-use crate::store::{blocks, mutes, requests};
+use crate::store::{blocks, close_friends, mutes, requests};
 
 /// The boundaries of `users`: from the process, the rest from PostgreSQL.
 pub(crate) async fn sets(
@@ -62,7 +64,7 @@ pub(crate) async fn sets(
     Ok(found)
 }
 
-/// The boundaries of `missing`, from the truth (three statements).
+/// The boundaries of `missing`, from the truth (four statements).
 async fn read(
     conn: &mut crate::store::PgConn,
     missing: &[UserId],
@@ -70,6 +72,7 @@ async fn read(
     let block_rows = blocks::involving(conn, missing).await?;
     let mute_rows = mutes::made_by(conn, missing).await?;
     let request_rows = requests::involving(conn, missing).await?;
+    let listing_rows = close_friends::involving(conn, missing).await?;
     let read_at = Instant::now();
     let mut read: HashMap<UserId, Boundaries> = missing
         .iter()
@@ -109,6 +112,18 @@ async fn read(
         }
         if let Some(set) = read.get_mut(&to) {
             set.requested_by.insert(from);
+        }
+    }
+    for row in listing_rows {
+        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
+        else {
+            continue;
+        };
+        if let Some(set) = read.get_mut(&from) {
+            set.close_friends.insert(to);
+        }
+        if let Some(set) = read.get_mut(&to) {
+            set.close_friend_of.insert(from);
         }
     }
     Ok(read

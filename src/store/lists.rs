@@ -110,6 +110,13 @@ impl Source {
                 "requested_at",
                 ACTIVE_TO,
             ),
+            PrivateList::CloseFriends(_) => (
+                "close_friend",
+                "from_user_id",
+                "to_user_id",
+                "added_at",
+                ACTIVE_TO,
+            ),
         };
         Self {
             table,

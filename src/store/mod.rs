@@ -4,6 +4,7 @@
 
 pub(crate) mod blocks;
 pub(crate) mod checks;
+pub(crate) mod close_friends;
 pub(crate) mod content;
 pub(crate) mod dead_letters;
 pub(crate) mod export;

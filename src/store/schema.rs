@@ -20,6 +20,17 @@ diesel::table! {
 }
 
 diesel::table! {
+    close_friend (from_user_id, to_user_id) {
+        from_user_id -> Int8,
+        to_user_id -> Int8,
+        active -> Bool,
+        added_at -> Timestamptz,
+        version -> Int8,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     content_event_ledger (event_id) {
         event_id -> Uuid,
         author_id -> Int8,
@@ -248,6 +259,7 @@ diesel::joinable!(user_stats -> users (user_id));
 diesel::allow_tables_to_appear_in_same_query!(
     account_transition,
     block,
+    close_friend,
     content_event_ledger,
     dead_letter,
     event_origin,

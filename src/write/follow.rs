@@ -264,6 +264,7 @@ pub(super) enum Refusal {
     TargetUnfollowable,
     Blocked,
     BlockLimit,
+    CloseFriendsLimit,
     FollowLimit,
     Unexpected(String),
 }
@@ -289,6 +290,7 @@ impl Refusal {
             "target_unfollowable" => Self::TargetUnfollowable,
             "blocked" => Self::Blocked,
             "block_limit" => Self::BlockLimit,
+            "close_friends_limit" => Self::CloseFriendsLimit,
             "follow_limit" => Self::FollowLimit,
             other => Self::Unexpected(format!("the edge transition answered {other:?}")),
         }
@@ -304,6 +306,7 @@ impl From<Refusal> for ApiError {
             Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
             Refusal::Blocked => ApiError::Blocked,
             Refusal::BlockLimit => ApiError::BlockLimit,
+            Refusal::CloseFriendsLimit => ApiError::CloseFriendsLimit,
             Refusal::FollowLimit => ApiError::FollowLimit,
             Refusal::Unexpected(why) => ApiError::internal(anyhow::anyhow!("{why}")),
         }

@@ -3,6 +3,7 @@
 //! the actor's counters and appends the outbox event together.
 
 pub(crate) mod block;
+pub(crate) mod close_friends;
 pub(crate) mod follow;
 pub(crate) mod group_commit;
 pub(crate) mod import;
@@ -14,6 +15,7 @@ pub(crate) mod settings;
 pub(crate) mod suggestions;
 
 pub(crate) use block::change_block;
+pub(crate) use close_friends::change_close_friend;
 pub use follow::{EdgeChange, change_edge};
 pub(crate) use follow::{FollowOutcome, TargetError, change_edges, remove_follower};
 pub(crate) use mute::change_mute;

@@ -245,6 +245,12 @@ async fn pem_keys_nbf_leeway_and_handle_claims() {
         who(&t, &token(json!({ "exp": now - 10 }))).await,
         Ok("bob".into())
     );
+    // A service's token (a Kith scope) names no user, and needs none.
+    let service = token(json!({ "preferred_username": null, "sub": "posts",
+                                "scope": "openid kith:close-friends" }));
+    assert_eq!(who(&t, &service).await, Ok("null".into()));
+    let other_api = token(json!({ "preferred_username": null, "scope": "openid posts:read" }));
+    assert_eq!(who(&t, &other_api).await, Err("UNAUTHENTICATED".into()));
     // A handle that names nobody; a key of another type.
     assert_eq!(
         who(&t, &token(json!({ "preferred_username": "nobody" }))).await,

@@ -12,6 +12,7 @@ mod rng;
 mod blocks;
 mod bulk_edits;
 mod clients;
+mod close_friends;
 mod consistency;
 mod db_schema;
 mod errors;

@@ -87,6 +87,9 @@ pub enum Kind {
     /// A pending follow request beside an active follow of the same pair,
     /// or across a block.
     StrayRequest,
+    /// A close-friend listing between two accounts one of which blocks the
+    /// other.
+    CloseFriendAcrossBlock,
 }
 
 impl Kind {
@@ -106,6 +109,7 @@ impl Kind {
             Self::ListMalformed => "list_malformed",
             Self::FollowAcrossBlock => "follow_across_block",
             Self::StrayRequest => "stray_request",
+            Self::CloseFriendAcrossBlock => "close_friend_across_block",
         }
     }
 
@@ -121,7 +125,8 @@ impl Kind {
             | Self::FollowingsDiffer
             | Self::FollowersDiffer
             | Self::FollowAcrossBlock
-            | Self::StrayRequest => "reconcile",
+            | Self::StrayRequest
+            | Self::CloseFriendAcrossBlock => "reconcile",
             Self::CounterRecordDiffers
             | Self::ListMemberMissing
             | Self::ListMemberExtra
@@ -264,6 +269,9 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
     for d in stray_requests(app, options).await? {
         report.record(&d, options.examples);
     }
+    for d in listings_across_blocks(app, options).await? {
+        report.record(&d, options.examples);
+    }
 
     // Users: counters, counter records, cached lists.
     let estimate = match options.user {
@@ -336,6 +344,27 @@ async fn stray_requests(app: &App, options: &Options) -> Result<Vec<Disagreement
                 "{from} asks to follow {to}, pending {}",
                 why.replace('_', " ")
             ),
+        })
+        .collect())
+}
+
+/// Close-friend listings across a block (of `options.user`, if given).
+async fn listings_across_blocks(
+    app: &App,
+    options: &Options,
+) -> Result<Vec<Disagreement>, PipelineError> {
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        crate::store::close_friends::across_blocks(&mut conn, RECHECK_CAP as i64).await?
+    };
+    Ok(rows
+        .iter()
+        .filter_map(|row| Some((UserId::new(row.from_user_id)?, UserId::new(row.to_user_id)?)))
+        .filter(|(from, to)| options.user.is_none_or(|u| u == *from || u == *to))
+        .map(|(from, to)| Disagreement {
+            kind: Kind::CloseFriendAcrossBlock,
+            subject: Subject::Edge(from, to),
+            detail: format!("{from} lists {to} among its close friends, across a block"),
         })
         .collect())
 }

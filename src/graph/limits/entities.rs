@@ -39,6 +39,7 @@ const LIST_FIELDS: &[(&str, Charge)] = &[
     ("followers", Charge::Page),
     ("blocking", Charge::Page),
     ("muting", Charge::Page),
+    ("closeFriends", Charge::Page),
     ("followRequests", Charge::Page),
     ("sentFollowRequests", Charge::Page),
     ("suggestedFollows", Charge::Intersection),

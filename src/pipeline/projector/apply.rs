@@ -99,11 +99,15 @@ pub async fn apply_items(conn: &mut PgConn, items: &[&Item]) -> Result<Committed
                 version: e.version,
             }),
             Action::Apply(Event::Content(e)) => contents.push((*item, e.change())),
-            // Blocks, mutes, requests and settings have no projection:
-            // reads take them from the truth, and the follows a block ends
-            // or an accepted request makes come as follow events.
+            // Blocks, mutes, requests, close friends and settings have no
+            // projection: reads take them from the truth, and the follows a
+            // block ends or an accepted request makes come as follow events.
             Action::Apply(
-                Event::Block(_) | Event::Mute(_) | Event::Request(_) | Event::Settings(_),
+                Event::Block(_)
+                | Event::Mute(_)
+                | Event::Request(_)
+                | Event::CloseFriend(_)
+                | Event::Settings(_),
             ) => {}
             Action::DeadLetter(reason) => dead.push(dead_letter(item, reason)),
             Action::Resync(_) => continue,

@@ -6,6 +6,7 @@ use rdkafka::message::{Message as _, OwnedMessage};
 
 use crate::config::Config;
 use crate::events::block::{BlockEvent, BlockEventType};
+use crate::events::close_friend::{CloseFriendEvent, CloseFriendEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::events::mute::{MuteEvent, MuteEventType};
@@ -24,6 +25,8 @@ pub enum Event {
     Mute(MuteEvent),
     /// A follow request's transition from Kith's outbox.
     Request(RequestEvent),
+    /// A close-friend listing's transition from Kith's outbox.
+    CloseFriend(CloseFriendEvent),
     /// An account's settings after a change, from Kith's outbox.
     Settings(SettingsEvent),
     /// A content counter change from another service.
@@ -95,6 +98,12 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             let event: MuteEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
             check_edge(event.schema_version, event.from, event.to, event.version)?;
             return Ok(Event::Mute(event));
+        }
+        if CloseFriendEventType::is_close_friend(&kind.event_type) {
+            let event: CloseFriendEvent =
+                serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            check_edge(event.schema_version, event.from, event.to, event.version)?;
+            return Ok(Event::CloseFriend(event));
         }
         if RequestEventType::is_request(&kind.event_type) {
             let event: RequestEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;

@@ -66,8 +66,13 @@ fn touched<'a>(
             Event::Content(e) => {
                 users.insert(e.author_id);
             }
-            // Nothing of a block, a mute, a request or settings is cached in Redis.
-            Event::Block(_) | Event::Mute(_) | Event::Request(_) | Event::Settings(_) => {}
+            // Nothing of a block, a mute, a request, a close friend or
+            // settings is cached in Redis.
+            Event::Block(_)
+            | Event::Mute(_)
+            | Event::Request(_)
+            | Event::CloseFriend(_)
+            | Event::Settings(_) => {}
         }
     }
     (users, pairs)
