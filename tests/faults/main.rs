@@ -606,7 +606,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             wrong.push(*pair);
         }
     }
-    let (blocks_wrong, mutes_wrong, follows_across) = safety::check(&mut conn, &crowd).await;
+    let checked = safety::check(&mut conn, &crowd).await;
     let (request_pairs, request_steps) = safety::request_activity(&mut conn).await;
     #[derive(QueryableByName)]
     struct Stats {
@@ -637,7 +637,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         "# Fault suite\n\n\
          seed {seed}; workload {secs} s; {WRITERS} writers over HTTP; {USERS} users\n\n\
          | what | count |\n|---|---|\n\
-         | requests (follow, unfollow, block, mute, answers, locks; both signs) | {} |\n| of them in the block crowd | {} |\n\
+         | requests (follow, unfollow, block, mute, close friend, answers, locks; both signs) | {} |\n| of them in the block crowd | {} |\n\
          | follow-request pairs / their transitions | {request_pairs} / {request_steps} |\n\
          | answered (definitive) | {} |\n| refused | {} |\n\
          | profile reads answered | {} |\n\
@@ -653,7 +653,9 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          edges differing from the workload's record: {}\n\
          blocks and follow requests differing from the workload's record: {}\n\
          mutes differing from the workload's record: {}\n\
+         close friends differing from the workload's record: {}\n\
          follows across a block: {}\n\
+         close friends across a block: {}\n\
          content counters differing: {}\n",
         counts.ops.load(Ordering::Relaxed),
         counts.safety_ops.load(Ordering::Relaxed),
@@ -676,23 +678,33 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         DRAIN_BOUND.as_secs(),
         verify_out.trim().replace('\n', "; "),
         wrong.len(),
-        blocks_wrong.len(),
-        mutes_wrong.len(),
-        follows_across,
+        checked.blocks.len(),
+        checked.mutes.len(),
+        checked.close.len(),
+        checked.follows_across,
+        checked.listings_across,
         content_wrong.len(),
     );
     std::fs::write(stack.logs.join("faults.md"), &report).unwrap();
     eprintln!("{report}");
     assert!(wrong.is_empty(), "edges differ from the record: {wrong:?}");
     assert!(
-        blocks_wrong.is_empty(),
-        "blocks or requests differ from the record: {blocks_wrong:?}"
+        checked.blocks.is_empty(),
+        "blocks or requests differ from the record: {:?}",
+        checked.blocks
     );
     assert!(
-        mutes_wrong.is_empty(),
-        "mutes differ from the record: {mutes_wrong:?}"
+        checked.mutes.is_empty(),
+        "mutes differ from the record: {:?}",
+        checked.mutes
     );
-    assert_eq!(follows_across, 0, "follows across a block");
+    assert!(
+        checked.close.is_empty(),
+        "close friends differ from the record: {:?}",
+        checked.close
+    );
+    assert_eq!(checked.follows_across, 0, "follows across a block");
+    assert_eq!(checked.listings_across, 0, "close friends across a block");
     assert!(
         content_wrong.is_empty(),
         "content counters differ: {content_wrong:?}"

@@ -1,11 +1,12 @@
 //! The safety part of the workload: follows, unfollows, blocks, unblocks,
-//! mutes, unmutes, locks and unlocks, and answers to follow requests,
+//! mutes, unmutes, close friends added and removed, locks and unlocks, and
+//! answers to follow requests,
 //! among a crowd no other writer touches, one request at a time, so every
 //! answer comes in order. The record it keeps: per pair, the follow,
 //! request, block and mute state its last answer left (`None`: left open),
 //! as the answer's own relation reports it. A block ends the pair's
-//! follows and requests both ways; a follow across a block is refused
-//! (`BLOCKED`); a mute changes no follow; a follow of a locked account is a
+//! follows, requests and close-friend listings both ways; a follow or a
+//! listing across a block is refused (`BLOCKED`); a mute changes no follow; a follow of a locked account is a
 //! request; an unlock accepts them all in the background, so it leaves the
 //! pairs towards the account open until pinned.
 
@@ -23,6 +24,7 @@ pub(crate) struct Record {
     pub blocks: Blocks,
     pub mutes: Blocks,
     pub requests: Blocks,
+    pub close: Blocks,
 }
 
 fn blocked(blocks: &Blocks, a: i64, b: i64) -> Option<bool> {
@@ -70,8 +72,14 @@ async fn crowd_op(
         }
         Ok(r) => match internal(&r, counts) {
             Some(
-                "INVALID_INPUT" | "NOT_FOUND" | "RATE_LIMITED" | "FORBIDDEN" | "UNAUTHENTICATED"
-                | "BLOCKED" | "BLOCK_LIMIT",
+                "INVALID_INPUT"
+                | "NOT_FOUND"
+                | "RATE_LIMITED"
+                | "FORBIDDEN"
+                | "UNAUTHENTICATED"
+                | "BLOCKED"
+                | "BLOCK_LIMIT"
+                | "CLOSE_FRIENDS_LIMIT",
             ) => (Answer::Refused, serde_json::Value::Null),
             _ => (Answer::Open, serde_json::Value::Null),
         },
@@ -86,6 +94,7 @@ struct Crowd {
     requests: Blocks,
     blocks: Blocks,
     mutes: Blocks,
+    close: Blocks,
     locked: BTreeMap<i64, Option<bool>>,
 }
 
@@ -108,6 +117,7 @@ impl Crowd {
                 for pair in [(a, b), (b, a)] {
                     self.follows.insert(pair, Some(false));
                     self.requests.insert(pair, Some(false));
+                    self.close.insert(pair, Some(false));
                 }
             }
             "unblock" => {
@@ -115,6 +125,9 @@ impl Crowd {
             }
             "mute" | "unmute" => {
                 self.mutes.insert((a, b), Some(op == "mute"));
+            }
+            "addCloseFriend" | "removeCloseFriend" => {
+                self.close.insert((a, b), Some(op == "addCloseFriend"));
             }
             "lock" => {
                 self.locked.insert(a, Some(true));
@@ -144,10 +157,14 @@ impl Crowd {
                 for pair in [(a, b), (b, a)] {
                     self.follows.insert(pair, None);
                     self.requests.insert(pair, None);
+                    self.close.insert(pair, None);
                 }
             }
             "mute" | "unmute" => {
                 self.mutes.insert((a, b), None);
+            }
+            "addCloseFriend" | "removeCloseFriend" => {
+                self.close.insert((a, b), None);
             }
             _ => {
                 self.locked.insert(a, None);
@@ -183,9 +200,11 @@ pub(crate) async fn blocker(
             30..40 => "unfollow",
             40..52 => "block",
             52..62 => "unblock",
-            62..68 => "mute",
-            68..72 => "unmute",
-            72..82 => "acceptFollowRequest",
+            62..66 => "mute",
+            66..68 => "unmute",
+            68..72 => "addCloseFriend",
+            72..74 => "removeCloseFriend",
+            74..82 => "acceptFollowRequest",
             82..88 => "rejectFollowRequest",
             _ if LOCKERS.contains(&a) => {
                 if rng.below(2) == 0 {
@@ -216,8 +235,9 @@ pub(crate) async fn blocker(
         }
     }
     // One last definitive answer for whatever was left open: locks first
-    // (locked: no acceptance runs after), blocks, mutes, then follows
-    // (an unfollow where a block stands), each recorded from its answer.
+    // (locked: no acceptance runs after), blocks, mutes, close friends
+    // (a removal where a block stands), then follows (an unfollow where a
+    // block stands), each recorded from its answer.
     let pin = async |a: i64, b: i64, op: &str| loop {
         match crowd_op(&counts, port, &tokens, a, b, op).await {
             (Answer::Done, relation) => break relation,
@@ -262,6 +282,22 @@ pub(crate) async fn blocker(
         let relation = pin(a, b, op).await;
         crowd.done(a, b, op, &relation);
     }
+    let open: Vec<(i64, i64)> = crowd
+        .close
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(p, _)| *p)
+        .collect();
+    for (a, b) in open {
+        let add = rng.below(2) == 0 && blocked(&crowd.blocks, a, b) == Some(false);
+        let op = if add {
+            "addCloseFriend"
+        } else {
+            "removeCloseFriend"
+        };
+        let relation = pin(a, b, op).await;
+        crowd.done(a, b, op, &relation);
+    }
     let open: BTreeSet<(i64, i64)> = crowd
         .follows
         .iter()
@@ -292,6 +328,7 @@ pub(crate) async fn blocker(
         blocks: crowd.blocks,
         mutes: crowd.mutes,
         requests: crowd.requests,
+        close: crowd.close,
     }
 }
 
@@ -305,7 +342,8 @@ struct BlockRow {
     active: bool,
 }
 
-/// Pairs whose row in `table` (`block`, `mute`, `follow_request`) differs
+/// Pairs whose row in `table` (`block`, `mute`, `follow_request`,
+/// `close_friend`) differs
 /// from `record`.
 async fn differing(conn: &mut AsyncPgConnection, table: &str, record: &Blocks) -> Vec<(i64, i64)> {
     let rows: Vec<BlockRow> = query_all(
@@ -332,25 +370,44 @@ async fn differing(conn: &mut AsyncPgConnection, table: &str, record: &Blocks) -
     wrong
 }
 
-/// Blocks, mutes and requests whose truth differs from the record, and
-/// follows across a block.
-pub(crate) async fn check(
-    conn: &mut AsyncPgConnection,
-    record: &Record,
-) -> (Vec<(i64, i64)>, Vec<(i64, i64)>, i64) {
+/// Blocks, mutes, requests and close friends whose truth differs from the
+/// record, and follows and close-friend listings across a block.
+pub(crate) async fn check(conn: &mut AsyncPgConnection, record: &Record) -> Checked {
     let mut blocks = differing(conn, "block", &record.blocks).await;
     blocks.extend(differing(conn, "follow_request", &record.requests).await);
     let mut mutes = differing(conn, "mute", &record.mutes).await;
     mutes.sort_unstable();
-    let across: Count = query_one(
-        conn,
-        "SELECT count(*) AS n FROM following f JOIN block b ON b.active
-            AND ((b.from_user_id, b.to_user_id) = (f.from_user_id, f.to_user_id)
-              OR (b.from_user_id, b.to_user_id) = (f.to_user_id, f.from_user_id))
-          WHERE f.active",
-    )
-    .await;
-    (blocks, mutes, across.n)
+    let across = |table: &str| {
+        format!(
+            "SELECT count(*) AS n FROM {table} f JOIN block b ON b.active
+                AND ((b.from_user_id, b.to_user_id) = (f.from_user_id, f.to_user_id)
+                  OR (b.from_user_id, b.to_user_id) = (f.to_user_id, f.from_user_id))
+              WHERE f.active"
+        )
+    };
+    let follows: Count = query_one(conn, &across("following")).await;
+    let listings: Count = query_one(conn, &across("close_friend")).await;
+    Checked {
+        blocks,
+        mutes,
+        close: differing(conn, "close_friend", &record.close).await,
+        follows_across: follows.n,
+        listings_across: listings.n,
+    }
+}
+
+/// What [`check`] found.
+pub(crate) struct Checked {
+    /// Blocks and requests differing from the record.
+    pub blocks: Vec<(i64, i64)>,
+    /// Mutes differing from the record.
+    pub mutes: Vec<(i64, i64)>,
+    /// Close-friend listings differing from the record.
+    pub close: Vec<(i64, i64)>,
+    /// Follows across a block.
+    pub follows_across: i64,
+    /// Close-friend listings across a block.
+    pub listings_across: i64,
 }
 
 /// How many pairs ever had a follow request, and the sum of their
