@@ -180,6 +180,7 @@ BEGIN
     r.outcome := CASE WHEN v_req.version IS NULL THEN 'ok' ELSE 'answered' END;
     IF v_req.version IS NOT NULL AND p_accept THEN
         v_t := kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
+        PERFORM kith_carry_request_options(p_requester, p_owner);
         v_t.outcome := r.outcome;
         r := kith_edge_target(v_t, v_requester);
     END IF;
@@ -540,6 +541,30 @@ $$;
 --
 
 COMMENT ON FUNCTION kith.kith_blocks_changed() IS 'Trigger: notifies the processes on this schema''s channel that the blocks of the changed accounts changed.';
+
+--
+-- Name: kith_carry_request_options(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_carry_request_options(p_from bigint, p_to bigint) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    q follow_request%ROWTYPE;
+BEGIN
+    SELECT * INTO q FROM follow_request x WHERE x.from_user_id = p_from AND x.to_user_id = p_to;
+    IF FOUND AND q.options_at = q.requested_at THEN
+        PERFORM kith_follow_options_step(p_from, p_to, q.notify, q.show_reposts, q.languages,
+                                         TRUE, gen_random_uuid());
+    END IF;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_carry_request_options(p_from bigint, p_to bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_carry_request_options(p_from bigint, p_to bigint) IS 'Gives the follow p_from -> p_to that an accepted request just made the options asked with the request, with their event when they are not the defaults.';
 
 --
 -- Name: kith_change_edge(bigint, bigint, boolean, uuid, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -1251,6 +1276,89 @@ $$;
 COMMENT ON FUNCTION kith.kith_ensure_stats(p_user bigint) IS 'Creates the user_stats row of p_user from the truth and the projection when it is missing; true when it did.';
 
 --
+-- Name: kith_follow_options_changed(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_follow_options_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, NEW.from_user_id || ',' || NEW.to_user_id);
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_follow_options_changed(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_follow_options_changed() IS 'Trigger: notifies the processes on this schema''s channel that the follow options of the changed row''s follower changed.';
+
+--
+-- Name: kith_follow_options_step(bigint, bigint, boolean, boolean, text[], boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_follow_options_step(p_from bigint, p_to bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid, OUT changed boolean, OUT notify boolean, OUT show_reposts boolean, OUT languages text[], OUT followed_at timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    f following%ROWTYPE;
+    v_version BIGINT;
+BEGIN
+    SELECT * INTO f FROM following x
+     WHERE x.from_user_id = p_from AND x.to_user_id = p_to AND x.active
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        changed := NULL;
+        RETURN;
+    END IF;
+    followed_at := f.followed_at;
+    IF f.options_at IS DISTINCT FROM f.followed_at THEN
+        f.notify := FALSE;
+        f.show_reposts := TRUE;
+        f.languages := NULL;
+    END IF;
+    notify := coalesce(p_notify, f.notify);
+    show_reposts := coalesce(p_show_reposts, f.show_reposts);
+    languages := CASE WHEN p_set_languages THEN p_languages ELSE f.languages END;
+    changed := (notify, show_reposts, languages) IS DISTINCT FROM (f.notify, f.show_reposts, f.languages);
+    IF NOT changed THEN
+        RETURN;
+    END IF;
+    UPDATE following x
+       SET notify = kith_follow_options_step.notify,
+           show_reposts = kith_follow_options_step.show_reposts,
+           languages = kith_follow_options_step.languages,
+           options_at = f.followed_at,
+           options_version = x.options_version + 1,
+           updated_at = now()
+     WHERE x.from_user_id = p_from AND x.to_user_id = p_to
+    RETURNING x.options_version INTO v_version;
+    -- The wire format of FollowOptionsEvent (src/events/follow_options.rs).
+    INSERT INTO outbox (event_id, event_type, partition_key, payload)
+    VALUES (p_event_id, 'FollowOptionsChanged', p_from::TEXT, jsonb_build_object(
+        'schemaVersion', 1,
+        'eventId', p_event_id,
+        'type', 'FollowOptionsChanged',
+        'from', p_from,
+        'to', p_to,
+        'version', v_version,
+        'followedAtMs', (extract(epoch FROM f.followed_at) * 1000)::BIGINT,
+        'notify', notify,
+        'showReposts', show_reposts,
+        'languages', to_jsonb(languages),
+        'occurredAtMs', (extract(epoch FROM date_trunc('milliseconds', now())) * 1000)::BIGINT));
+END
+$$;
+
+--
+-- Name: FUNCTION kith_follow_options_step(p_from bigint, p_to bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid, OUT changed boolean, OUT notify boolean, OUT show_reposts boolean, OUT languages text[], OUT followed_at timestamp with time zone); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_follow_options_step(p_from bigint, p_to bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid, OUT changed boolean, OUT notify boolean, OUT show_reposts boolean, OUT languages text[], OUT followed_at timestamp with time zone) IS 'Sets the options of the active follow p_from -> p_to (null p_notify or p_show_reposts: as they are; p_languages only when p_set_languages, null: all), with a FollowOptionsChanged event when they change; changed null when there is no active follow. No check and no pair lock: its callers take them.';
+
+--
 -- Name: kith_lock_pair(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -1462,6 +1570,73 @@ $$;
 --
 
 COMMENT ON FUNCTION kith.kith_request_step(p_from bigint, p_to bigint, p_request boolean, p_event_id uuid, p_type text, OUT version bigint, OUT requested_at timestamp with time zone, OUT occurred_at timestamp with time zone) IS 'Makes or ends one follow request, with its event of type p_type, if it changes anything.';
+
+--
+-- Name: kith_set_follow_options(bigint, bigint, boolean, boolean, text[], boolean, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_set_follow_options(p_actor bigint, p_target bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid) RETURNS TABLE(outcome text, changed boolean, notify boolean, show_reposts boolean, languages text[], followed_at timestamp with time zone)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_column
+DECLARE
+    s RECORD;
+    q follow_request%ROWTYPE;
+BEGIN
+    outcome := kith_actor_refusal(p_actor);
+    IF outcome IS NOT NULL THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    PERFORM kith_lock_pair(p_actor, p_target);
+    SELECT * INTO s FROM kith_follow_options_step(p_actor, p_target, p_notify, p_show_reposts,
+                                                  p_languages, p_set_languages, p_event_id);
+    IF s.changed IS NOT NULL THEN
+        outcome := 'ok';
+        changed := s.changed;
+        notify := s.notify;
+        show_reposts := s.show_reposts;
+        languages := s.languages;
+        followed_at := s.followed_at;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    -- A pending request keeps them for the follow its acceptance makes.
+    SELECT * INTO q FROM follow_request x
+     WHERE x.from_user_id = p_actor AND x.to_user_id = p_target AND x.active
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        outcome := 'not_following';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF q.options_at IS DISTINCT FROM q.requested_at THEN
+        q.notify := FALSE;
+        q.show_reposts := TRUE;
+        q.languages := NULL;
+    END IF;
+    notify := coalesce(p_notify, q.notify);
+    show_reposts := coalesce(p_show_reposts, q.show_reposts);
+    languages := CASE WHEN p_set_languages THEN p_languages ELSE q.languages END;
+    changed := (notify, show_reposts, languages) IS DISTINCT FROM (q.notify, q.show_reposts, q.languages);
+    IF changed THEN
+        UPDATE follow_request x
+           SET notify = kith_set_follow_options.notify,
+               show_reposts = kith_set_follow_options.show_reposts,
+               languages = kith_set_follow_options.languages,
+               options_at = q.requested_at
+         WHERE x.from_user_id = p_actor AND x.to_user_id = p_target;
+    END IF;
+    outcome := 'requested';
+    RETURN NEXT;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_set_follow_options(p_actor bigint, p_target bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_set_follow_options(p_actor bigint, p_target bigint, p_notify boolean, p_show_reposts boolean, p_languages text[], p_set_languages boolean, p_event_id uuid) IS 'Sets p_actor''s options for its follow of p_target under the pair''s lock (outcome ok), or for its pending request (requested: they apply to the follow its acceptance makes), or answers not_following; changed, and the options after the call.';
 
 --
 -- Name: kith_stats_tombstone(); Type: FUNCTION; Schema: kith; Owner: -
@@ -1693,6 +1868,10 @@ CREATE TABLE kith.follow_request (
     requested_at timestamp with time zone NOT NULL,
     version bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    notify boolean DEFAULT false NOT NULL,
+    show_reposts boolean DEFAULT true NOT NULL,
+    languages text[],
+    options_at timestamp with time zone,
     CONSTRAINT follow_request_check CHECK ((from_user_id <> to_user_id)),
     CONSTRAINT follow_request_requested_at_check CHECK ((requested_at = date_trunc('milliseconds'::text, requested_at))),
     CONSTRAINT follow_request_version_check CHECK ((version > 0))
@@ -1725,6 +1904,11 @@ CREATE TABLE kith.following (
     followed_at timestamp with time zone NOT NULL,
     version bigint NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    notify boolean DEFAULT false NOT NULL,
+    show_reposts boolean DEFAULT true NOT NULL,
+    languages text[],
+    options_at timestamp with time zone,
+    options_version bigint DEFAULT 0 NOT NULL,
     CONSTRAINT following_check CHECK ((from_user_id <> to_user_id)),
     CONSTRAINT following_followed_at_check CHECK ((followed_at = date_trunc('milliseconds'::text, followed_at))),
     CONSTRAINT following_version_check CHECK ((version > 0))
@@ -1806,7 +1990,8 @@ CREATE TABLE kith.import_row (
     line integer NOT NULL,
     address text NOT NULL,
     target_id bigint,
-    outcome text
+    outcome text,
+    options jsonb
 );
 
 --
@@ -2187,6 +2372,12 @@ CREATE INDEX follower_updated_idx ON kith.follower USING btree (updated_at);
 CREATE INDEX following_incoming_idx ON kith.following USING btree (to_user_id, from_user_id) INCLUDE (active);
 
 --
+-- Name: following_options_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX following_options_idx ON kith.following USING btree (from_user_id) WHERE (options_at IS NOT NULL);
+
+--
 -- Name: following_recent_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -2299,6 +2490,12 @@ CREATE TRIGGER follow_request_inserted_notify AFTER INSERT ON kith.follow_reques
 --
 
 CREATE TRIGGER follow_request_updated_notify AFTER UPDATE ON kith.follow_request REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: following following_options_notify; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER following_options_notify AFTER UPDATE OF notify, show_reposts, languages, options_at ON kith.following FOR EACH ROW EXECUTE FUNCTION kith.kith_follow_options_changed();
 
 --
 -- Name: mute mute_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -

@@ -131,6 +131,33 @@ pub struct Boundaries {
     pub close_friends: std::collections::HashSet<UserId>,
     /// Accounts that list this user among their close friends.
     pub close_friend_of: std::collections::HashSet<UserId>,
+    /// The options of this user's follows that are not the defaults, each
+    /// with the follow time (ms) of the follow they were set on: they
+    /// count only while that follow stands.
+    pub follow_options: std::collections::HashMap<UserId, (i64, FollowOptions)>,
+}
+
+/// What a follower asks of one follow (Mastodon's `notify`, `reblogs` and
+/// `languages`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FollowOptions {
+    /// Be told when the account posts.
+    pub notify: bool,
+    /// See the account's reposts.
+    pub show_reposts: bool,
+    /// Only posts in these languages (ISO 639 codes); `None`: all.
+    pub languages: Option<Vec<String>>,
+}
+
+impl Default for FollowOptions {
+    fn default() -> Self {
+        Self {
+            notify: false,
+            show_reposts: true,
+            languages: None,
+        }
+    }
 }
 
 impl Boundaries {
@@ -145,6 +172,15 @@ impl Boundaries {
             Some(None) => true,
             Some(Some(ends)) => *ends > std::time::Instant::now(),
             None => false,
+        }
+    }
+
+    /// This user's options for its follow of `other` made at
+    /// `followed_at_ms`: the defaults unless set on that very follow.
+    pub fn options_for(&self, other: UserId, followed_at_ms: i64) -> FollowOptions {
+        match self.follow_options.get(&other) {
+            Some((at, options)) if *at == followed_at_ms => options.clone(),
+            _ => FollowOptions::default(),
         }
     }
 

@@ -48,6 +48,8 @@ pub(crate) struct PageInfo {
 pub(crate) struct FollowEdge {
     cursor: String,
     position: Position,
+    /// The list's owner, on a `following` list.
+    follower: Option<UserId>,
 }
 
 /// One edge of a list of users: the user, when they entered the list,
@@ -72,6 +74,30 @@ impl FollowEdge {
             ApiError::internal(anyhow::anyhow!("edge user {} vanished", self.position.user))
                 .extend()
         })
+    }
+
+    /// The viewer's options for this follow, on the viewer's own
+    /// `following` list; null on every other list (nobody but the follower
+    /// reads them). From the viewer's boundaries, held in process.
+    async fn follow_options(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<super::relation::FollowOptionsNode>> {
+        let Some(owner) = self.follower else {
+            return Ok(None);
+        };
+        if viewer(ctx).optional().ok().flatten() != Some(owner) {
+            return Ok(None);
+        }
+        let set = ctx
+            .data_unchecked::<Loaders>()
+            .boundaries(owner)
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        Ok(Some(
+            set.options_for(self.position.user, self.position.followed_at_ms)
+                .into(),
+        ))
     }
 
     /// When the user entered this list: when the follow, block, mute or
@@ -410,6 +436,10 @@ async fn build(
         .map(|position| FollowEdge {
             cursor: keys.encode(scope, *position),
             position: *position,
+            follower: match scope {
+                CursorScope::List(ListKey::Following(owner)) => Some(owner),
+                _ => None,
+            },
         })
         .collect();
     let (has_next_page, has_previous_page) = if forward {

@@ -6,6 +6,7 @@ pub(crate) mod connection;
 pub(crate) mod count;
 pub(crate) mod cursor;
 pub(crate) mod federation;
+pub(crate) mod follow_options;
 pub(crate) mod ids;
 pub(crate) mod import_rows;
 pub(crate) mod limits;
@@ -51,6 +52,7 @@ pub struct Query(
 #[derive(MergedObject, Default)]
 pub struct Mutation(
     mutation::FollowMutation,
+    follow_options::FollowOptionsMutation,
     safety::BlockMutation,
     safety::MuteMutation,
     close_friends::CloseFriendMutation,

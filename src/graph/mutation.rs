@@ -1,7 +1,7 @@
 //! Edge-writing mutations: `follow`, `unfollow`, their batch forms
 //! `followMany` / `unfollowMany`, and `removeFollower`.
 
-use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, InputObject, MaybeUndefined, Object, SimpleObject};
 
 use super::loaders::Loaders;
 use super::relation::Relationship;
@@ -16,6 +16,13 @@ use crate::write::{self, EdgeChange, FollowOutcome, TargetError};
 pub(crate) struct FollowInput {
     /// Global id of the user to follow.
     pub user_id: ID,
+    /// Be told when the user posts (default false).
+    pub notify: Option<bool>,
+    /// See the user's reposts (default true).
+    pub show_reposts: Option<bool>,
+    /// Only the user's posts in these languages (ISO 639 codes: two or three
+    /// lowercase letters, at most 16); null or absent: every language.
+    pub languages: MaybeUndefined<Vec<String>>,
     /// Echoed back in the payload (Relay).
     pub client_mutation_id: Option<String>,
 }
@@ -192,12 +199,27 @@ pub(crate) struct FollowMutation;
 
 #[Object]
 impl FollowMutation {
-    /// Makes the viewer follow a user. Repeating it changes nothing.
+    /// Makes the viewer follow a user. With options (`notify`,
+    /// `showReposts`, `languages`), the follow and its options commit
+    /// together, and a follow that stands already gets them (`changed` when
+    /// they change); a follow of a locked account keeps them for the follow
+    /// its acceptance makes. Repeating it changes nothing.
     async fn follow(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The mutation's input.")] input: FollowInput,
     ) -> async_graphql::Result<FollowPayload> {
+        let options =
+            super::follow_options::change(input.notify, input.show_reposts, input.languages);
+        if !options.is_empty() {
+            let actor = viewer(ctx).require().gql()?;
+            let target = ids::decode_user(&input.user_id).gql()?;
+            let outcome = write::follow_options::follow_with(app(ctx), actor, target, &options)
+                .await
+                .gql()?;
+            ctx.data_unchecked::<Loaders>().forget_boundaries();
+            return Ok(FollowPayload::new(actor, outcome, input.client_mutation_id));
+        }
         let (viewer, outcome) = run(ctx, &input.user_id, EdgeChange::Follow).await?;
         Ok(FollowPayload::new(
             viewer,

@@ -6,13 +6,36 @@ use chrono::{DateTime, Utc};
 use super::count::BoundedCount;
 use super::loaders::Loaders;
 use crate::error::GraphqlResultExt;
-use crate::model::{Boundaries, UserId};
+use crate::model::{Boundaries, FollowOptions, UserId};
 use crate::store::following::PairState;
 
 /// Complexity of `knownFollowersCount`: a walk of up to 1,000 edges and as
 /// many probes, each row charged as an `offset` charges its rows.
 pub(crate) const KNOWN_FOLLOWERS_COUNT_COST: usize =
     2 * super::loaders::KNOWN_FOLLOWERS_COUNT_WALK / super::page_args::OFFSET_ROWS_PER_UNIT;
+
+/// What a follower asks of one follow. Only the follower reads them.
+#[derive(SimpleObject, Clone, Debug)]
+#[graphql(name = "FollowOptions")]
+pub(crate) struct FollowOptionsNode {
+    /// Be told when the account posts (Mastodon's `notify`).
+    pub notify: bool,
+    /// See the account's reposts in the timeline (Mastodon's `reblogs`).
+    pub show_reposts: bool,
+    /// Only the account's posts in these languages (ISO 639 codes); null:
+    /// every language.
+    pub languages: Option<Vec<String>>,
+}
+
+impl From<FollowOptions> for FollowOptionsNode {
+    fn from(options: FollowOptions) -> Self {
+        Self {
+            notify: options.notify,
+            show_reposts: options.show_reposts,
+            languages: options.languages,
+        }
+    }
+}
 
 /// How a user (the subject) relates to another user (the other).
 #[derive(Clone, Copy, Debug, SimpleObject)]
@@ -117,6 +140,21 @@ impl Relationship {
             .viewer_boundaries(ctx)
             .await?
             .map(|set| set.mutes(self.pair.1)))
+    }
+
+    /// The subject's options for its follow of the other user (null when
+    /// it does not follow); told only as `blocking` is.
+    async fn follow_options(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<FollowOptionsNode>> {
+        let Some(followed_at) = self.followed_at else {
+            return Ok(None);
+        };
+        Ok(self.viewer_boundaries(ctx).await?.map(|set| {
+            set.options_for(self.pair.1, followed_at.timestamp_millis())
+                .into()
+        }))
     }
 
     /// The subject lists the other user among its close friends; told

@@ -5,7 +5,8 @@
 //!
 //! | file | columns |
 //! |---|---|
-//! | `following.csv`, `followers.csv` | `Account address,Show boosts,Notify on new posts,Languages` (a header, then `address,true,false,`) |
+//! | `following.csv` | `Account address,Show boosts,Notify on new posts,Languages` (a header, then each follow with its options: `address,true,false,en, de`; no languages: every one) |
+//! | `followers.csv` | the same columns, with the defaults (`address,true,false,`): a follower's options are its own |
 //! | `blocks.csv` | the address alone, no header (as Mastodon's `blocked_accounts.csv`) |
 //! | `mutes.csv` | `Account address` (a header), then the address |
 //!
@@ -85,6 +86,10 @@ pub(crate) async fn start(
     ))
 }
 
+fn bool_text(value: bool) -> &'static str {
+    if value { "true" } else { "false" }
+}
+
 /// What an export stream does next.
 enum Step {
     /// Send this chunk, then read after this id (if any).
@@ -117,7 +122,16 @@ async fn next_chunk(
         let address = super::guard_formula(&address);
         match list {
             ExportList::Following | ExportList::Followers => {
-                csv::write_record(&mut chunk, &[&address, "true", "false", ""]);
+                let languages = member.languages.as_deref().unwrap_or_default().join(", ");
+                csv::write_record(
+                    &mut chunk,
+                    &[
+                        &address,
+                        bool_text(member.show_reposts),
+                        bool_text(member.notify),
+                        &languages,
+                    ],
+                );
             }
             ExportList::Blocks | ExportList::Mutes => csv::write_record(&mut chunk, &[&address]),
         }

@@ -92,7 +92,7 @@ fn clip(text: &str, limit: usize) -> String {
 /// [`MAX_ADDRESS_CHARS`], is a malformed row, kept with the first
 /// characters of its text only. Read as a stream: `INVALID_INPUT` as soon
 /// as a row past `max` is met.
-pub(crate) fn rows(text: &str, max: usize) -> Result<Vec<NewRow>, ApiError> {
+pub(crate) fn rows(text: &str, max: usize, kind: ImportKind) -> Result<Vec<NewRow>, ApiError> {
     let mut rows = Vec::new();
     for (i, (line, record)) in csv::records(text).enumerate() {
         let line = i32::try_from(line).unwrap_or(i32::MAX);
@@ -104,21 +104,28 @@ pub(crate) fn rows(text: &str, max: usize) -> Result<Vec<NewRow>, ApiError> {
                 if !fields[0].trim().is_empty()
                     && fields[0].trim().chars().count() <= MAX_ADDRESS_CHARS =>
             {
-                NewRow {
-                    line,
-                    address: fields[0].trim().to_owned(),
-                    outcome: None,
+                // A follow's option columns; other lists' columns are not
+                // read (a mute's `Hide notifications`, say).
+                let options = match kind {
+                    ImportKind::Following => super::follow_columns::parse(&fields),
+                    ImportKind::Blocks | ImportKind::Mutes => Ok(None),
+                };
+                match options {
+                    Ok(options) => NewRow {
+                        line,
+                        address: fields[0].trim().to_owned(),
+                        outcome: None,
+                        options: options.map(|o| serde_json::to_string(&o).expect("plain data")),
+                    },
+                    Err(()) => malformed(&fields, line),
                 }
             }
-            Ok(fields) => NewRow {
-                line,
-                address: clip(&fields.join(","), REPORTED_CHARS),
-                outcome: Some(RowError::Malformed.as_str()),
-            },
+            Ok(fields) => malformed(&fields, line),
             Err(_) => NewRow {
                 line,
                 address: String::new(),
                 outcome: Some(RowError::Malformed.as_str()),
+                options: None,
             },
         };
         if rows.len() == max {
@@ -127,6 +134,16 @@ pub(crate) fn rows(text: &str, max: usize) -> Result<Vec<NewRow>, ApiError> {
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// A record that is no row: kept with the first characters of its text.
+fn malformed(fields: &[String], line: i32) -> NewRow {
+    NewRow {
+        line,
+        address: clip(&fields.join(","), REPORTED_CHARS),
+        outcome: Some(RowError::Malformed.as_str()),
+        options: None,
+    }
 }
 
 fn too_many(max: usize) -> ApiError {
@@ -164,7 +181,7 @@ pub(crate) async fn start(
     if lines > max + 1 {
         return Err(too_many(max));
     }
-    let rows = rows(text, max)?;
+    let rows = rows(text, max, kind)?;
     if rows.iter().all(|r| r.outcome.is_some()) {
         return Err(ApiError::invalid(
             "the file names no account: each row needs an account address in its first column",
@@ -398,8 +415,15 @@ async fn batch(
                     let outcome = match user {
                         None => RowOutcome::Failed(RowError::NotFound),
                         Some(user) => {
-                            write::apply(app, conn, owner, kind, true, user.id, &mut touched)
-                                .await?
+                            let options = row
+                                .options
+                                .as_deref()
+                                .and_then(|o| serde_json::from_str(o).ok());
+                            let target = write::Target {
+                                user: user.id,
+                                options: options.as_ref(),
+                            };
+                            write::apply(app, conn, owner, kind, true, target, &mut touched).await?
                         }
                     };
                     match outcome {
@@ -446,9 +470,16 @@ async fn batch(
                         let Some(member) = UserId::new(*member) else {
                             continue;
                         };
-                        let outcome =
-                            write::apply(app, conn, owner, kind, false, member, &mut touched)
-                                .await?;
+                        let outcome = write::apply(
+                            app,
+                            conn,
+                            owner,
+                            kind,
+                            false,
+                            write::Target::plain(member),
+                            &mut touched,
+                        )
+                        .await?;
                         progress.removed += i32::from(outcome == RowOutcome::Applied);
                     }
                     imports::advance(conn, id, progress).await?;

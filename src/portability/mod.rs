@@ -7,6 +7,7 @@
 pub(crate) mod address;
 pub(crate) mod csv;
 pub(crate) mod export;
+pub(crate) mod follow_columns;
 pub(crate) mod import;
 
 /// What a spreadsheet takes a cell that begins with for a formula (OWASP's

@@ -1,20 +1,22 @@
 //! Boundaries: for each user, whom they block, who blocks them, whom they
-//! mute, the follow requests pending both ways, and the close-friend
-//! listings both ways. Held in process beside the user's row
+//! mute, the follow requests pending both ways, the close-friend listings
+//! both ways, and the options they set on their follows. Held in process beside the user's row
 //! ([`crate::read::users::UserCache`]) and dropped by the same notices —
-//! triggers on `block`, `mute`, `follow_request` and `close_friend` name
-//! both users of every change as it commits — so a set is never served
+//! triggers on `block`, `mute`, `follow_request`, `close_friend` and on
+//! the options of `following` name both users of every change as it
+//! commits — so a set is never served
 //! past a change by more than the notice's delivery time, and a change
 //! made through this process is dropped here at once. What is not held is
-//! read from the truth (four statements for every user asked) and kept. A
+//! read from the truth (five statements for every user asked) and kept. A
 //! mute's end is kept as a moment of this host's monotonic clock, from the
 //! time the database counted as left: it takes effect when due, with no
 //! sweep.
 //!
 //! Reads use them to leave out of a signed-in viewer's lists the accounts
 //! the viewer blocks or that block the viewer, and to answer `blocking`,
-//! `blockedBy`, `muting`, `requested`, `requestedBy`, `closeFriend` and
-//! `inTheirCloseFriends` on the viewer's own relations.
+//! `blockedBy`, `muting`, `requested`, `requestedBy`, `closeFriend`,
+//! `inTheirCloseFriends` and `followOptions` on the viewer's own relations
+//! and following list.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{Boundaries, UserId};
-use crate::store::{blocks, close_friends, mutes, requests};
+use crate::store::{blocks, close_friends, follow_options, mutes, requests};
 
 /// The boundaries of `users`: from the process, the rest from PostgreSQL.
 pub(crate) async fn sets(
@@ -64,7 +66,7 @@ pub(crate) async fn sets(
     Ok(found)
 }
 
-/// The boundaries of `missing`, from the truth (four statements).
+/// The boundaries of `missing`, from the truth (five statements).
 async fn read(
     conn: &mut crate::store::PgConn,
     missing: &[UserId],
@@ -73,6 +75,7 @@ async fn read(
     let mute_rows = mutes::made_by(conn, missing).await?;
     let request_rows = requests::involving(conn, missing).await?;
     let listing_rows = close_friends::involving(conn, missing).await?;
+    let option_rows = follow_options::set_by(conn, missing).await?;
     let read_at = Instant::now();
     let mut read: HashMap<UserId, Boundaries> = missing
         .iter()
@@ -124,6 +127,16 @@ async fn read(
         }
         if let Some(set) = read.get_mut(&to) {
             set.close_friend_of.insert(from);
+        }
+    }
+    for row in option_rows {
+        let (Some(from), Some(to)) = (UserId::new(row.from_user_id), UserId::new(row.to_user_id))
+        else {
+            continue;
+        };
+        if let Some(set) = read.get_mut(&from) {
+            set.follow_options
+                .insert(to, (row.followed_at_ms, row.options()));
         }
     }
     Ok(read

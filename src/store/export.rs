@@ -2,7 +2,7 @@
 //! member-id order after the last id sent, straight from the truth, with
 //! accounts that are not active set aside (as the viewer's own lists do).
 
-use diesel::sql_types::{BigInt, Text};
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel_async::RunQueryDsl;
 
 use super::PgConn;
@@ -30,6 +30,15 @@ pub(crate) struct Member {
     /// The member's handle.
     #[diesel(sql_type = Text)]
     pub handle: String,
+    /// On `following`: the follow's options (the defaults on other lists).
+    #[diesel(sql_type = Bool)]
+    pub show_reposts: bool,
+    /// See `show_reposts`.
+    #[diesel(sql_type = Bool)]
+    pub notify: bool,
+    /// See `show_reposts`; `None`: every language.
+    #[diesel(sql_type = Nullable<diesel::sql_types::Array<Text>>)]
+    pub languages: Option<Vec<String>>,
 }
 
 /// Up to `limit` members of `owner`'s `list` with ids above `after`, by id.
@@ -44,19 +53,27 @@ pub(crate) async fn batch(
     after: i64,
     limit: i64,
 ) -> diesel::QueryResult<Vec<Member>> {
-    let (table, owner_col, member_col, live) = match list {
-        ExportList::Following => ("following", "from_user_id", "to_user_id", ""),
-        ExportList::Followers => ("following", "to_user_id", "from_user_id", ""),
-        ExportList::Blocks => ("block", "from_user_id", "to_user_id", ""),
+    // A follow's options count for the follow they were set on; only the
+    // follower's own list shows them.
+    const OPTIONS: &str = "CASE WHEN r.options_at = r.followed_at THEN r.show_reposts ELSE TRUE END
+                    AS show_reposts,
+                CASE WHEN r.options_at = r.followed_at THEN r.notify ELSE FALSE END AS notify,
+                CASE WHEN r.options_at = r.followed_at THEN r.languages END AS languages";
+    const DEFAULTS: &str = "TRUE AS show_reposts, FALSE AS notify, NULL::TEXT[] AS languages";
+    let (table, owner_col, member_col, live, options) = match list {
+        ExportList::Following => ("following", "from_user_id", "to_user_id", "", OPTIONS),
+        ExportList::Followers => ("following", "to_user_id", "from_user_id", "", DEFAULTS),
+        ExportList::Blocks => ("block", "from_user_id", "to_user_id", "", DEFAULTS),
         ExportList::Mutes => (
             "mute",
             "from_user_id",
             "to_user_id",
             " AND (r.expires_at IS NULL OR r.expires_at > now())",
+            DEFAULTS,
         ),
     };
     diesel::sql_query(format!(
-        "SELECT r.{member_col} AS id, u.handle
+        "SELECT r.{member_col} AS id, u.handle, {options}
            FROM {table} r JOIN users u ON u.id = r.{member_col} AND u.status = 'active'
                                       AND u.id > $2
           WHERE r.{owner_col} = $1 AND r.{member_col} > $2 AND r.active{live}

@@ -66,6 +66,10 @@ pub(crate) struct RowRecord {
     pub address: String,
     #[diesel(sql_type = Nullable<Text>)]
     pub outcome: Option<String>,
+    /// The options its file gave a follow (JSON of
+    /// [`crate::model::FollowOptions`]), if any.
+    #[diesel(sql_type = Nullable<Text>)]
+    pub options: Option<String>,
 }
 
 /// A row of a new job: its line, the address, and the outcome it has from
@@ -74,6 +78,8 @@ pub(crate) struct NewRow {
     pub line: i32,
     pub address: String,
     pub outcome: Option<&'static str>,
+    /// The options a follow's row gave, as JSON.
+    pub options: Option<String>,
 }
 
 /// Creates a queued job of `rows` for `owner`, with the rows already
@@ -91,6 +97,7 @@ pub(crate) async fn create(
     let lines: Vec<i32> = rows.iter().map(|r| r.line).collect();
     let addresses: Vec<String> = rows.iter().map(|r| r.address.clone()).collect();
     let outcomes: Vec<Option<String>> = rows.iter().map(|r| r.outcome.map(str::to_owned)).collect();
+    let options: Vec<Option<String>> = rows.iter().map(|r| r.options.clone()).collect();
     let (kind, mode) = (kind.to_owned(), mode.to_owned());
     conn.transaction::<_, diesel::result::Error, _>(async |conn| {
         let jobs: Vec<JobRow> = diesel::sql_query(format!(
@@ -114,15 +121,16 @@ pub(crate) async fn create(
             .execute(conn)
             .await?;
         diesel::sql_query(
-            "INSERT INTO import_row (job_id, ordinal, line, address, outcome)
-                 SELECT $1, r.n - 1, r.line, r.address, r.outcome
-                   FROM unnest($2::INT[], $3::TEXT[], $4::TEXT[])
-                        WITH ORDINALITY AS r(line, address, outcome, n)",
+            "INSERT INTO import_row (job_id, ordinal, line, address, outcome, options)
+                 SELECT $1, r.n - 1, r.line, r.address, r.outcome, r.options::JSONB
+                   FROM unnest($2::INT[], $3::TEXT[], $4::TEXT[], $5::TEXT[])
+                        WITH ORDINALITY AS r(line, address, outcome, options, n)",
         )
         .bind::<BigInt, _>(job.id)
         .bind::<Array<Int4>, _>(&lines)
         .bind::<Array<Text>, _>(&addresses)
         .bind::<Array<Nullable<Text>>, _>(&outcomes)
+        .bind::<Array<Nullable<Text>>, _>(&options)
         .execute(conn)
         .await?;
         Ok(Some(job))
@@ -223,7 +231,7 @@ pub(crate) async fn pending_rows(
     limit: i64,
 ) -> diesel::QueryResult<Vec<RowRecord>> {
     diesel::sql_query(
-        "SELECT ordinal, line, address, outcome FROM import_row
+        "SELECT ordinal, line, address, outcome, options::TEXT AS options FROM import_row
           WHERE job_id = $1 AND outcome IS NULL
           ORDER BY ordinal LIMIT $2",
     )
@@ -426,7 +434,7 @@ pub(crate) async fn errors(
     limit: i64,
 ) -> diesel::QueryResult<Vec<RowRecord>> {
     diesel::sql_query(
-        "SELECT ordinal, line, address, outcome FROM import_row
+        "SELECT ordinal, line, address, outcome, options::TEXT AS options FROM import_row
           WHERE job_id = $1 AND ordinal > $2 AND outcome NOT IN ('applied', 'skipped')
           ORDER BY ordinal LIMIT $3",
     )

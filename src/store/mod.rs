@@ -9,6 +9,7 @@ pub(crate) mod content;
 pub(crate) mod dead_letters;
 pub(crate) mod export;
 pub(crate) mod failure;
+pub(crate) mod follow_options;
 pub(crate) mod follower;
 pub(crate) mod following;
 pub(crate) mod hidden_edges;

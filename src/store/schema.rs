@@ -72,6 +72,10 @@ diesel::table! {
         requested_at -> Timestamptz,
         version -> Int8,
         updated_at -> Timestamptz,
+        notify -> Bool,
+        show_reposts -> Bool,
+        languages -> Nullable<Array<Nullable<Text>>>,
+        options_at -> Nullable<Timestamptz>,
     }
 }
 
@@ -94,6 +98,11 @@ diesel::table! {
         followed_at -> Timestamptz,
         version -> Int8,
         updated_at -> Timestamptz,
+        notify -> Bool,
+        show_reposts -> Bool,
+        languages -> Nullable<Array<Nullable<Text>>>,
+        options_at -> Nullable<Timestamptz>,
+        options_version -> Int8,
     }
 }
 
@@ -143,6 +152,7 @@ diesel::table! {
         address -> Text,
         target_id -> Nullable<Int8>,
         outcome -> Nullable<Text>,
+        options -> Nullable<Jsonb>,
     }
 }
 

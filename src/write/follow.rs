@@ -75,14 +75,25 @@ pub async fn change_edge(
         event_id,
     };
     let outcome = outcome(row, edge, target)?;
-    write_through(app, std::slice::from_ref(&outcome), &[]).await;
+    after_change(app, &outcome, actor, target).await;
+    Ok(outcome)
+}
+
+/// What every process serving `actor`'s change of its edge to `target`
+/// does after it committed: the caches show it at once, and a request made
+/// or cancelled drops the pair's cached requests (its event waits in the
+/// outbox).
+pub(super) async fn after_change(
+    app: &App,
+    outcome: &FollowOutcome,
+    actor: UserId,
+    target: UserId,
+) {
+    write_through(app, std::slice::from_ref(outcome), &[]).await;
     if outcome.changed && outcome.event.is_none() {
-        // A request made or cancelled: the pair's cached requests go, and
-        // its event waits in the outbox.
         app.read.forget_users(&[actor, target]);
         super::after_commit_for(app, &[], &[], &[actor]).await;
     }
-    Ok(outcome)
 }
 
 /// `owner` makes `follower` stop following them: the follower's unfollow,
@@ -248,11 +259,11 @@ pub(crate) async fn change_edges(
 
 /// One edge transition asked of PostgreSQL.
 #[derive(Clone, Copy, Debug)]
-struct Edge {
-    from: UserId,
-    to: UserId,
-    change: EdgeChange,
-    event_id: uuid::Uuid,
+pub(super) struct Edge {
+    pub(super) from: UserId,
+    pub(super) to: UserId,
+    pub(super) change: EdgeChange,
+    pub(super) event_id: uuid::Uuid,
 }
 
 /// Why PostgreSQL did nothing (the `outcome` column).
@@ -333,7 +344,11 @@ pub(super) fn outcome_of(
 
 /// The result of `edge` from the row PostgreSQL returned; `described` is the
 /// user the row's target columns describe.
-fn outcome(row: EdgeChangeRow, edge: Edge, described: UserId) -> Result<FollowOutcome, Refusal> {
+pub(super) fn outcome(
+    row: EdgeChangeRow,
+    edge: Edge,
+    described: UserId,
+) -> Result<FollowOutcome, Refusal> {
     let requested = Refusal::check(&row.outcome)?;
     let missing = || Refusal::Unexpected("the edge transition: incomplete row".into());
     let target = described_user(&row, described).ok_or_else(missing)?;

@@ -128,18 +128,39 @@ pub(crate) struct Touched {
     users: Vec<UserId>,
 }
 
+/// The account a row names, and the options its file gave a follow.
+pub(crate) struct Target<'a> {
+    /// The account.
+    pub user: UserId,
+    /// A follow's options, set in the same transaction.
+    pub options: Option<&'a crate::model::FollowOptions>,
+}
+
+impl Target<'_> {
+    /// `user`, with no options.
+    pub(crate) fn plain(user: UserId) -> Self {
+        Self {
+            user,
+            options: None,
+        }
+    }
+}
+
 /// Applies `kind` from `owner` to `target` (`add`: follow, block, mute;
-/// else their undoing) in `conn`'s transaction. `Err` stops the whole
-/// batch: the owner cannot act (suspended, gone) or PostgreSQL failed.
+/// else their undoing) in `conn`'s transaction; a follow gets the row's
+/// options with it (a follow that stands is applied when they change it).
+/// `Err` stops the whole batch: the owner cannot act (suspended, gone) or
+/// PostgreSQL failed.
 pub(crate) async fn apply(
     app: &App,
     conn: &mut PgConn,
     owner: UserId,
     kind: ImportKind,
     add: bool,
-    target: UserId,
+    target: Target<'_>,
     touched: &mut Touched,
 ) -> Result<RowOutcome, ApiError> {
+    let (target, options) = (target.user, target.options);
     if owner == target {
         return Ok(RowOutcome::Failed(RowError::SelfTarget));
     }
@@ -184,8 +205,23 @@ pub(crate) async fn apply(
         }
         ImportKind::Mutes => mutes::change(conn, owner, target, add, None, event_id).await?,
     };
+    let options_changed = match (kind, add, options) {
+        (ImportKind::Following, true, Some(options)) if Refusal::check(&row.outcome).is_ok() => {
+            let change = crate::store::follow_options::OptionsChange::from(options);
+            let set = crate::store::follow_options::set(
+                conn,
+                owner,
+                target,
+                &change,
+                uuid::Uuid::new_v4(),
+            )
+            .await?;
+            set.changed == Some(true)
+        }
+        _ => false,
+    };
     let outcome = match Refusal::check(&row.outcome) {
-        Ok(_) if row.edge_version.is_some() => RowOutcome::Applied,
+        Ok(_) if row.edge_version.is_some() || options_changed => RowOutcome::Applied,
         Ok(_) => RowOutcome::Skipped,
         Err(refusal) => RowOutcome::Failed(match refusal {
             Refusal::TargetUnknown => RowError::NotFound,

@@ -5,6 +5,7 @@
 pub(crate) mod block;
 pub(crate) mod close_friends;
 pub(crate) mod follow;
+pub(crate) mod follow_options;
 pub(crate) mod group_commit;
 pub(crate) mod import;
 pub(crate) mod lifecycle;

@@ -18,6 +18,7 @@ mod db_schema;
 mod errors;
 mod federation;
 mod follow_cap;
+mod follow_options;
 mod follow_requests;
 mod graph_queries;
 mod group_commit;

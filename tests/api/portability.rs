@@ -1067,3 +1067,63 @@ async fn serve(t: &TestApp, extra: &[(&str, String)]) -> (crate::helpers::KithPr
     .await;
     (server, port)
 }
+
+#[tokio::test]
+async fn follow_options_export_and_import_back() {
+    let t = spawn_app_with(|c| {
+        c.writes.rate_limit_capacity = 1000;
+        c.portability.import_rows_per_sec = 1000;
+        c.portability.account_domain = "kith.example".into();
+    })
+    .await;
+    let (old, new, a, b) = (
+        t.user("old").await,
+        t.user("new").await,
+        t.user("a").await,
+        t.user("b").await,
+    );
+    assert_ok(&t.follow(old, a).await);
+    assert_ok(&t.follow(new, old).await);
+    let r = t
+        .execute(
+            Viewer::User(old),
+            "mutation($id: ID!) { follow(input: {userId: $id, notify: true, showReposts: false,
+                                                  languages: [\"en\", \"de\"]}) { changed } }",
+            json!({ "id": gid(b) }),
+        )
+        .await;
+    assert_ok(&r);
+    let (_, _, csv, _) = get(&t, "/export/following.csv", Some(&t.token(old))).await;
+    assert_eq!(
+        csv,
+        "Account address,Show boosts,Notify on new posts,Languages\n\
+         a@kith.example,true,false,\n\
+         b@kith.example,false,true,\"en, de\"\n"
+    );
+    // A follower's options are its own: old's followers list says nothing of them.
+    let (_, _, followers, _) = get(&t, "/export/followers.csv", Some(&t.token(old))).await;
+    assert!(
+        followers.ends_with("new@kith.example,true,false,\n"),
+        "{followers}"
+    );
+
+    // Imported: the follows with their options; a follow that stands takes
+    // the file's options (applied), and a bad option cell is a malformed row.
+    assert_ok(&t.follow(new, a).await);
+    let file = format!("{csv}a@kith.example,TRUE,true,fr\nold@kith.example,maybe,false,\n");
+    let file = file.replacen("a@kith.example,true,false,\n", "", 1);
+    let job = import(&t, new, "FOLLOWING", "MERGE", &file).await;
+    assert_eq!(
+        json!([job["total"], job["applied"], job["failed"]]),
+        json!([3, 2, 1]),
+        "{job}"
+    );
+    let (_, _, exported, _) = get(&t, "/export/following.csv", Some(&t.token(new))).await;
+    assert_eq!(
+        exported,
+        "Account address,Show boosts,Notify on new posts,Languages\n\
+         old@kith.example,true,false,\n\
+         a@kith.example,true,true,fr\n\
+         b@kith.example,false,true,\"en, de\"\n"
+    );
+}

@@ -99,14 +99,15 @@ pub async fn apply_items(conn: &mut PgConn, items: &[&Item]) -> Result<Committed
                 version: e.version,
             }),
             Action::Apply(Event::Content(e)) => contents.push((*item, e.change())),
-            // Blocks, mutes, requests, close friends and settings have no
-            // projection: reads take them from the truth, and the follows a
+            // Blocks, mutes, requests, close friends, follow options and
+            // settings have no projection: reads take them from the truth, and the follows a
             // block ends or an accepted request makes come as follow events.
             Action::Apply(
                 Event::Block(_)
                 | Event::Mute(_)
                 | Event::Request(_)
                 | Event::CloseFriend(_)
+                | Event::FollowOptions(_)
                 | Event::Settings(_),
             ) => {}
             Action::DeadLetter(reason) => dead.push(dead_letter(item, reason)),

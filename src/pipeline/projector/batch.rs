@@ -9,6 +9,7 @@ use crate::events::block::{BlockEvent, BlockEventType};
 use crate::events::close_friend::{CloseFriendEvent, CloseFriendEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
+use crate::events::follow_options::{FOLLOW_OPTIONS_CHANGED, FollowOptionsEvent};
 use crate::events::mute::{MuteEvent, MuteEventType};
 use crate::events::request::{RequestEvent, RequestEventType};
 use crate::events::settings::{SETTINGS_CHANGED, SettingsEvent};
@@ -27,6 +28,8 @@ pub enum Event {
     Request(RequestEvent),
     /// A close-friend listing's transition from Kith's outbox.
     CloseFriend(CloseFriendEvent),
+    /// A follow's options after a change, from Kith's outbox.
+    FollowOptions(FollowOptionsEvent),
     /// An account's settings after a change, from Kith's outbox.
     Settings(SettingsEvent),
     /// A content counter change from another service.
@@ -98,6 +101,12 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             let event: MuteEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
             check_edge(event.schema_version, event.from, event.to, event.version)?;
             return Ok(Event::Mute(event));
+        }
+        if kind.event_type == FOLLOW_OPTIONS_CHANGED {
+            let event: FollowOptionsEvent =
+                serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            check_edge(event.schema_version, event.from, event.to, event.version)?;
+            return Ok(Event::FollowOptions(event));
         }
         if CloseFriendEventType::is_close_friend(&kind.event_type) {
             let event: CloseFriendEvent =

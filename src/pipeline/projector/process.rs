@@ -223,6 +223,7 @@ impl Projector {
                 Event::Mute(e) => Some(e.occurred_at_ms),
                 Event::Request(e) => Some(e.occurred_at_ms),
                 Event::CloseFriend(e) => Some(e.occurred_at_ms),
+                Event::FollowOptions(e) => Some(e.occurred_at_ms),
                 Event::Settings(e) => Some(e.occurred_at_ms),
                 Event::Content(e) => e.occurred_at_ms,
             };

@@ -66,12 +66,13 @@ fn touched<'a>(
             Event::Content(e) => {
                 users.insert(e.author_id);
             }
-            // Nothing of a block, a mute, a request, a close friend or
-            // settings is cached in Redis.
+            // Nothing of a block, a mute, a request, a close friend, a
+            // follow's options or settings is cached in Redis.
             Event::Block(_)
             | Event::Mute(_)
             | Event::Request(_)
             | Event::CloseFriend(_)
+            | Event::FollowOptions(_)
             | Event::Settings(_) => {}
         }
     }
