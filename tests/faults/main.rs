@@ -61,6 +61,8 @@ enum Answer {
 }
 
 const MUTATION: &str = "mutation($id: ID!) { %OP%(input: {userId: $id}) { changed } }";
+const OPTIONS_MUTATION: &str =
+    "mutation($id: ID!, $n: Boolean) { %OP%(input: {userId: $id, notify: $n}) { changed } }";
 
 /// The response's error code, counting `INTERNAL` answers (with the response).
 fn internal<'a>(response: &'a serde_json::Value, counts: &Counts) -> Option<&'a str> {
@@ -82,9 +84,26 @@ async fn edge_op(
     target: i64,
     op: &str,
 ) -> Answer {
-    let query = MUTATION.replace("%OP%", op);
+    options_op(counts, port, tokens, (actor, target), op, None).await
+}
+
+/// `op` (`follow`, `unfollow`, `updateFollow`) of the pair, with `notify`
+/// when given (`follow` then sets its options with the follow).
+async fn options_op(
+    counts: &Counts,
+    port: u16,
+    tokens: &HashMap<i64, String>,
+    (actor, target): (i64, i64),
+    op: &str,
+    notify: Option<bool>,
+) -> Answer {
+    let query = match notify {
+        None => MUTATION.replace("%OP%", op),
+        Some(_) => OPTIONS_MUTATION.replace("%OP%", op),
+    };
     let id = kith::testing::graph::ids::user_id(user(target)).to_string();
-    match http::graphql(port, &tokens[&actor], &query, json!({ "id": id })).await {
+    let vars = json!({ "id": id, "n": notify });
+    match http::graphql(port, &tokens[&actor], &query, vars).await {
         Ok(r) if r["data"][op]["changed"].is_boolean() => Answer::Done,
         Ok(r) => match internal(&r, counts) {
             Some(
@@ -100,6 +119,10 @@ async fn edge_op(
 /// The workload's own record: per pair, the state its last answer left
 /// (`None` when that answer left it open).
 type Expected = BTreeMap<(i64, i64), Option<bool>>;
+
+/// Per followed pair: the `notify` option its last answer left (`None`:
+/// left open, or by a follow that named no options).
+type Notify = BTreeMap<(i64, i64), Option<bool>>;
 
 #[derive(Default)]
 struct Counts {
@@ -121,9 +144,10 @@ async fn writer(
     tokens: Arc<HashMap<i64, String>>,
     stop: Arc<AtomicBool>,
     counts: Arc<Counts>,
-) -> Expected {
+) -> (Expected, Notify) {
     let mut rng = Rng(seed ^ (index + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut expected = Expected::new();
+    let mut notify = Notify::new();
     let hot_actors: BTreeSet<i64> = HOT_PAIRS.iter().map(|p| p.0).collect();
     // Actors of this writer only, so every other pair's answers come in order.
     let mine: Vec<i64> = (9..STAR)
@@ -148,14 +172,24 @@ async fn writer(
             }
             (a, b, rng.below(3) != 0, false)
         };
-        let op = if follow { "follow" } else { "unfollow" };
-        let answer = edge_op(&counts, port, &tokens, actor, target, op).await;
+        // Follows of the star name their options (half of them through
+        // `updateFollow` on a follow that stands).
+        let (op, wants) = match (follow, target == STAR, rng.below(4)) {
+            (false, ..) => ("unfollow", None),
+            (true, false, _) => ("follow", None),
+            (true, true, 0) if expected.get(&(actor, target)) == Some(&Some(true)) => {
+                ("updateFollow", Some(rng.below(2) == 0))
+            }
+            (true, true, _) => ("follow", Some(rng.below(2) == 0)),
+        };
+        let answer = options_op(&counts, port, &tokens, (actor, target), op, wants).await;
         counts.ops.fetch_add(1, Ordering::Relaxed);
         let slot = expected.entry((actor, target)).or_insert(None);
         match answer {
             Answer::Done => {
                 counts.done.fetch_add(1, Ordering::Relaxed);
                 *slot = if hot { None } else { Some(follow) };
+                notify.insert((actor, target), wants.filter(|_| follow));
             }
             Answer::Refused => {
                 counts.refused.fetch_add(1, Ordering::Relaxed);
@@ -163,11 +197,12 @@ async fn writer(
             Answer::Open => {
                 counts.open.fetch_add(1, Ordering::Relaxed);
                 *slot = None;
+                notify.insert((actor, target), None);
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
-    expected
+    (expected, notify)
 }
 
 /// Content events from "another service", a fifth of them sent twice; an
@@ -529,10 +564,11 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     }
     stop.store(true, Ordering::Relaxed);
     let mut expected = Expected::new();
+    let mut notify = Notify::new();
     for w in writers {
-        for (pair, state) in w.await.unwrap() {
-            expected.insert(pair, state);
-        }
+        let (edges, options) = w.await.unwrap();
+        expected.extend(edges);
+        notify.extend(options);
     }
     for pair in HOT_PAIRS {
         expected.insert(pair, None);
@@ -553,6 +589,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             }
         }
         *state = Some(follow);
+        // A plain follow keeps the options of a follow that stood.
+        notify.insert(*pair, None);
         pins += 1;
     }
     let content = producer.await.unwrap();
@@ -606,6 +644,38 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
             wrong.push(*pair);
         }
     }
+    // Every follow whose options an answer named has them: a follow and its
+    // options commit together or not at all.
+    #[derive(QueryableByName)]
+    struct NotifyRow {
+        #[diesel(sql_type = BigInt)]
+        from_user_id: i64,
+        #[diesel(sql_type = BigInt)]
+        to_user_id: i64,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        notify: bool,
+    }
+    let rows: Vec<NotifyRow> = query_all(
+        &mut conn,
+        "SELECT from_user_id, to_user_id,
+                coalesce(options_at = followed_at, FALSE) AND notify AS notify
+           FROM following WHERE active",
+    )
+    .await;
+    let notified: BTreeMap<(i64, i64), bool> = rows
+        .iter()
+        .map(|r| ((r.from_user_id, r.to_user_id), r.notify))
+        .collect();
+    let named: Vec<((i64, i64), bool)> = notify
+        .iter()
+        .filter(|(pair, _)| expected.get(pair) == Some(&Some(true)))
+        .filter_map(|(pair, n)| Some((*pair, (*n)?)))
+        .collect();
+    let notify_wrong: Vec<(i64, i64)> = named
+        .iter()
+        .filter(|(pair, n)| notified.get(pair) != Some(n))
+        .map(|(pair, _)| *pair)
+        .collect();
     let checked = safety::check(&mut conn, &crowd).await;
     let (request_pairs, request_steps) = safety::request_activity(&mut conn).await;
     #[derive(QueryableByName)]
@@ -651,6 +721,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          drained {:.1} s after the last fault ({:.1} s after the workload; bound {} s)\n\n\
          `kith verify`: {}\n\
          edges differing from the workload's record: {}\n\
+         follows with options named ({}) whose `notify` differs from the record: {}\n\
          blocks and follow requests differing from the workload's record: {}\n\
          mutes differing from the workload's record: {}\n\
          close friends differing from the workload's record: {}\n\
@@ -678,6 +749,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         DRAIN_BOUND.as_secs(),
         verify_out.trim().replace('\n', "; "),
         wrong.len(),
+        named.len(),
+        notify_wrong.len(),
         checked.blocks.len(),
         checked.mutes.len(),
         checked.close.len(),
@@ -688,6 +761,10 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     std::fs::write(stack.logs.join("faults.md"), &report).unwrap();
     eprintln!("{report}");
     assert!(wrong.is_empty(), "edges differ from the record: {wrong:?}");
+    assert!(
+        notify_wrong.is_empty(),
+        "follow options differ from the record: {notify_wrong:?}"
+    );
     assert!(
         checked.blocks.is_empty(),
         "blocks or requests differ from the record: {:?}",
