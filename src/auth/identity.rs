@@ -117,6 +117,7 @@ pub struct Identity {
     leeway: u64,
     user_claim: String,
     lookup: UserLookup,
+    services: Vec<String>,
 }
 
 impl Identity {
@@ -143,6 +144,7 @@ impl Identity {
             audience: config.auth.jwt_audience.clone(),
             leeway: config.auth.jwt_leeway_secs,
             user_claim: config.auth.jwt_user_claim.clone(),
+            services: config.auth.service_clients.clone(),
             lookup: config.auth.jwt_user_lookup,
         }))
     }
@@ -176,8 +178,7 @@ impl Identity {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &key.key, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
-        let scopes = Scopes::of(&data.claims);
-        if !scopes.is_empty() {
+        if let Some(scopes) = Scopes::service_of(&data.claims, &self.services)? {
             return Ok(Verified {
                 principal: Principal::Service(scopes),
                 valid_until,

@@ -43,7 +43,8 @@ impl Authenticator {
     /// The keys `config` names; an error says which setting is unusable.
     pub fn new(config: &Config) -> Result<Self, String> {
         Ok(Self {
-            tokens: TokenKeys::with_leeway(&config.auth.jwt_secret, config.auth.jwt_leeway_secs),
+            tokens: TokenKeys::with_leeway(&config.auth.jwt_secret, config.auth.jwt_leeway_secs)
+                .with_services(&config.auth.service_clients),
             identity: Identity::from_config(config)?,
             hs256: config.auth.jwt_hs256,
         })

@@ -14,6 +14,8 @@ pub struct TokenKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,
     leeway: u64,
+    /// The subjects whose tokens may carry Kith scopes.
+    services: std::sync::Arc<[String]>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -78,7 +80,14 @@ impl TokenKeys {
             encoding: EncodingKey::from_secret(secret.as_bytes()),
             decoding: DecodingKey::from_secret(secret.as_bytes()),
             leeway,
+            services: std::sync::Arc::from(Vec::new()),
         }
+    }
+
+    /// These keys, taking tokens with Kith scopes from `services` only.
+    pub fn with_services(mut self, services: &[String]) -> Self {
+        self.services = std::sync::Arc::from(services.to_vec());
+        self
     }
 
     /// Issues a token for `user` valid for `ttl_secs` from `now` (unix seconds).
@@ -133,8 +142,7 @@ impl TokenKeys {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &self.decoding, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
-        let scopes = Scopes::of(&data.claims);
-        if !scopes.is_empty() {
+        if let Some(scopes) = Scopes::service_of(&data.claims, &self.services)? {
             return Ok(Verified {
                 principal: Principal::Service(scopes),
                 valid_until,

@@ -315,6 +315,11 @@ pub async fn operate(command: Command, config: Config) -> anyhow::Result<()> {
                 if scopes.is_empty() {
                     bail!("--scope names no Kith scope (known: {})", known.join(", "));
                 }
+                if !config.auth.service_clients.contains(&name) {
+                    bail!(
+                        "{name:?} is not in KITH_SERVICE_CLIENTS, so its token would be refused: add it there (comma-separated) first"
+                    );
+                }
                 println!("{}", keys.issue_service(&name, scopes, now, ttl));
                 return Ok(());
             }

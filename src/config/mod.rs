@@ -284,6 +284,12 @@ impl Config {
                 jwt_audience: lookup("KITH_JWT_AUDIENCE").filter(|v| !v.is_empty()),
                 jwt_leeway_secs: parse(&lookup, "KITH_JWT_LEEWAY_SECS")?,
                 jwt_user_claim: text("KITH_JWT_USER_CLAIM"),
+                service_clients: text("KITH_SERVICE_CLIENTS")
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
                 jwt_user_lookup: parse(&lookup, "KITH_JWT_USER_LOOKUP")?,
             },
             logs: LogSettings {

@@ -217,6 +217,8 @@ pub struct AuthSettings {
     pub jwt_user_claim: String,
     /// How that claim maps to a user.
     pub jwt_user_lookup: UserLookup,
+    /// The subjects whose tokens may carry Kith scopes.
+    pub service_clients: Vec<String>,
 }
 
 /// Logs.

@@ -54,6 +54,11 @@ pub(super) const AUTHENTICATION: Section = Section {
             "the claim of a provider token that names the user",
         ),
         value(
+            "KITH_SERVICE_CLIENTS",
+            "",
+            "the `sub` of each service whose tokens may carry Kith scopes (`kith:close-friends`), comma-separated; a token with a Kith scope and any other subject is refused (`UNAUTHENTICATED`), never taken as a service's nor as a user's; empty: no service tokens",
+        ),
+        value(
             "KITH_JWT_USER_LOOKUP",
             "id",
             "how that claim maps to a Kith user: by its numeric id, or by its handle",

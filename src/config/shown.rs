@@ -50,7 +50,7 @@ debug_hiding!(PipelineSettings {
 
 debug_hiding!(AuthSettings {
     jwt_hs256, jwt_jwks_min_refresh_ms, jwt_jwks_ttl_secs,
-    jwt_public_key_pem, jwt_issuer, jwt_audience, jwt_leeway_secs, jwt_user_claim,
+    jwt_public_key_pem, jwt_issuer, jwt_audience, jwt_leeway_secs, jwt_user_claim, service_clients,
     jwt_user_lookup,
 } hiding {
     jwt_secret => hidden,

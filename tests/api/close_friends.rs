@@ -351,7 +351,7 @@ async fn with_token(t: &TestApp, token: &str, query: &str, variables: Value) -> 
 async fn a_service_granted_the_scope_asks_for_many_authors_at_once() {
     use kith::testing::auth::Scopes;
 
-    let t = spawn_app().await;
+    let t = spawn_app_with(|c| c.auth.service_clients = vec!["posts".into()]).await;
     t.users_cached().await;
     let (v, a, b, c) = (
         t.user("v").await,
@@ -409,6 +409,13 @@ async fn a_service_granted_the_scope_asks_for_many_authors_at_once() {
     // the scope, an anonymous caller; nor more than 100 authors at once.
     let user = with_token(&t, &t.token(v), AMONG, vars.clone()).await;
     assert_eq!(error_code(&user), Some("FORBIDDEN"), "{user}");
+    // A token with the scope from a subject not listed as a service is
+    // refused, not taken for a service's nor a user's.
+    let stranger = keys.issue_service("stranger", Scopes::CLOSE_FRIENDS, now, 60);
+    let r = with_token(&t, &stranger, AMONG, vars.clone()).await;
+    assert_eq!(error_code(&r), Some("UNAUTHENTICATED"), "{r}");
+    let r = with_token(&t, &stranger, "{ viewer { handle } }", json!({})).await;
+    assert_eq!(error_code(&r), Some("UNAUTHENTICATED"), "{r}");
     let unscoped = keys.issue_service("posts", Scopes::default(), now, 60);
     let r = with_token(&t, &unscoped, AMONG, vars.clone()).await;
     assert_eq!(

@@ -219,6 +219,7 @@ async fn pem_keys_nbf_leeway_and_handle_claims() {
         c.auth.jwt_user_claim = "preferred_username".into();
         c.auth.jwt_user_lookup = kith::config::UserLookup::Handle;
         c.auth.jwt_leeway_secs = 30;
+        c.auth.service_clients = vec!["posts".into()];
     })
     .await;
     t.user("bob").await;
@@ -251,6 +252,10 @@ async fn pem_keys_nbf_leeway_and_handle_claims() {
     assert_eq!(who(&t, &service).await, Ok("null".into()));
     let other_api = token(json!({ "preferred_username": null, "scope": "openid posts:read" }));
     assert_eq!(who(&t, &other_api).await, Err("UNAUTHENTICATED".into()));
+    // A user's token that was granted a Kith scope is refused: it is no
+    // listed service's, and it is not taken for the user's either.
+    let scoped_user = token(json!({ "sub": "bob-at-idp", "scope": "openid kith:close-friends" }));
+    assert_eq!(who(&t, &scoped_user).await, Err("UNAUTHENTICATED".into()));
     // A handle that names nobody; a key of another type.
     assert_eq!(
         who(&t, &token(json!({ "preferred_username": "nobody" }))).await,
