@@ -180,7 +180,9 @@ BEGIN
     r.outcome := CASE WHEN v_req.version IS NULL THEN 'ok' ELSE 'answered' END;
     IF v_req.version IS NOT NULL AND p_accept THEN
         v_t := kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
-        PERFORM kith_carry_request_options(p_requester, p_owner);
+        IF v_t.edge_version IS NOT NULL THEN
+            PERFORM kith_carry_request_options(p_requester, p_owner);
+        END IF;
         v_t.outcome := r.outcome;
         r := kith_edge_target(v_t, v_requester);
     END IF;
@@ -2495,7 +2497,7 @@ CREATE TRIGGER follow_request_updated_notify AFTER UPDATE ON kith.follow_request
 -- Name: following following_options_notify; Type: TRIGGER; Schema: kith; Owner: -
 --
 
-CREATE TRIGGER following_options_notify AFTER UPDATE OF notify, show_reposts, languages, options_at ON kith.following FOR EACH ROW EXECUTE FUNCTION kith.kith_follow_options_changed();
+CREATE TRIGGER following_options_notify AFTER UPDATE OF active, followed_at, notify, show_reposts, languages, options_at ON kith.following FOR EACH ROW WHEN ((new.options_at IS NOT NULL)) EXECUTE FUNCTION kith.kith_follow_options_changed();
 
 --
 -- Name: mute mute_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -

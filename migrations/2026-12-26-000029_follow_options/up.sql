@@ -28,7 +28,9 @@ ALTER TABLE follow_request
 CREATE INDEX following_options_idx ON following (from_user_id) WHERE options_at IS NOT NULL;
 
 -- Every process drops what it holds of the follower when its options
--- change (fires only for statements that set these columns).
+-- change, or when a follow that ever had options changes (a restore
+-- brings its options back with its follow time): fires for no row
+-- whose options were never set.
 CREATE FUNCTION kith_follow_options_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('kith_users_' || TG_TABLE_SCHEMA, NEW.from_user_id || ',' || NEW.to_user_id);
@@ -38,8 +40,8 @@ $$;
 COMMENT ON FUNCTION kith_follow_options_changed() IS
   'Trigger: notifies the processes on this schema''s channel that the follow options of the changed row''s follower changed.';
 CREATE TRIGGER following_options_notify
-    AFTER UPDATE OF notify, show_reposts, languages, options_at ON following
-    FOR EACH ROW EXECUTE FUNCTION kith_follow_options_changed();
+    AFTER UPDATE OF active, followed_at, notify, show_reposts, languages, options_at ON following
+    FOR EACH ROW WHEN (NEW.options_at IS NOT NULL) EXECUTE FUNCTION kith_follow_options_changed();
 
 CREATE FUNCTION kith_follow_options_step(p_from BIGINT, p_to BIGINT, p_notify BOOLEAN,
     p_show_reposts BOOLEAN, p_languages TEXT[], p_set_languages BOOLEAN, p_event_id UUID,
@@ -225,7 +227,9 @@ BEGIN
     r.outcome := CASE WHEN v_req.version IS NULL THEN 'ok' ELSE 'answered' END;
     IF v_req.version IS NOT NULL AND p_accept THEN
         v_t := kith_transition_edge(p_requester, p_owner, TRUE, p_follow_event_id);
-        PERFORM kith_carry_request_options(p_requester, p_owner);
+        IF v_t.edge_version IS NOT NULL THEN
+            PERFORM kith_carry_request_options(p_requester, p_owner);
+        END IF;
         v_t.outcome := r.outcome;
         r := kith_edge_target(v_t, v_requester);
     END IF;

@@ -16,12 +16,15 @@ use crate::write::{self, EdgeChange, FollowOutcome, TargetError};
 pub(crate) struct FollowInput {
     /// Global id of the user to follow.
     pub user_id: ID,
-    /// Be told when the user posts (default false).
+    /// Be told when the user posts. Absent: false for a new follow, as it
+    /// is for a follow that stands.
     pub notify: Option<bool>,
-    /// See the user's reposts (default true).
+    /// See the user's reposts. Absent: true for a new follow, as it is for
+    /// a follow that stands.
     pub show_reposts: Option<bool>,
     /// Only the user's posts in these languages (ISO 639 codes: two or three
-    /// lowercase letters, at most 16); null or absent: every language.
+    /// lowercase letters, at most 16); null: every language. Absent: every
+    /// language for a new follow, as they are for a follow that stands.
     pub languages: MaybeUndefined<Vec<String>>,
     /// Echoed back in the payload (Relay).
     pub client_mutation_id: Option<String>,

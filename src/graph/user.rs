@@ -209,7 +209,8 @@ impl UserNode {
 
     /// Whom this user lists among its close friends, newest first
     /// (`followedAt`: when each was added). Only the user itself may read
-    /// it (`FORBIDDEN`).
+    /// it, and a service token granted `kith:close-friends` (else
+    /// `FORBIDDEN`).
     #[graphql(complexity = "page_args::page_cost(first, last, offset, child_complexity)")]
     async fn close_friends(
         &self,
