@@ -19,8 +19,7 @@ use futures_util::future::{BoxFuture, Shared};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
-use super::scopes::Scopes;
-use super::tokens::{Principal, TokenError, Verified, check_times};
+use super::tokens::{Principal, TokenError, Verified, check_times, service_of};
 use crate::config::{Config, UserLookup};
 use crate::model::{UserId, UserStatus};
 use crate::read::users::UserCache;
@@ -178,7 +177,7 @@ impl Identity {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &key.key, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
-        if let Some(scopes) = Scopes::service_of(&data.claims, &self.services)? {
+        if let Some(scopes) = service_of(&data.claims, &self.services)? {
             return Ok(Verified {
                 principal: Principal::Service(scopes),
                 valid_until,

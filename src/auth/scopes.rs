@@ -34,25 +34,6 @@ impl Scopes {
             .unwrap_or_default()
     }
 
-    /// What a token's claims make it: `None` without a Kith scope (a
-    /// user's token); a service with its scopes when its `sub` is one of
-    /// `services`; refused (`Claims`) otherwise — a token that asks for a
-    /// Kith scope is never taken for a user's, nor for a service it is not.
-    pub(crate) fn service_of(
-        claims: &serde_json::Value,
-        services: &[String],
-    ) -> Result<Option<Self>, super::TokenError> {
-        let scopes = Self::of(claims);
-        if scopes.is_empty() {
-            return Ok(None);
-        }
-        let sub = claims.get("sub").and_then(serde_json::Value::as_str);
-        match sub {
-            Some(sub) if services.iter().any(|s| s == sub) => Ok(Some(scopes)),
-            _ => Err(super::TokenError::Claims),
-        }
-    }
-
     /// Whether every scope of `other` is in this set.
     pub fn contains(self, other: Self) -> bool {
         self.0 & other.0 == other.0

@@ -142,7 +142,7 @@ impl TokenKeys {
         let data = jsonwebtoken::decode::<serde_json::Value>(token, &self.decoding, &validation)
             .map_err(|e| TokenError::from_jwt(&e))?;
         let valid_until = check_times(&data.claims, now, self.leeway)?;
-        if let Some(scopes) = Scopes::service_of(&data.claims, &self.services)? {
+        if let Some(scopes) = service_of(&data.claims, &self.services)? {
             return Ok(Verified {
                 principal: Principal::Service(scopes),
                 valid_until,
@@ -175,6 +175,25 @@ pub struct Verified {
     pub principal: Principal,
     /// Unix seconds from which it is refused: its `exp` plus the leeway.
     pub valid_until: i64,
+}
+
+/// What a token's claims make it: `None` without a Kith scope (a
+/// user's token); a service with its scopes when its `sub` is one of
+/// `services`; refused (`Claims`) otherwise — a token that asks for a
+/// Kith scope is never taken for a user's, nor for a service it is not.
+pub(crate) fn service_of(
+    claims: &serde_json::Value,
+    services: &[String],
+) -> Result<Option<Scopes>, TokenError> {
+    let scopes = Scopes::of(claims);
+    if scopes.is_empty() {
+        return Ok(None);
+    }
+    let sub = claims.get("sub").and_then(serde_json::Value::as_str);
+    match sub {
+        Some(sub) if services.iter().any(|s| s == sub) => Ok(Some(scopes)),
+        _ => Err(TokenError::Claims),
+    }
 }
 
 /// `exp` (required) and `nbf` (if present) against `now`, with `leeway`;
