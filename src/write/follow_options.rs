@@ -150,7 +150,11 @@ pub(crate) async fn follow_with(
     after_change(app, &outcome, actor, target).await;
     if options_changed {
         app.read.forget_users(&[actor, target]);
-        super::after_commit(app, &[], &[]).await;
+        if !outcome.changed {
+            // Only the options' event waits in the outbox: wake the relays
+            // (a changed edge or request woke them already).
+            super::after_commit(app, &[], &[]).await;
+        }
         outcome.changed = true;
     }
     Ok(outcome)
