@@ -639,6 +639,8 @@ BEGIN
                WHEN ua.status = 'suspended' THEN 'actor_suspended'
                WHEN ut.id IS NULL THEN 'target_unknown'
                WHEN x.f AND ut.status <> 'active' THEN 'target_unfollowable'
+               -- A moved account takes no follows (nor requests).
+               WHEN x.f AND ut.moved_to IS NOT NULL THEN 'target_moved'
                WHEN x.f AND (EXISTS (SELECT 1 FROM block b
                                       WHERE b.from_user_id = x.a AND b.to_user_id = x.t AND b.active)
                           OR EXISTS (SELECT 1 FROM block b
@@ -782,7 +784,7 @@ BEGIN
     END IF;
 
     -- 6. The edges and their events. A re-follow sets followed_at again:
-    -- the list shows the latest follow.
+    -- the list shows the latest follow, with the default options.
     FOR r IN
         WITH x AS (
             SELECT x.i, x.a, x.t, x.f, x.e
@@ -794,7 +796,10 @@ BEGIN
             SELECT x.a, x.t, TRUE, v_now, 1, now() FROM x WHERE x.f ORDER BY x.a, x.t
             ON CONFLICT (from_user_id, to_user_id) DO UPDATE
                SET active = TRUE, followed_at = EXCLUDED.followed_at,
-                   version = f.version + 1, updated_at = now()
+                   version = f.version + 1, updated_at = now(),
+                   -- The options of the follow before are not this one's,
+                   -- even in the same millisecond.
+                   options_at = NULL
              WHERE NOT f.active
             RETURNING f.from_user_id, f.to_user_id, f.version, f.followed_at),
         ended AS (
@@ -875,7 +880,7 @@ $$;
 -- Name: FUNCTION kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision) IS 'The group commit: many actors'' follows and unfollows in a constant number of set-based statements, locks taken in one order (pairs, hidden edges, edges, counters). Per-item outcomes, never raised: actor_unknown, actor_suspended, target_unknown, target_unfollowable, blocked, follow_limit, a request for a locked account.';
+COMMENT ON FUNCTION kith.kith_change_edges(p_actors bigint[], p_targets bigint[], p_follows boolean[], p_events uuid[], p_max_followings bigint, p_followings_ratio double precision) IS 'The group commit: many actors'' follows and unfollows in a constant number of set-based statements, locks taken in one order (pairs, hidden edges, edges, counters). Per-item outcomes, never raised: actor_unknown, actor_suspended, target_unknown, target_unfollowable, target_moved, blocked, follow_limit, a request for a locked account.';
 
 --
 -- Name: kith_change_edges(bigint, bigint[], uuid[], boolean, bigint, double precision); Type: FUNCTION; Schema: kith; Owner: -
@@ -1221,7 +1226,10 @@ CREATE TABLE kith.users (
     locked boolean DEFAULT false NOT NULL,
     hides_collections boolean DEFAULT false NOT NULL,
     settings_version bigint DEFAULT 0 NOT NULL,
+    moved_to bigint,
+    moved_at timestamp with time zone,
     CONSTRAINT users_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 64))),
+    CONSTRAINT users_moved_to_check CHECK ((moved_to <> id)),
     CONSTRAINT users_status_check CHECK ((status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text])))
 );
 
@@ -1375,6 +1383,87 @@ $$;
 --
 
 COMMENT ON FUNCTION kith.kith_lock_pair(p_a bigint, p_b bigint) IS 'Takes the transaction-scoped lock of the pair {a, b}, whatever their order.';
+
+--
+-- Name: kith_move_account(bigint, bigint, uuid, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) RETURNS record
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_from users%ROWTYPE;
+    v_to users%ROWTYPE;
+BEGIN
+    PERFORM 1 FROM users u WHERE u.id IN (p_from, p_to) ORDER BY u.id FOR UPDATE;
+    SELECT * INTO v_from FROM users u WHERE u.id = p_from;
+    SELECT * INTO v_to FROM users u WHERE u.id = p_to;
+    outcome := CASE
+        WHEN v_from.id IS NULL OR v_from.status = 'deleted' THEN 'actor_unknown'
+        WHEN v_from.status = 'suspended' THEN 'actor_suspended'
+        WHEN p_from = p_to THEN 'self'
+        WHEN v_to.id IS NULL OR v_to.status = 'deleted' THEN 'target_unknown'
+        WHEN v_to.status <> 'active' THEN 'target_unfollowable'
+        WHEN v_from.moved_to IS NOT NULL THEN 'moved'
+        WHEN v_to.moved_to IS NOT NULL AND v_to.moved_to <> p_from THEN 'target_moved'
+        WHEN NOT EXISTS (SELECT 1 FROM account_alias a
+                          WHERE a.user_id = p_to AND a.alias_id = p_from) THEN 'no_alias'
+        WHEN EXISTS (SELECT 1 FROM account_move m
+                      WHERE m.from_id = p_from AND m.state = 'running') THEN 'move_running'
+        ELSE 'ok'
+    END;
+    IF outcome <> 'ok' THEN
+        RETURN;
+    END IF;
+    IF v_to.moved_to = p_from THEN
+        UPDATE account_move SET state = 'superseded', finished_at = now(),
+                                lease_token = NULL, lease_until = NULL
+         WHERE from_id = p_to AND state = 'running';
+        UPDATE users SET moved_to = NULL, moved_at = NULL,
+                         settings_version = settings_version + 1, updated_at = now()
+         WHERE id = p_to;
+        PERFORM kith_move_event(p_to, p_back_event_id);
+    END IF;
+    UPDATE users SET moved_to = p_to, moved_at = now(),
+                     settings_version = settings_version + 1, updated_at = now()
+     WHERE id = p_from;
+    PERFORM kith_move_event(p_from, p_event_id);
+    INSERT INTO account_move (from_id, to_id, state, total)
+    SELECT p_from, p_to, 'running', count(*)::INT
+      FROM following f WHERE f.to_user_id = p_from AND f.active
+    RETURNING id INTO move_id;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) IS 'Marks an account moved to another that claims it as an alias, and opens the move of its followers; a move to the account that moved to it is a move back. Outcomes, never raised: actor_unknown, actor_suspended, self, target_unknown, target_unfollowable, moved, target_moved, no_alias, move_running.';
+
+--
+-- Name: kith_move_event(bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_move_event(p_user bigint, p_event_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    -- The wire format of MoveEvent (src/events/moved.rs).
+    INSERT INTO outbox (event_id, event_type, partition_key, payload)
+    SELECT p_event_id, 'AccountMoved', u.id::TEXT, jsonb_build_object(
+               'schemaVersion', 1, 'eventId', p_event_id, 'type', 'AccountMoved',
+               'from', u.id, 'version', u.settings_version, 'movedTo', u.moved_to,
+               'occurredAtMs', (extract(epoch FROM now()) * 1000)::BIGINT)
+      FROM users u WHERE u.id = p_user;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_move_event(p_user bigint, p_event_id uuid); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_move_event(p_user bigint, p_event_id uuid) IS 'Writes an account''s AccountMoved event from its users row, after its move or its move back.';
 
 --
 -- Name: kith_mute(bigint, bigint, boolean, bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -
@@ -1764,6 +1853,69 @@ $$;
 COMMENT ON FUNCTION kith.kith_users_changed() IS 'Trigger: notifies the processes on this schema''s channel of changed user rows (ids, or * for more than one notice can name).';
 
 --
+-- Name: account_alias; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.account_alias (
+    user_id bigint NOT NULL,
+    alias_id bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_alias_check CHECK ((user_id <> alias_id))
+);
+
+--
+-- Name: account_move; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.account_move (
+    id bigint NOT NULL,
+    from_id bigint NOT NULL,
+    to_id bigint NOT NULL,
+    state text NOT NULL,
+    total integer NOT NULL,
+    moved integer DEFAULT 0 NOT NULL,
+    requested integer DEFAULT 0 NOT NULL,
+    skipped integer DEFAULT 0 NOT NULL,
+    failed integer DEFAULT 0 NOT NULL,
+    after_id bigint DEFAULT 0 NOT NULL,
+    due_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_token uuid,
+    lease_until timestamp with time zone,
+    failure text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    CONSTRAINT account_move_state_check CHECK ((state = ANY (ARRAY['running'::text, 'done'::text, 'superseded'::text, 'failed'::text]))),
+    CONSTRAINT account_move_total_check CHECK ((total >= 0))
+);
+
+--
+-- Name: account_move_id_seq; Type: SEQUENCE; Schema: kith; Owner: -
+--
+
+CREATE SEQUENCE kith.account_move_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: account_move_id_seq; Type: SEQUENCE OWNED BY; Schema: kith; Owner: -
+--
+
+ALTER SEQUENCE kith.account_move_id_seq OWNED BY kith.account_move.id;
+
+--
+-- Name: account_move_row; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.account_move_row (
+    move_id bigint NOT NULL,
+    follower_id bigint NOT NULL,
+    outcome text NOT NULL
+);
+
+--
 -- Name: account_transition; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -2120,10 +2272,37 @@ ALTER TABLE kith.users ALTER COLUMN id ADD GENERATED BY DEFAULT AS IDENTITY (
 );
 
 --
+-- Name: account_move id; Type: DEFAULT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move ALTER COLUMN id SET DEFAULT nextval('kith.account_move_id_seq'::regclass);
+
+--
 -- Name: import_job id; Type: DEFAULT; Schema: kith; Owner: -
 --
 
 ALTER TABLE ONLY kith.import_job ALTER COLUMN id SET DEFAULT nextval('kith.import_job_id_seq'::regclass);
+
+--
+-- Name: account_alias account_alias_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_alias
+    ADD CONSTRAINT account_alias_pkey PRIMARY KEY (user_id, alias_id);
+
+--
+-- Name: account_move account_move_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move
+    ADD CONSTRAINT account_move_pkey PRIMARY KEY (id);
+
+--
+-- Name: account_move_row account_move_row_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move_row
+    ADD CONSTRAINT account_move_row_pkey PRIMARY KEY (move_id, follower_id);
 
 --
 -- Name: account_transition account_transition_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
@@ -2306,6 +2485,18 @@ ALTER TABLE ONLY kith.users
 
 ALTER TABLE ONLY kith.users
     ADD CONSTRAINT users_pkey PRIMARY KEY (id);
+
+--
+-- Name: account_move_due_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX account_move_due_idx ON kith.account_move USING btree (due_at, id) WHERE (state = 'running'::text);
+
+--
+-- Name: account_move_open_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE UNIQUE INDEX account_move_open_idx ON kith.account_move USING btree (from_id) WHERE (state = 'running'::text);
 
 --
 -- Name: block_incoming_idx; Type: INDEX; Schema: kith; Owner: -
@@ -2497,7 +2688,7 @@ CREATE TRIGGER follow_request_updated_notify AFTER UPDATE ON kith.follow_request
 -- Name: following following_options_notify; Type: TRIGGER; Schema: kith; Owner: -
 --
 
-CREATE TRIGGER following_options_notify AFTER UPDATE OF active, followed_at, notify, show_reposts, languages, options_at ON kith.following FOR EACH ROW WHEN ((new.options_at IS NOT NULL)) EXECUTE FUNCTION kith.kith_follow_options_changed();
+CREATE TRIGGER following_options_notify AFTER UPDATE OF active, followed_at, notify, show_reposts, languages, options_at ON kith.following FOR EACH ROW WHEN (((new.options_at IS NOT NULL) OR (old.options_at IS NOT NULL))) EXECUTE FUNCTION kith.kith_follow_options_changed();
 
 --
 -- Name: mute mute_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
@@ -2528,6 +2719,41 @@ CREATE TRIGGER users_deleted_notify AFTER DELETE ON kith.users REFERENCING OLD T
 --
 
 CREATE TRIGGER users_updated_notify AFTER UPDATE ON kith.users REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_users_changed();
+
+--
+-- Name: account_alias account_alias_alias_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_alias
+    ADD CONSTRAINT account_alias_alias_id_fkey FOREIGN KEY (alias_id) REFERENCES kith.users(id);
+
+--
+-- Name: account_alias account_alias_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_alias
+    ADD CONSTRAINT account_alias_user_id_fkey FOREIGN KEY (user_id) REFERENCES kith.users(id);
+
+--
+-- Name: account_move account_move_from_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move
+    ADD CONSTRAINT account_move_from_id_fkey FOREIGN KEY (from_id) REFERENCES kith.users(id);
+
+--
+-- Name: account_move_row account_move_row_move_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move_row
+    ADD CONSTRAINT account_move_row_move_id_fkey FOREIGN KEY (move_id) REFERENCES kith.account_move(id) ON DELETE CASCADE;
+
+--
+-- Name: account_move account_move_to_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move
+    ADD CONSTRAINT account_move_to_id_fkey FOREIGN KEY (to_id) REFERENCES kith.users(id);
 
 --
 -- Name: block block_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
@@ -2647,6 +2873,13 @@ ALTER TABLE ONLY kith.suggestion_dismissal
 
 ALTER TABLE ONLY kith.user_stats
     ADD CONSTRAINT user_stats_user_id_fkey FOREIGN KEY (user_id) REFERENCES kith.users(id);
+
+--
+-- Name: users users_moved_to_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.users
+    ADD CONSTRAINT users_moved_to_fkey FOREIGN KEY (moved_to) REFERENCES kith.users(id);
 
 --
 -- PostgreSQL database dump complete

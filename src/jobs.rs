@@ -21,8 +21,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(30);
 pub struct Jobs {
     /// The HTTP API (with its live-update listener).
     pub http: bool,
-    /// The import runner (`importGraph`'s jobs); every process serving the
-    /// API runs one.
+    /// The import runner (`importGraph`'s jobs) and the move runner
+    /// (`moveAccount`'s); every process serving the API runs them.
     pub imports: bool,
     /// The outbox relay.
     pub relay: bool,
@@ -147,6 +147,7 @@ pub async fn run_until(
     }
     if jobs.imports {
         tasks.spawn(crate::portability::import::run(app.clone(), stop.clone()).map(Ok));
+        tasks.spawn(crate::write::move_runner::run(app.clone(), stop.clone()).map(Ok));
     }
     if jobs.http {
         tasks.spawn(crate::live::listen(app.clone(), stop.clone()).map(Ok));

@@ -108,6 +108,8 @@ pub struct User {
     pub locked: bool,
     /// Only this account sees its followers and following lists.
     pub hides_collections: bool,
+    /// The account this one moved to (it takes no follows then).
+    pub moved_to: Option<UserId>,
 }
 
 /// The lines drawn between one user and others: whom they block, who

@@ -313,6 +313,7 @@ impl Config {
                 import_rows_per_sec: parse(&lookup, "KITH_IMPORT_ROWS_PER_SEC")?,
                 import_follows_per_day: parse(&lookup, "KITH_IMPORT_FOLLOWS_PER_DAY")?,
                 import_retention_secs: parse(&lookup, "KITH_IMPORT_RETENTION_SECS")?,
+                move_followers_per_sec: parse(&lookup, "KITH_MOVE_FOLLOWERS_PER_SEC")?,
             },
             suggestions: SuggestionSettings {
                 sample: parse(&lookup, "KITH_SUGGESTIONS_SAMPLE")?,

@@ -258,6 +258,8 @@ pub struct PortabilitySettings {
     pub import_follows_per_day: u32,
     /// How long a finished import is kept, seconds.
     pub import_retention_secs: u64,
+    /// Followers an account's move brings along per second.
+    pub move_followers_per_sec: u32,
 }
 
 /// Suggestions.

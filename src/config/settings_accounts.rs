@@ -71,6 +71,12 @@ pub(super) const PORTABILITY: Section = Section {
             "follows an account's imports may make in one day (Mastodon's and X's daily follow limit); rows past it wait, reported as `FOLLOW_BUDGET`, and the import resumes when the day is over (`ImportJob.resumesAt`). Unfollows, blocks and mutes spend none",
         ),
         value(
+            "KITH_MOVE_FOLLOWERS_PER_SEC",
+            "200",
+            "followers an account's move brings to its new account per second (each a follow of the new account and an unfollow of the old, two events); the moves of all accounts are run in turn, a batch each",
+        )
+        .at_least(1.0),
+        value(
             "KITH_IMPORT_RETENTION_SECS",
             "604800",
             "how long a finished import (done, failed or canceled) is kept for its report; then it and its rows are deleted. Only the rows a report needs outlive their import: those not applied",

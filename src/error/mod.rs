@@ -33,6 +33,9 @@ pub(crate) enum ErrorCode {
     CloseFriendsLimit,
     /// An import while the account's previous one runs.
     ImportRunning,
+    /// A follow of an account that has moved (`User.movedTo`), or a move
+    /// the accounts' moves refuse.
+    Moved,
     /// A cursor this connection did not issue.
     BadCursor,
     /// The named object does not exist.
@@ -80,7 +83,7 @@ pub(crate) enum ErrorCode {
 impl ErrorCode {
     /// Every code (the documentation test walks them).
     #[cfg(test)]
-    pub(crate) const ALL: [Self; 24] = [
+    pub(crate) const ALL: [Self; 25] = [
         Self::Unauthenticated,
         Self::Forbidden,
         Self::RateLimited,
@@ -89,6 +92,7 @@ impl ErrorCode {
         Self::BlockLimit,
         Self::CloseFriendsLimit,
         Self::ImportRunning,
+        Self::Moved,
         Self::BadCursor,
         Self::NotFound,
         Self::InvalidInput,
@@ -118,6 +122,7 @@ impl ErrorCode {
             Self::BlockLimit => "BLOCK_LIMIT",
             Self::CloseFriendsLimit => "CLOSE_FRIENDS_LIMIT",
             Self::ImportRunning => "IMPORT_RUNNING",
+            Self::Moved => "MOVED",
             Self::BadCursor => "BAD_CURSOR",
             Self::NotFound => "NOT_FOUND",
             Self::InvalidInput => "INVALID_INPUT",
@@ -171,6 +176,10 @@ pub enum ApiError {
     /// An import while the account's previous one is queued or running.
     #[error("an import of this account is running: wait for it to end")]
     ImportRunning,
+    /// A follow of a moved account, or a move that the accounts' own moves
+    /// refuse; says which.
+    #[error("{0}")]
+    Moved(&'static str),
     /// A paging cursor that this list did not issue.
     #[error("invalid cursor")]
     BadCursor,
@@ -207,6 +216,7 @@ impl ApiError {
             Self::BlockLimit => ErrorCode::BlockLimit,
             Self::CloseFriendsLimit => ErrorCode::CloseFriendsLimit,
             Self::ImportRunning => ErrorCode::ImportRunning,
+            Self::Moved(_) => ErrorCode::Moved,
             Self::BadCursor => ErrorCode::BadCursor,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::InvalidInput(_) => ErrorCode::InvalidInput,
@@ -241,6 +251,7 @@ impl ApiError {
             Self::BlockLimit => Self::BlockLimit,
             Self::CloseFriendsLimit => Self::CloseFriendsLimit,
             Self::ImportRunning => Self::ImportRunning,
+            Self::Moved(m) => Self::Moved(m),
             Self::BadCursor => Self::BadCursor,
             Self::NotFound(m) => Self::NotFound(m),
             Self::InvalidInput(m) => Self::InvalidInput(m.clone()),

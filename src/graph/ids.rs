@@ -34,13 +34,29 @@ pub(crate) fn import_job_id(id: i64) -> ID {
 
 /// Decodes a global id that must name an import job.
 pub(crate) fn decode_import_job(id: &ID) -> Result<i64, ApiError> {
-    let malformed = || ApiError::invalid(format!("malformed import job id {:?}", id.as_str()));
+    decode_numbered(id, "ImportJob:", "import job")
+}
+
+/// The global id of an account move.
+pub(crate) fn account_move_id(id: i64) -> ID {
+    ID(URL_SAFE_NO_PAD.encode(format!("AccountMove:{id}")))
+}
+
+/// Decodes a global id that must name an account move.
+pub(crate) fn decode_account_move(id: &ID) -> Result<i64, ApiError> {
+    decode_numbered(id, "AccountMove:", "account move")
+}
+
+/// Decodes a global id of `prefix` and a positive number (`what` names it
+/// in the refusal).
+fn decode_numbered(id: &ID, prefix: &str, what: &str) -> Result<i64, ApiError> {
+    let malformed = || ApiError::invalid(format!("malformed {what} id {:?}", id.as_str()));
     let bytes = URL_SAFE_NO_PAD
         .decode(id.as_str())
         .map_err(|_| malformed())?;
     std::str::from_utf8(&bytes)
         .ok()
-        .and_then(|text| text.strip_prefix("ImportJob:"))
+        .and_then(|text| text.strip_prefix(prefix))
         .and_then(|raw| raw.parse::<i64>().ok())
         .filter(|id| *id > 0)
         .ok_or_else(malformed)

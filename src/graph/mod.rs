@@ -11,6 +11,7 @@ pub(crate) mod ids;
 pub(crate) mod import_rows;
 pub(crate) mod limits;
 pub(crate) mod loaders;
+pub(crate) mod moves;
 pub(crate) mod mutation;
 pub(crate) mod node;
 pub(crate) mod page_args;
@@ -45,6 +46,7 @@ pub struct Query(
     user_query::UserQuery,
     close_friends::CloseFriendQuery,
     portability::ImportQuery,
+    moves::MoveQuery,
     federation::EntityQuery,
 );
 
@@ -59,6 +61,7 @@ pub struct Mutation(
     safety::SettingsMutation,
     safety::RequestMutation,
     portability::ImportMutation,
+    moves::MoveMutation,
     suggest::SuggestionMutation,
 );
 

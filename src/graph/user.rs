@@ -57,6 +57,24 @@ impl UserNode {
         self.0.hides_collections
     }
 
+    /// The account this one moved to (`moveAccount`): it takes no follows
+    /// (`MOVED`), and its followers are brought to that account. Null when
+    /// it has not moved, or moved back.
+    async fn moved_to(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
+        let loaders = ctx.data_unchecked::<Loaders>();
+        // The held row, not this object's copy: a mutation's payload
+        // describes its users without it.
+        let held = loaders
+            .user(self.0.id)
+            .await
+            .map_err(|e| e.as_ref().extend())?;
+        let Some(to) = held.and_then(|u| u.moved_to) else {
+            return Ok(None);
+        };
+        let user = loaders.user(to).await.map_err(|e| e.as_ref().extend())?;
+        Ok(user.and_then(UserNode::visible))
+    }
+
     /// Follow and content counters (exact, never negative).
     async fn counters(&self, ctx: &Context<'_>) -> async_graphql::Result<Counters> {
         let record = ctx

@@ -13,4 +13,6 @@ pub struct Wakes {
     pub projector: Notify,
     /// This process's import runner's, when a job is queued here.
     pub imports: Notify,
+    /// This process's move runner's, when an account moves here.
+    pub moves: Notify,
 }

@@ -399,6 +399,7 @@ mod tests {
             status: UserStatus::Active,
             locked: false,
             hides_collections: false,
+            moved_to: None,
         }
     }
 

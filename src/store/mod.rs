@@ -17,6 +17,7 @@ pub(crate) mod import_budget;
 pub(crate) mod imports;
 pub(crate) mod lists;
 pub(crate) mod migrate;
+pub(crate) mod moves;
 pub(crate) mod mutes;
 pub(crate) mod origin;
 pub(crate) mod outbox;

@@ -1,6 +1,43 @@
 // @generated automatically by Diesel CLI.
 
 diesel::table! {
+    account_alias (user_id, alias_id) {
+        user_id -> Int8,
+        alias_id -> Int8,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    account_move (id) {
+        id -> Int8,
+        from_id -> Int8,
+        to_id -> Int8,
+        state -> Text,
+        total -> Int4,
+        moved -> Int4,
+        requested -> Int4,
+        skipped -> Int4,
+        failed -> Int4,
+        after_id -> Int8,
+        due_at -> Timestamptz,
+        lease_token -> Nullable<Uuid>,
+        lease_until -> Nullable<Timestamptz>,
+        failure -> Nullable<Text>,
+        created_at -> Timestamptz,
+        finished_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    account_move_row (move_id, follower_id) {
+        move_id -> Int8,
+        follower_id -> Int8,
+        outcome -> Text,
+    }
+}
+
+diesel::table! {
     account_transition (account_id) {
         account_id -> Int8,
         status -> Text,
@@ -253,8 +290,12 @@ diesel::table! {
         locked -> Bool,
         hides_collections -> Bool,
         settings_version -> Int8,
+        moved_to -> Nullable<Int8>,
+        moved_at -> Nullable<Timestamptz>,
     }
 }
+
+diesel::joinable!(account_move_row -> account_move (move_id));
 
 diesel::joinable!(import_follow_budget -> users (owner_id));
 
@@ -267,6 +308,9 @@ diesel::joinable!(import_turn -> import_job (job_id));
 diesel::joinable!(user_stats -> users (user_id));
 
 diesel::allow_tables_to_appear_in_same_query!(
+    account_alias,
+    account_move,
+    account_move_row,
     account_transition,
     block,
     close_friend,

@@ -17,6 +17,7 @@ struct UserRow {
     status: String,
     locked: bool,
     hides_collections: bool,
+    moved_to: Option<i64>,
 }
 
 impl From<UserRow> for User {
@@ -28,6 +29,7 @@ impl From<UserRow> for User {
             status: UserStatus::from_db(&row.status),
             locked: row.locked,
             hides_collections: row.hides_collections,
+            moved_to: row.moved_to.and_then(UserId::new),
         }
     }
 }
@@ -176,7 +178,7 @@ pub(crate) async fn update_settings(
     event_id: uuid::Uuid,
 ) -> QueryResult<Option<User>> {
     let rows: Vec<UserRow> = diesel::sql_query(
-        "SELECT id, handle, display_name, status, locked, hides_collections
+        "SELECT id, handle, display_name, status, locked, hides_collections, moved_to
            FROM kith_update_settings($1, $2, $3, $4)",
     )
     .bind::<BigInt, _>(id.get())

@@ -231,7 +231,9 @@ pub(crate) async fn change_edges(
                 Ok(outcome)
             }
             Err(Refusal::TargetUnknown) => Err(TargetError::NotFound),
-            Err(Refusal::TargetUnfollowable) => Err(TargetError::NotFollowable),
+            Err(Refusal::TargetUnfollowable | Refusal::TargetMoved) => {
+                Err(TargetError::NotFollowable)
+            }
             Err(Refusal::Blocked) => Err(TargetError::Blocked),
             Err(Refusal::FollowLimit) => Err(TargetError::FollowLimit),
             // The actor's refusal comes on every row, and nothing changed.
@@ -273,6 +275,7 @@ pub(super) enum Refusal {
     ActorSuspended,
     TargetUnknown,
     TargetUnfollowable,
+    TargetMoved,
     Blocked,
     BlockLimit,
     CloseFriendsLimit,
@@ -299,6 +302,7 @@ impl Refusal {
             "actor_unknown" => Self::ActorUnknown,
             "target_unknown" => Self::TargetUnknown,
             "target_unfollowable" => Self::TargetUnfollowable,
+            "target_moved" => Self::TargetMoved,
             "blocked" => Self::Blocked,
             "block_limit" => Self::BlockLimit,
             "close_friends_limit" => Self::CloseFriendsLimit,
@@ -315,6 +319,9 @@ impl From<Refusal> for ApiError {
             Refusal::ActorUnknown => ApiError::Unauthenticated("the token's user does not exist"),
             Refusal::TargetUnknown => ApiError::NotFound("user"),
             Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
+            Refusal::TargetMoved => {
+                ApiError::Moved("this account has moved: follow the account its movedTo names")
+            }
             Refusal::Blocked => ApiError::Blocked,
             Refusal::BlockLimit => ApiError::BlockLimit,
             Refusal::CloseFriendsLimit => ApiError::CloseFriendsLimit,
@@ -405,6 +412,9 @@ pub(super) fn described_user(row: &EdgeChangeRow, described: UserId) -> Option<U
         status: UserStatus::from_db(row.target_status.as_deref()?),
         locked: row.target_locked?,
         hides_collections: row.target_hides_collections?,
+        // Not among the row's columns: the `User` object reads it from the
+        // held row (`User.movedTo`).
+        moved_to: None,
     })
 }
 

@@ -225,7 +225,7 @@ pub(crate) async fn apply(
         Ok(_) => RowOutcome::Skipped,
         Err(refusal) => RowOutcome::Failed(match refusal {
             Refusal::TargetUnknown => RowError::NotFound,
-            Refusal::TargetUnfollowable => RowError::NotFollowable,
+            Refusal::TargetUnfollowable | Refusal::TargetMoved => RowError::NotFollowable,
             Refusal::Blocked => RowError::Blocked,
             Refusal::FollowLimit => RowError::FollowLimit,
             Refusal::BlockLimit => RowError::BlockLimit,

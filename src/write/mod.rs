@@ -9,6 +9,8 @@ pub(crate) mod follow_options;
 pub(crate) mod group_commit;
 pub(crate) mod import;
 pub(crate) mod lifecycle;
+pub(crate) mod move_runner;
+pub(crate) mod moves;
 pub(crate) mod mute;
 pub(crate) mod rate_limit;
 pub(crate) mod requests;

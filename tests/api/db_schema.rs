@@ -271,7 +271,9 @@ async fn print_schema(base: &str, schema: &str) -> String {
             .or_default()
             .push(row.get(2));
     }
-    for ((child, parent), columns) in &joins {
+    // As `diesel print-schema`: a table's key to itself is no join diesel
+    // can name.
+    for ((child, parent), columns) in joins.iter().filter(|((c, p), _)| c != p) {
         if let [column] = columns.as_slice() {
             out.push_str(&format!(
                 "\ndiesel::joinable!({child} -> {parent} ({column}));\n"

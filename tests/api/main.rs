@@ -27,6 +27,7 @@ mod hidden_lists;
 mod http;
 mod identity;
 mod lifecycle;
+mod moves;
 mod mutes;
 mod paging_property;
 mod persisted;

@@ -108,7 +108,8 @@ pub async fn apply_items(conn: &mut PgConn, items: &[&Item]) -> Result<Committed
                 | Event::Request(_)
                 | Event::CloseFriend(_)
                 | Event::FollowOptions(_)
-                | Event::Settings(_),
+                | Event::Settings(_)
+                | Event::Moved(_),
             ) => {}
             Action::DeadLetter(reason) => dead.push(dead_letter(item, reason)),
             Action::Resync(_) => continue,

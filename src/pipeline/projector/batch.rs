@@ -10,6 +10,7 @@ use crate::events::close_friend::{CloseFriendEvent, CloseFriendEventType};
 use crate::events::content::ContentEvent;
 use crate::events::follow::{FollowEvent, SCHEMA_VERSION};
 use crate::events::follow_options::{FOLLOW_OPTIONS_CHANGED, FollowOptionsEvent};
+use crate::events::moved::{ACCOUNT_MOVED, MoveEvent};
 use crate::events::mute::{MuteEvent, MuteEventType};
 use crate::events::request::{RequestEvent, RequestEventType};
 use crate::events::settings::{SETTINGS_CHANGED, SettingsEvent};
@@ -32,6 +33,8 @@ pub enum Event {
     FollowOptions(FollowOptionsEvent),
     /// An account's settings after a change, from Kith's outbox.
     Settings(SettingsEvent),
+    /// An account's move, or its end, from Kith's outbox.
+    Moved(MoveEvent),
     /// A content counter change from another service.
     Content(ContentEvent),
 }
@@ -133,6 +136,19 @@ pub(crate) fn decode(config: &Config, message: &OwnedMessage) -> Result<Event, S
             }
             return Ok(Event::Settings(event));
         }
+        if kind.event_type == ACCOUNT_MOVED {
+            let event: MoveEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+            if event.schema_version > SCHEMA_VERSION {
+                return Err(format!(
+                    "unsupported schemaVersion {}",
+                    event.schema_version
+                ));
+            }
+            if event.version < 1 || event.moved_to == Some(event.from) {
+                return Err("a move to itself, or of no version".into());
+            }
+            return Ok(Event::Moved(event));
+        }
         let event: FollowEvent = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
         check_edge(event.schema_version, event.from, event.to, event.version)?;
         let latest = event.occurred_at_ms.saturating_add(CLOCK_STEP_SLACK_MS);
@@ -233,6 +249,20 @@ mod tests {
             Ok(Event::Settings(_))
         ));
         assert!(decode(&config, &message(&topic, &settings(0))).is_err());
+        let moved = |to: &str| {
+            format!(
+                r#"{{"schemaVersion":1,"eventId":"00000000-0000-0000-0000-000000000004","type":"AccountMoved","from":4,"version":2,"movedTo":{to},"occurredAtMs":{now}}}"#
+            )
+        };
+        assert!(matches!(
+            decode(&config, &message(&topic, &moved("5"))),
+            Ok(Event::Moved(_))
+        ));
+        assert!(matches!(
+            decode(&config, &message(&topic, &moved("null"))),
+            Ok(Event::Moved(_))
+        ));
+        assert!(decode(&config, &message(&topic, &moved("4"))).is_err());
         let unknown = r#"{"type":"SomethingNew","from":1,"to":2}"#;
         assert!(decode(&config, &message(&topic, unknown)).is_err());
         let content =

@@ -225,6 +225,7 @@ impl Projector {
                 Event::CloseFriend(e) => Some(e.occurred_at_ms),
                 Event::FollowOptions(e) => Some(e.occurred_at_ms),
                 Event::Settings(e) => Some(e.occurred_at_ms),
+                Event::Moved(e) => Some(e.occurred_at_ms),
                 Event::Content(e) => e.occurred_at_ms,
             };
             if let Some(occurred) = occurred {

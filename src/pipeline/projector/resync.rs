@@ -73,7 +73,8 @@ fn touched<'a>(
             | Event::Request(_)
             | Event::CloseFriend(_)
             | Event::FollowOptions(_)
-            | Event::Settings(_) => {}
+            | Event::Settings(_)
+            | Event::Moved(_) => {}
         }
     }
     (users, pairs)

@@ -1,0 +1,385 @@
+//! Account moves (`account_alias`, `account_move`, `account_move_row`):
+//! the aliases an account claims, the move that `kith_move_account`
+//! opens, and its job's batches, each under the job's lease and inside
+//! the batch's own transaction.
+
+use chrono::{DateTime, Utc};
+use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz, Uuid};
+use diesel_async::RunQueryDsl;
+
+use super::PgConn;
+use crate::model::{FollowOptions, UserId};
+
+/// A move as stored.
+#[derive(diesel::QueryableByName, Clone, Debug)]
+pub(crate) struct MoveRow {
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub from_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub to_id: i64,
+    #[diesel(sql_type = Text)]
+    pub state: String,
+    #[diesel(sql_type = Int4)]
+    pub total: i32,
+    #[diesel(sql_type = Int4)]
+    pub moved: i32,
+    #[diesel(sql_type = Int4)]
+    pub requested: i32,
+    #[diesel(sql_type = Int4)]
+    pub skipped: i32,
+    #[diesel(sql_type = Int4)]
+    pub failed: i32,
+    #[diesel(sql_type = BigInt)]
+    pub after_id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub failure: Option<String>,
+    #[diesel(sql_type = Timestamptz)]
+    pub created_at: DateTime<Utc>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+const MOVE_COLUMNS: &str = "id, from_id, to_id, state, total, moved, requested, skipped, failed, \
+     after_id, failure, created_at, finished_at";
+
+/// Adds `alias` to `user`'s aliases (at most `max`); `Some(true)` when
+/// added, `Some(false)` when it was one already, `None` when `user` has
+/// `max` already.
+pub(crate) async fn add_alias(
+    conn: &mut PgConn,
+    user: UserId,
+    alias: UserId,
+    max: i64,
+) -> diesel::QueryResult<Option<bool>> {
+    #[derive(diesel::QueryableByName)]
+    struct Added {
+        #[diesel(sql_type = Nullable<Bool>)]
+        added: Option<bool>,
+    }
+    // The owner's row lock counts its aliases alone.
+    let row: Added = diesel::sql_query(
+        "WITH owner AS (SELECT id FROM users WHERE id = $1 FOR UPDATE),
+              has AS (SELECT EXISTS (SELECT 1 FROM account_alias
+                                      WHERE user_id = $1 AND alias_id = $2) AS has,
+                             (SELECT count(*) FROM account_alias WHERE user_id = $1) AS n
+                        FROM owner),
+              ins AS (INSERT INTO account_alias (user_id, alias_id)
+                      SELECT $1, $2 FROM has WHERE NOT has.has AND has.n < $3
+                      RETURNING 1)
+         SELECT CASE WHEN (SELECT has FROM has) THEN FALSE
+                     WHEN EXISTS (SELECT 1 FROM ins) THEN TRUE END AS added",
+    )
+    .bind::<BigInt, _>(user.get())
+    .bind::<BigInt, _>(alias.get())
+    .bind::<BigInt, _>(max)
+    .get_result(conn)
+    .await?;
+    Ok(row.added)
+}
+
+/// Removes `alias` from `user`'s aliases; whether it was one.
+pub(crate) async fn remove_alias(
+    conn: &mut PgConn,
+    user: UserId,
+    alias: UserId,
+) -> diesel::QueryResult<bool> {
+    let n = diesel::sql_query("DELETE FROM account_alias WHERE user_id = $1 AND alias_id = $2")
+        .bind::<BigInt, _>(user.get())
+        .bind::<BigInt, _>(alias.get())
+        .execute(conn)
+        .await?;
+    Ok(n > 0)
+}
+
+/// `user`'s aliases, oldest first.
+pub(crate) async fn aliases(conn: &mut PgConn, user: UserId) -> diesel::QueryResult<Vec<UserId>> {
+    #[derive(diesel::QueryableByName)]
+    struct Alias {
+        #[diesel(sql_type = BigInt)]
+        alias_id: i64,
+    }
+    let rows: Vec<Alias> = diesel::sql_query(
+        "SELECT alias_id FROM account_alias WHERE user_id = $1 ORDER BY created_at, alias_id",
+    )
+    .bind::<BigInt, _>(user.get())
+    .load(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| UserId::new(r.alias_id))
+        .collect())
+}
+
+/// What `kith_move_account` answered: `ok` with the new move's id, or a
+/// refusal.
+#[derive(diesel::QueryableByName)]
+pub(crate) struct Opened {
+    #[diesel(sql_type = Text)]
+    pub outcome: String,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub move_id: Option<i64>,
+}
+
+/// Moves `from` to `to` (see `kith_move_account`).
+pub(crate) async fn open(
+    conn: &mut PgConn,
+    from: UserId,
+    to: UserId,
+    events: [uuid::Uuid; 2],
+) -> diesel::QueryResult<Opened> {
+    let rows: Vec<Opened> = diesel::sql_query("SELECT * FROM kith_move_account($1, $2, $3, $4)")
+        .bind::<BigInt, _>(from.get())
+        .bind::<BigInt, _>(to.get())
+        .bind::<Uuid, _>(events[0])
+        .bind::<Uuid, _>(events[1])
+        .load(conn)
+        .await?;
+    super::committed(rows).ok_or(diesel::result::Error::NotFound)
+}
+
+/// Takes the lease, for `lease_ms`, of the open move due first whose
+/// lease is free or lapsed.
+pub(crate) async fn claim(
+    conn: &mut PgConn,
+    token: uuid::Uuid,
+    lease_ms: i64,
+) -> diesel::QueryResult<Option<MoveRow>> {
+    let rows: Vec<MoveRow> = diesel::sql_query(format!(
+        "UPDATE account_move
+            SET lease_token = $1, lease_until = now() + $2 * interval '1 millisecond'
+          WHERE id = (SELECT id FROM account_move
+                       WHERE state = 'running' AND due_at <= now()
+                         AND (lease_until IS NULL OR lease_until < now())
+                       ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING {MOVE_COLUMNS}"
+    ))
+    .bind::<Uuid, _>(token)
+    .bind::<BigInt, _>(lease_ms)
+    .load(conn)
+    .await?;
+    Ok(super::committed(rows))
+}
+
+/// When the soonest open move held back by its pace comes due, if any.
+pub(crate) async fn next_due(conn: &mut PgConn) -> diesel::QueryResult<Option<DateTime<Utc>>> {
+    #[derive(diesel::QueryableByName)]
+    struct Due {
+        #[diesel(sql_type = Nullable<Timestamptz>)]
+        due: Option<DateTime<Utc>>,
+    }
+    let row: Due = diesel::sql_query(
+        "SELECT min(due_at) AS due FROM account_move WHERE state = 'running' AND due_at > now()",
+    )
+    .get_result(conn)
+    .await?;
+    Ok(row.due)
+}
+
+/// Inside a batch's transaction: the move, locked, if `token` still holds
+/// its lease (extended by `lease_ms`) and it runs (a move back supersedes
+/// it, waiting for this lock); `None` otherwise.
+pub(crate) async fn fence(
+    conn: &mut PgConn,
+    id: i64,
+    token: uuid::Uuid,
+    lease_ms: i64,
+) -> diesel::QueryResult<Option<MoveRow>> {
+    let rows: Vec<MoveRow> = diesel::sql_query(format!(
+        "UPDATE account_move m
+            SET lease_until = now() + $3 * interval '1 millisecond'
+          WHERE m.id = $1 AND m.lease_token = $2 AND m.state = 'running'
+         RETURNING {MOVE_COLUMNS}"
+    ))
+    .bind::<BigInt, _>(id)
+    .bind::<Uuid, _>(token)
+    .bind::<BigInt, _>(lease_ms)
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().next())
+}
+
+/// One follower of the moved account, with the options of its follow.
+#[derive(diesel::QueryableByName, Clone, Debug)]
+pub(crate) struct Follower {
+    #[diesel(sql_type = BigInt)]
+    pub id: i64,
+    /// Whether the follow's options were ever set for this follow.
+    #[diesel(sql_type = Bool)]
+    pub has_options: bool,
+    #[diesel(sql_type = Bool)]
+    pub notify: bool,
+    #[diesel(sql_type = Bool)]
+    pub show_reposts: bool,
+    #[diesel(sql_type = Nullable<Array<Text>>)]
+    pub languages: Option<Vec<String>>,
+}
+
+impl Follower {
+    /// The options its follow had, if set.
+    pub(crate) fn options(&self) -> Option<FollowOptions> {
+        self.has_options.then(|| FollowOptions {
+            notify: self.notify,
+            show_reposts: self.show_reposts,
+            languages: self.languages.clone(),
+        })
+    }
+}
+
+/// The next `limit` active followers of `account` after id `after`, in id
+/// order.
+pub(crate) async fn followers_after(
+    conn: &mut PgConn,
+    account: i64,
+    after: i64,
+    limit: i64,
+) -> diesel::QueryResult<Vec<Follower>> {
+    diesel::sql_query(
+        "SELECT f.from_user_id AS id,
+                f.options_at IS NOT DISTINCT FROM f.followed_at AS has_options,
+                f.notify, f.show_reposts, f.languages
+           FROM following f
+          WHERE f.to_user_id = $1 AND f.from_user_id > $2 AND f.active
+          ORDER BY f.from_user_id LIMIT $3",
+    )
+    .bind::<BigInt, _>(account)
+    .bind::<BigInt, _>(after)
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await
+}
+
+/// A batch's effect on its move's counts and position.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Progress {
+    pub moved: i32,
+    pub requested: i32,
+    pub skipped: i32,
+    pub failed: i32,
+    /// The last follower id handled.
+    pub after_id: i64,
+}
+
+/// Adds a batch's `progress` and its followers left behind (`failures`:
+/// follower id and code) to move `id`, due again `pace_ms` from now (the
+/// database's clock).
+pub(crate) async fn advance(
+    conn: &mut PgConn,
+    id: i64,
+    progress: Progress,
+    failures: &[(i64, &'static str)],
+    pace_ms: i64,
+) -> diesel::QueryResult<()> {
+    if !failures.is_empty() {
+        let followers: Vec<i64> = failures.iter().map(|f| f.0).collect();
+        let outcomes: Vec<&str> = failures.iter().map(|f| f.1).collect();
+        diesel::sql_query(
+            "INSERT INTO account_move_row (move_id, follower_id, outcome)
+             SELECT $1, u.f, u.o FROM unnest($2::BIGINT[], $3::TEXT[]) AS u(f, o)
+             ON CONFLICT (move_id, follower_id) DO UPDATE SET outcome = EXCLUDED.outcome",
+        )
+        .bind::<BigInt, _>(id)
+        .bind::<Array<BigInt>, _>(&followers)
+        .bind::<Array<Text>, _>(&outcomes)
+        .execute(conn)
+        .await?;
+    }
+    diesel::sql_query(
+        "UPDATE account_move
+            SET moved = moved + $2, requested = requested + $3, skipped = skipped + $4,
+                failed = failed + $5, after_id = $6,
+                due_at = now() + $7 * interval '1 millisecond'
+          WHERE id = $1",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Int4, _>(progress.moved)
+    .bind::<Int4, _>(progress.requested)
+    .bind::<Int4, _>(progress.skipped)
+    .bind::<Int4, _>(progress.failed)
+    .bind::<BigInt, _>(progress.after_id)
+    .bind::<BigInt, _>(pace_ms)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives up `token`'s lease of move `id`.
+pub(crate) async fn release(
+    conn: &mut PgConn,
+    id: i64,
+    token: uuid::Uuid,
+) -> diesel::QueryResult<()> {
+    diesel::sql_query(
+        "UPDATE account_move SET lease_token = NULL, lease_until = NULL
+          WHERE id = $1 AND lease_token = $2",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Uuid, _>(token)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends move `id` as `state` ('done' or 'failed', with why), if `token`
+/// still holds it.
+pub(crate) async fn finish(
+    conn: &mut PgConn,
+    id: i64,
+    token: uuid::Uuid,
+    state: &str,
+    failure: Option<&str>,
+) -> diesel::QueryResult<bool> {
+    let n = diesel::sql_query(
+        "UPDATE account_move
+            SET state = $3, failure = $4, finished_at = now(),
+                lease_token = NULL, lease_until = NULL
+          WHERE id = $1 AND lease_token = $2 AND state = 'running'",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Uuid, _>(token)
+    .bind::<Text, _>(state)
+    .bind::<Nullable<Text>, _>(failure)
+    .execute(conn)
+    .await?;
+    Ok(n == 1)
+}
+
+/// Move `id`, if it exists.
+pub(crate) async fn get(conn: &mut PgConn, id: i64) -> diesel::QueryResult<Option<MoveRow>> {
+    let rows: Vec<MoveRow> = diesel::sql_query(format!(
+        "SELECT {MOVE_COLUMNS} FROM account_move WHERE id = $1"
+    ))
+    .bind::<BigInt, _>(id)
+    .load(conn)
+    .await?;
+    Ok(rows.into_iter().next())
+}
+
+/// A follower a move left behind, and why.
+#[derive(diesel::QueryableByName, Clone, Debug)]
+pub(crate) struct LeftBehind {
+    #[diesel(sql_type = BigInt)]
+    pub follower_id: i64,
+    #[diesel(sql_type = Text)]
+    pub outcome: String,
+}
+
+/// Up to `limit` followers move `id` left behind after follower `after`,
+/// in id order.
+pub(crate) async fn left_behind(
+    conn: &mut PgConn,
+    id: i64,
+    after: i64,
+    limit: i64,
+) -> diesel::QueryResult<Vec<LeftBehind>> {
+    diesel::sql_query(
+        "SELECT follower_id, outcome FROM account_move_row
+          WHERE move_id = $1 AND follower_id > $2 ORDER BY follower_id LIMIT $3",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<BigInt, _>(after)
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await
+}

@@ -1,0 +1,264 @@
+//! Account moves: the aliases an account claims, the move itself, and one
+//! batch of a move's job — the next followers of the old account follow
+//! the new one (through the group commit's statement, so blocks, locks and
+//! the follow cap hold as for any follow) and unfollow the old, with the
+//! options of their follow, in one transaction with the job's progress.
+
+use crate::app::App;
+use crate::error::ApiError;
+use crate::model::UserId;
+use crate::store::following::{self, EdgeItem, FollowCap};
+use crate::store::moves::{self, MoveRow, Progress};
+use crate::store::{PgConn, follow_options, users};
+
+use super::follow::{EdgeChange, FollowOutcome, Refusal, outcome_of};
+use super::import::RowError;
+
+/// Most aliases one account may claim.
+pub(crate) const MAX_ALIASES: i64 = 16;
+
+/// `user` claims `alias` as one of its old accounts (a move from it to
+/// `user` is allowed then); `user`'s aliases after.
+pub(crate) async fn add_alias(
+    app: &App,
+    user: UserId,
+    alias: UserId,
+) -> Result<(bool, Vec<UserId>), ApiError> {
+    if user == alias {
+        return Err(ApiError::invalid("an account cannot be its own alias"));
+    }
+    super::take_tokens(app, user, 1).await?;
+    let mut conn = app.pg.get().await?;
+    active(&mut conn, user).await?;
+    if users::find(&mut conn, alias).await?.is_none() {
+        return Err(ApiError::NotFound("user"));
+    }
+    let added = moves::add_alias(&mut conn, user, alias, MAX_ALIASES)
+        .await?
+        .ok_or_else(|| {
+            ApiError::invalid(format!(
+                "an account has at most {MAX_ALIASES} aliases: remove one first"
+            ))
+        })?;
+    Ok((added, moves::aliases(&mut conn, user).await?))
+}
+
+/// `user` no longer claims `alias`; `user`'s aliases after. A move that
+/// ran from it stays.
+pub(crate) async fn remove_alias(
+    app: &App,
+    user: UserId,
+    alias: UserId,
+) -> Result<(bool, Vec<UserId>), ApiError> {
+    super::take_tokens(app, user, 1).await?;
+    let mut conn = app.pg.get().await?;
+    active(&mut conn, user).await?;
+    let removed = moves::remove_alias(&mut conn, user, alias).await?;
+    Ok((removed, moves::aliases(&mut conn, user).await?))
+}
+
+/// Refuses an account that cannot act.
+async fn active(conn: &mut PgConn, user: UserId) -> Result<(), ApiError> {
+    match users::status_of(conn, user).await? {
+        Some(crate::model::UserStatus::Active) => Ok(()),
+        Some(crate::model::UserStatus::Suspended) => {
+            Err(ApiError::Forbidden("this account is suspended"))
+        }
+        _ => Err(ApiError::Unauthenticated("the token's user does not exist")),
+    }
+}
+
+/// Moves `from` to `to`, which must claim `from` as an alias: `from` is
+/// marked moved and takes no follows from now, and its followers are
+/// brought to `to` in the background. A move to the account that moved to
+/// `from` is a move back.
+pub(crate) async fn start(app: &App, from: UserId, to: UserId) -> Result<MoveRow, ApiError> {
+    super::take_tokens(app, from, 1).await?;
+    let events = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
+    let mut conn = app.pg.get().await?;
+    let opened = moves::open(&mut conn, from, to, events).await?;
+    let id = match (opened.outcome.as_str(), opened.move_id) {
+        ("ok", Some(id)) => id,
+        ("actor_unknown", _) => {
+            return Err(ApiError::Unauthenticated("the token's user does not exist"));
+        }
+        ("actor_suspended", _) => return Err(ApiError::Forbidden("this account is suspended")),
+        ("self", _) => return Err(ApiError::invalid("an account cannot move to itself")),
+        ("target_unknown", _) => return Err(ApiError::NotFound("user")),
+        ("target_unfollowable", _) => {
+            return Err(ApiError::invalid("this user cannot be followed"));
+        }
+        ("moved", _) => {
+            return Err(ApiError::Moved(
+                "this account has moved already; the account it moved to can move back to it",
+            ));
+        }
+        ("target_moved", _) => {
+            return Err(ApiError::Moved(
+                "that account has moved itself: move to the account its movedTo names",
+            ));
+        }
+        ("no_alias", _) => {
+            return Err(ApiError::Forbidden(
+                "the new account must first claim this one as an alias (addAccountAlias)",
+            ));
+        }
+        ("move_running", _) => return Err(ApiError::Moved("a move of this account is running")),
+        (other, _) => {
+            return Err(ApiError::internal(anyhow::anyhow!(
+                "kith_move_account answered {other:?}"
+            )));
+        }
+    };
+    let row = moves::get(&mut conn, id)
+        .await?
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("move {id} vanished")))?;
+    drop(conn);
+    app.read.forget_users(&[from, to]);
+    app.wakes.relay.notify_one();
+    app.wakes.moves.notify_one();
+    Ok(row)
+}
+
+/// What a batch did, for the caches once it commits.
+pub(crate) struct Batch {
+    /// The follows and unfollows it made.
+    pub follows: Vec<FollowOutcome>,
+    /// Whether every follower is handled.
+    pub done: bool,
+}
+
+/// Why a move's job cannot go on: it ends `failed` with this.
+#[derive(Debug)]
+pub(crate) struct Stopped(pub &'static str);
+
+/// One batch of `job` (fenced by the caller, in `conn`'s transaction): up
+/// to `size` followers, then the job due again in `size / rate` seconds.
+pub(crate) async fn batch(
+    app: &App,
+    conn: &mut PgConn,
+    job: &MoveRow,
+    size: i64,
+) -> Result<Result<Batch, Stopped>, ApiError> {
+    let (Some(from), Some(to)) = (UserId::new(job.from_id), UserId::new(job.to_id)) else {
+        return Ok(Err(Stopped("the move names no account")));
+    };
+    let followers = moves::followers_after(conn, job.from_id, job.after_id, size).await?;
+    let Some(last) = followers.last().map(|f| f.id) else {
+        return Ok(Ok(Batch {
+            follows: Vec::new(),
+            done: true,
+        }));
+    };
+    let cap = FollowCap::of(&app.config);
+    let actors: Vec<UserId> = followers.iter().filter_map(|f| UserId::new(f.id)).collect();
+    let items: Vec<EdgeItem> = actors
+        .iter()
+        .map(|&actor| EdgeItem {
+            actor,
+            target: to,
+            follow: true,
+            event_id: uuid::Uuid::new_v4(),
+        })
+        .collect();
+    let rows = following::change_set(conn, &items, cap).await?;
+    let mut progress = Progress {
+        after_id: last,
+        ..Progress::default()
+    };
+    let mut failures = Vec::new();
+    let mut follows = Vec::new();
+    let mut leaving = Vec::new();
+    for ((item, row), follower) in items.iter().zip(rows).zip(&followers) {
+        let made = row.edge_version.is_some();
+        match Refusal::check(&row.outcome) {
+            Ok(requested) => {
+                if requested {
+                    progress.requested += 1;
+                } else if made {
+                    progress.moved += 1;
+                } else {
+                    progress.skipped += 1;
+                }
+                if made
+                    && !requested
+                    && let Some(options) = follower.options()
+                {
+                    let change = follow_options::OptionsChange::from(&options);
+                    follow_options::set(conn, item.actor, to, &change, uuid::Uuid::new_v4())
+                        .await?;
+                }
+                if made
+                    && let Ok(outcome) =
+                        outcome_of(row, item.actor, to, EdgeChange::Follow, item.event_id)
+                {
+                    follows.push(outcome);
+                }
+                leaving.push(item.actor);
+            }
+            Err(Refusal::TargetUnknown | Refusal::TargetUnfollowable) => {
+                return Ok(Err(Stopped("the new account cannot be followed now")));
+            }
+            Err(Refusal::TargetMoved) => {
+                return Ok(Err(Stopped("the new account has moved itself")));
+            }
+            Err(refusal) => {
+                let code = match refusal {
+                    Refusal::Blocked => RowError::Blocked,
+                    Refusal::FollowLimit => RowError::FollowLimit,
+                    // The follower itself cannot act (suspended meanwhile).
+                    _ => RowError::NotFollowable,
+                };
+                progress.failed += 1;
+                failures.push((item.actor.get(), code.as_str()));
+            }
+        }
+    }
+    // The old account loses those that follow (or asked to follow) the new.
+    let unfollows: Vec<EdgeItem> = leaving
+        .iter()
+        .map(|&actor| EdgeItem {
+            actor,
+            target: from,
+            follow: false,
+            event_id: uuid::Uuid::new_v4(),
+        })
+        .collect();
+    let ended = following::change_set(conn, &unfollows, cap).await?;
+    for (item, row) in unfollows.iter().zip(ended) {
+        if row.edge_version.is_some()
+            && let Ok(outcome) =
+                outcome_of(row, item.actor, from, EdgeChange::Unfollow, item.event_id)
+        {
+            follows.push(outcome);
+        }
+    }
+    moves::advance(
+        conn,
+        job.id,
+        progress,
+        &failures,
+        pace_ms(app, actors.len()),
+    )
+    .await?;
+    Ok(Ok(Batch {
+        follows,
+        done: false,
+    }))
+}
+
+/// How long after a batch of `n` followers its job is due again.
+fn pace_ms(app: &App, n: usize) -> i64 {
+    let rate = f64::from(app.config.portability.move_followers_per_sec.max(1));
+    (n as f64 / rate * 1000.0) as i64
+}
+
+/// After a batch committed: the caches show its follows as the mutations'
+/// would, and the relays are woken.
+pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
+    if follows.is_empty() {
+        return;
+    }
+    super::follow::write_through(app, follows, &[]).await;
+    super::after_commit(app, &[], &[]).await;
+}

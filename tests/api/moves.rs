@@ -1,0 +1,389 @@
+//! Account moves: the new account claims the old, the old moves and takes
+//! no follows, and its followers are brought along in the background —
+//! blocks respected, a locked account asked, the follow cap honoured —
+//! resumably, and a move back undoes the mark.
+
+use std::sync::Arc;
+
+use kith::model::UserId;
+use kith::testing::auth::Viewer;
+use kith::testing::pipeline::projector::ProjectorHooks;
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    TestApp, assert_consistent, assert_ok, error_code, eventually, settled, spawn_app_with,
+};
+
+fn gid(user: UserId) -> String {
+    kith::testing::graph::ids::user_id(user).to_string()
+}
+
+const MOVE: &str =
+    "mutation($id: ID!) { moveAccount(input: {targetId: $id, clientMutationId: \"m\"}) {
+    clientMutationId move { id state total from { handle } to { handle } } } }";
+
+const WATCH: &str = "query($id: ID!) { accountMove(id: $id) {
+    state total moved requested skipped failed failure
+    errors(first: 10) { totalCount edges { node { user { handle } reason } } } } }";
+
+async fn alias(t: &TestApp, user: UserId, old: UserId) -> Value {
+    t.execute(
+        Viewer::User(user),
+        "mutation($id: ID!) { addAccountAlias(input: {userId: $id}) { changed aliases { handle } } }",
+        json!({ "id": gid(old) }),
+    )
+    .await
+}
+
+async fn move_to(t: &TestApp, from: UserId, to: UserId) -> Value {
+    t.execute(Viewer::User(from), MOVE, json!({ "id": gid(to) }))
+        .await
+}
+
+/// Waits for move `id` to end, as `viewer` watches it; its last state.
+async fn ended(t: &TestApp, viewer: UserId, id: &Value) -> Value {
+    eventually("the move to end", 60, || async {
+        let r = t
+            .execute(Viewer::User(viewer), WATCH, json!({ "id": id }))
+            .await;
+        assert_ok(&r);
+        let job = r["data"]["accountMove"].clone();
+        (job["state"] != "RUNNING").then_some(job)
+    })
+    .await
+}
+
+async fn moved_to(t: &TestApp, user: UserId) -> Value {
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { movedTo { handle } } }",
+            json!({ "id": gid(user) }),
+        )
+        .await;
+    assert_ok(&r);
+    r["data"]["user"]["movedTo"].clone()
+}
+
+async fn block(t: &TestApp, actor: UserId, target: UserId) {
+    let r = t
+        .execute(
+            Viewer::User(actor),
+            "mutation($id: ID!) { block(input: {userId: $id}) { changed } }",
+            json!({ "id": gid(target) }),
+        )
+        .await;
+    assert_ok(&r);
+}
+
+#[tokio::test]
+async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
+    let t = spawn_app_with(|c| {
+        c.writes.max_followings = 2;
+        c.writes.followings_ratio = 0.0;
+    })
+    .await;
+    t.users_cached().await;
+    let (old, new, other) = (
+        t.user("old").await,
+        t.user("new").await,
+        t.user("other").await,
+    );
+    let mut followers = Vec::new();
+    for i in 0..5 {
+        let f = t.user(&format!("f{i}")).await;
+        assert_ok(&t.follow(f, old).await);
+        followers.push(f);
+    }
+    // f0 asked to be told of old's posts; its follow of new says so too.
+    let r = t
+        .execute(
+            Viewer::User(followers[0]),
+            "mutation($id: ID!) { updateFollow(input: {userId: $id, notify: true}) { changed } }",
+            json!({ "id": gid(old) }),
+        )
+        .await;
+    assert_ok(&r);
+    // new blocks f3; f4 follows as many as its cap allows.
+    block(&t, new, followers[3]).await;
+    assert_ok(&t.follow(followers[4], other).await);
+
+    // Without new's claim, old may not move there.
+    let refused = move_to(&t, old, new).await;
+    assert_eq!(error_code(&refused), Some("FORBIDDEN"), "{refused}");
+    assert_eq!(moved_to(&t, old).await, Value::Null);
+    let r = alias(&t, new, old).await;
+    assert_eq!(
+        r["data"]["addAccountAlias"],
+        json!({ "changed": true, "aliases": [{ "handle": "old" }] }),
+        "{r}"
+    );
+    assert_eq!(
+        error_code(&alias(&t, new, new).await),
+        Some("INVALID_INPUT")
+    );
+
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let started = &r["data"]["moveAccount"];
+    assert_eq!(started["clientMutationId"], "m");
+    assert_eq!(started["move"]["total"], 5, "every follower counted: {r}");
+    assert_eq!(started["move"]["from"]["handle"], "old");
+    assert_eq!(started["move"]["to"]["handle"], "new");
+    let id = started["move"]["id"].clone();
+    assert_eq!(moved_to(&t, old).await, json!({ "handle": "new" }));
+    let event = t
+        .outbox_payloads()
+        .await
+        .into_iter()
+        .rfind(|e| e["type"] == "AccountMoved")
+        .expect("the move's event");
+    assert_eq!(
+        (event["from"].clone(), event["movedTo"].clone()),
+        (json!(old.get()), json!(new.get()))
+    );
+
+    // A moved account takes no follows, alone or in a batch.
+    let refused = t.follow(other, old).await;
+    assert_eq!(error_code(&refused), Some("MOVED"), "{refused}");
+    let r = t
+        .execute(
+            Viewer::User(other),
+            "mutation($ids: [ID!]!) { followMany(input: {userIds: $ids}) {
+                results { error { code } } } }",
+            json!({ "ids": [gid(old)] }),
+        )
+        .await;
+    assert_eq!(
+        r["data"]["followMany"]["results"][0]["error"]["code"], "NOT_FOLLOWABLE",
+        "{r}"
+    );
+    // Nor moves again.
+    assert_eq!(error_code(&move_to(&t, old, other).await), Some("MOVED"));
+
+    let runner = t.start_imports();
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (
+            job["state"].clone(),
+            job["moved"].clone(),
+            job["requested"].clone(),
+            job["skipped"].clone(),
+            job["failed"].clone()
+        ),
+        (json!("DONE"), json!(3), json!(0), json!(0), json!(2)),
+        "{job}"
+    );
+    assert_eq!(
+        job["errors"]["edges"],
+        json!([
+            { "node": { "user": { "handle": "f3" }, "reason": "BLOCKED" } },
+            { "node": { "user": { "handle": "f4" }, "reason": "FOLLOW_LIMIT" } },
+        ])
+    );
+    for (i, &f) in followers.iter().enumerate() {
+        let brought = i < 3;
+        assert_eq!(
+            t.edge(f, new).await.map(|e| e.0),
+            brought.then_some(true),
+            "f{i}"
+        );
+        assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(!brought), "f{i}");
+    }
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) AS n FROM following WHERE from_user_id = {} AND to_user_id = {}
+                AND notify AND options_at = followed_at",
+            followers[0], new
+        ))
+        .await,
+        1,
+        "f0's options came along"
+    );
+    // The new account watches the move too; nobody else learns of it.
+    let r = t
+        .execute(Viewer::User(new), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(r["data"]["accountMove"]["state"], "DONE", "{r}");
+    let r = t
+        .execute(Viewer::User(other), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(r["data"]["accountMove"], Value::Null, "{r}");
+}
+
+#[tokio::test]
+async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
+    let t = spawn_app_with(|_| {}).await;
+    t.users_cached().await;
+    let (old, new, f) = (t.user("old").await, t.user("new").await, t.user("f").await);
+    let g = t.user("g").await;
+    assert_ok(&t.follow(f, old).await);
+    assert_ok(&t.follow(g, old).await);
+    assert_ok(&t.follow(g, new).await);
+    let r = t
+        .execute(
+            Viewer::User(new),
+            "mutation { updateAccountSettings(input: {locked: true}) { user { locked } } }",
+            json!({}),
+        )
+        .await;
+    assert_ok(&r);
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    let runner = t.start_imports();
+    let job = ended(&t, old, &id).await;
+    assert_eq!(
+        (
+            job["state"].clone(),
+            job["moved"].clone(),
+            job["requested"].clone(),
+            job["skipped"].clone()
+        ),
+        (json!("DONE"), json!(0), json!(1), json!(1)),
+        "{job}"
+    );
+    assert_eq!(t.edge(f, new).await, None, "a request, no follow");
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) AS n FROM follow_request WHERE from_user_id = {f} AND to_user_id = {new} AND active"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+
+    // Moving back: old claims new, new moves to old.
+    assert_eq!(error_code(&move_to(&t, new, old).await), Some("FORBIDDEN"));
+    assert_ok(&alias(&t, old, new).await);
+    let r = move_to(&t, new, old).await;
+    assert_ok(&r);
+    let back = r["data"]["moveAccount"]["move"]["id"].clone();
+    assert_eq!(
+        moved_to(&t, old).await,
+        Value::Null,
+        "old takes follows again"
+    );
+    assert_eq!(moved_to(&t, new).await, json!({ "handle": "old" }));
+    let job = ended(&t, new, &back).await;
+    runner.stop().await.unwrap();
+    assert_eq!(job["state"], "DONE", "{job}");
+    assert_eq!(job["moved"], 1, "g came back: {job}");
+    assert_eq!(t.edge(g, old).await.map(|e| e.0), Some(true));
+    assert_eq!(t.edge(g, new).await.map(|e| e.0), Some(false));
+    let r = t.follow(f, old).await;
+    assert_ok(&r);
+    assert_eq!(
+        r["data"]["follow"]["viewerRelation"]["following"], true,
+        "{r}"
+    );
+    // The first move stays readable, done.
+    let r = t
+        .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(r["data"]["accountMove"]["state"], "DONE", "{r}");
+}
+
+#[tokio::test]
+async fn a_move_resumes_where_its_last_batch_left_it() {
+    let t = spawn_app_with(|c| c.portability.move_followers_per_sec = 2).await;
+    let (old, new) = (t.user("old").await, t.user("new").await);
+    let mut followers = Vec::new();
+    for i in 0..7 {
+        let f = t.user(&format!("f{i}")).await;
+        assert_ok(&t.follow(f, old).await);
+        followers.push(f);
+    }
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    // One runner handles a batch or two, and stops; another goes on.
+    let first = t.start_imports();
+    eventually("a first batch", 30, || async {
+        let r = t
+            .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+            .await;
+        (r["data"]["accountMove"]["moved"].as_i64() >= Some(2)).then_some(())
+    })
+    .await;
+    first.stop().await.unwrap();
+    let second = t.start_imports();
+    let job = ended(&t, old, &id).await;
+    second.stop().await.unwrap();
+    assert_eq!(
+        (
+            job["state"].clone(),
+            job["moved"].clone(),
+            job["failed"].clone()
+        ),
+        (json!("DONE"), json!(7), json!(0)),
+        "no follower twice, none left: {job}"
+    );
+    for &f in &followers {
+        assert_eq!(t.edge(f, new).await.map(|e| e.0), Some(true));
+        assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+    }
+    // Once relayed and projected, the counts are right and nothing
+    // disagrees with the truth.
+    let _relay = t.start_relay();
+    let _projector = t.start_projector(Arc::new(ProjectorHooks::default()));
+    settled(&t, &[old, new], 60).await;
+    let r = t
+        .execute(
+            Viewer::Anonymous,
+            "query($a: ID!, $b: ID!) { old: user(id: $a) { counters { followers } }
+                new: user(id: $b) { counters { followers } } }",
+            json!({ "a": gid(old), "b": gid(new) }),
+        )
+        .await;
+    assert_eq!(
+        (
+            r["data"]["old"]["counters"]["followers"].clone(),
+            r["data"]["new"]["counters"]["followers"].clone()
+        ),
+        (json!(0), json!(7)),
+        "{r}"
+    );
+    assert_consistent(&t.verify(0).await);
+}
+
+#[tokio::test]
+async fn moves_that_cannot_be_are_refused_with_a_reason() {
+    let t = spawn_app_with(|_| {}).await;
+    let (a, b, c) = (t.user("a").await, t.user("b").await, t.user("c").await);
+    assert_eq!(error_code(&move_to(&t, a, a).await), Some("INVALID_INPUT"));
+    let ghost = UserId::new(9_999_999).unwrap();
+    assert_eq!(error_code(&move_to(&t, a, ghost).await), Some("NOT_FOUND"));
+    assert_eq!(
+        error_code(
+            &t.execute(Viewer::Anonymous, MOVE, json!({ "id": gid(b) }))
+                .await
+        ),
+        Some("UNAUTHENTICATED")
+    );
+    // b moves to c; a may not move to b then, though b claims it.
+    assert_ok(&alias(&t, c, b).await);
+    assert_ok(&move_to(&t, b, c).await);
+    assert_ok(&alias(&t, b, a).await);
+    let refused = move_to(&t, a, b).await;
+    assert_eq!(error_code(&refused), Some("MOVED"), "{refused}");
+    let r = t
+        .execute(
+            Viewer::User(c),
+            "mutation($id: ID!) { removeAccountAlias(input: {userId: $id}) { changed aliases { handle } } }",
+            json!({ "id": gid(b) }),
+        )
+        .await;
+    assert_eq!(
+        r["data"]["removeAccountAlias"],
+        json!({ "changed": true, "aliases": [] }),
+        "{r}"
+    );
+    let r = t
+        .execute(Viewer::User(a), WATCH, json!({ "id": "not-a-move" }))
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+}
