@@ -149,7 +149,6 @@ async fn options_ride_on_the_follow_and_only_the_follower_reads_them() {
     // An unfollow, then a follow: the new follow starts from the defaults.
     assert_ok(&t.unfollow(a, b).await);
     assert_eq!(on_relation(&t, Viewer::User(a), a, b).await, Value::Null);
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     assert_ok(&t.follow(a, b).await);
     assert_eq!(
         on_relation(&t, Viewer::User(a), a, b).await,
