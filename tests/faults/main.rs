@@ -14,6 +14,7 @@
 
 #[path = "../common/http.rs"]
 mod http;
+mod moves;
 #[path = "../common/rng.rs"]
 mod rng;
 mod safety;
@@ -499,6 +500,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         .await
         .wait_for_api(Duration::from_secs(60))
         .await;
+    let moving = moves::start(&*stack.lock().await, USERS).await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
@@ -574,7 +576,7 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         expected.insert(pair, None);
     }
     // The crowd's pairs come with their last answers pinned already.
-    let crowd = blocker.await.unwrap();
+    let mut crowd = blocker.await.unwrap();
     expected.extend(crowd.follows.clone());
     // Pairs left open (and the hot ones) get one last definitive answer.
     let mut pins = 0;
@@ -602,6 +604,10 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     let mut conn = AsyncPgConnection::establish(&stack.database_url)
         .await
         .unwrap();
+    // The move ends, and leaves its pairs as it had to.
+    let moved = moves::finish(&stack, &mut conn, &moving).await;
+    expected.extend(moved.expected.iter().copied());
+    crowd.blocks.extend(moved.blocks.iter().copied());
     let drain_deadline = last_fault + DRAIN_BOUND;
     let mut verify_out = String::new();
     loop {
@@ -727,7 +733,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
          close friends differing from the workload's record: {}\n\
          follows across a block: {}\n\
          close friends across a block: {}\n\
-         content counters differing: {}\n",
+         content counters differing: {}\n\
+         account move under the faults: {}; followers not where the move had to leave them: {}\n",
         counts.ops.load(Ordering::Relaxed),
         counts.safety_ops.load(Ordering::Relaxed),
         counts.done.load(Ordering::Relaxed),
@@ -757,6 +764,8 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
         checked.follows_across,
         checked.listings_across,
         content_wrong.len(),
+        moved.summary,
+        moved.wrong.len(),
     );
     std::fs::write(stack.logs.join("faults.md"), &report).unwrap();
     eprintln!("{report}");
@@ -782,6 +791,12 @@ async fn the_pipeline_stays_exact_through_kills_flushes_and_restarts() {
     );
     assert_eq!(checked.follows_across, 0, "follows across a block");
     assert_eq!(checked.listings_across, 0, "close friends across a block");
+    assert!(
+        moved.wrong.is_empty(),
+        "the move left followers where it should not ({}): {:?}",
+        moved.summary,
+        moved.wrong
+    );
     assert!(
         content_wrong.is_empty(),
         "content counters differ: {content_wrong:?}"

@@ -114,6 +114,7 @@ impl Stack {
             ("KITH_RATE_LIMIT_PER_SEC", "100000".into()),
             ("KITH_RELAY_POLL_MS", "500".into()),
             ("KITH_COUNTER_CHECK_INTERVAL_SECS", "0".into()),
+            ("KITH_MOVE_FOLLOWERS_PER_SEC", super::moves::PACE.into()),
             (
                 "RUST_LOG",
                 std::env::var("KITH_FAULT_RUST_LOG").unwrap_or_else(|_| "info".into()),
