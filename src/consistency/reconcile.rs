@@ -81,6 +81,9 @@ pub struct Summary {
     pub stray_requests_cancelled: u64,
     /// Close-friend listings across a block, removed.
     pub close_friends_removed: u64,
+    /// Followers a finished move left following the moved account, brought
+    /// along (or now left behind with a code, as the move would have).
+    pub stranded_followers_moved: u64,
     /// A few of the fixes, for the log.
     pub examples: Vec<String>,
 }
@@ -95,6 +98,7 @@ impl Summary {
             + self.follows_across_ended
             + self.stray_requests_cancelled
             + self.close_friends_removed
+            + self.stranded_followers_moved
     }
 }
 
@@ -102,7 +106,7 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}; close friends across a block removed {}",
+            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}; close friends across a block removed {}; followers stranded by a move handled {}",
             self.edges_checked,
             self.users_checked,
             self.projection_updated,
@@ -111,7 +115,8 @@ impl std::fmt::Display for Summary {
             self.counters_fixed,
             self.follows_across_ended,
             self.stray_requests_cancelled,
-            self.close_friends_removed
+            self.close_friends_removed,
+            self.stranded_followers_moved
         )?;
         for example in &self.examples {
             writeln!(f, "  {example}")?;
@@ -156,37 +161,18 @@ pub async fn reconcile(
     // unfollow, and its counters and caches follow as for any unfollow.
     // Only a full run or one user's looks (one join of every block): it is
     // a fault, never a lag, and the scheduled runs look for lag.
-    let (across, strays, listings) = match scope {
-        Scope::Full | Scope::User(_) => (
-            super::truth::end_follows_across(app, scope.user()).await?,
-            super::truth::cancel_stray_requests(app, scope.user()).await?,
-            super::truth::end_listings_across(app, scope.user()).await?,
-        ),
-        Scope::Since(_) | Scope::Incremental => (Vec::new(), Vec::new(), Vec::new()),
-    };
-    for (owner, friend) in listings {
-        summary.close_friends_removed += 1;
-        keep_examples(
-            &mut summary,
-            vec![format!(
-                "{owner} → {friend}: a close friend across a block, removed"
-            )],
-        );
-    }
-    for (from, to) in strays {
-        summary.stray_requests_cancelled += 1;
-        keep_examples(
-            &mut summary,
-            vec![format!("{from} → {to}: a stray follow request, cancelled")],
-        );
-    }
-    for (from, to) in across {
-        summary.follows_across_ended += 1;
-        users.extend([from, to]);
-        keep_examples(
-            &mut summary,
-            vec![format!("{from} → {to}: a follow across a block, ended")],
-        );
+    if let Scope::Full | Scope::User(_) = scope {
+        use super::truth::Repair;
+        for repair in super::truth::repair(app, scope.user()).await? {
+            *match repair {
+                Repair::FollowAcross(..) => &mut summary.follows_across_ended,
+                Repair::StrayRequest(..) => &mut summary.stray_requests_cancelled,
+                Repair::ListingAcross(..) => &mut summary.close_friends_removed,
+                Repair::Stranded(..) => &mut summary.stranded_followers_moved,
+            } += 1;
+            users.extend(repair.users().into_iter().flatten());
+            keep_examples(&mut summary, vec![repair.to_string()]);
+        }
     }
     app.wakes.relay.notify_one();
 

@@ -22,6 +22,9 @@ pub enum PipelineError {
     /// A list cache could not be filled.
     #[error("list cache fill: {0}")]
     CacheFill(String),
+    /// A repair's write, made through the API's own write path, failed.
+    #[error("repair: {0}")]
+    Repair(String),
     /// The database is not where its event origin was made: a logical
     /// restore or copy of the database that wrote its events, or the same
     /// data on another cluster. Its relay and projector must not run until

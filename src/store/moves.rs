@@ -4,6 +4,7 @@
 //! the batch's own transaction.
 
 use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Bool, Int4, Nullable, Text, Timestamptz, Uuid};
 use diesel_async::RunQueryDsl;
 
@@ -11,7 +12,7 @@ use super::PgConn;
 use crate::model::{FollowOptions, UserId};
 
 /// A move as stored.
-#[derive(diesel::QueryableByName, Clone, Debug)]
+#[derive(QueryableByName, Clone, Debug)]
 pub(crate) struct MoveRow {
     #[diesel(sql_type = BigInt)]
     pub id: i64,
@@ -53,7 +54,7 @@ pub(crate) async fn add_alias(
     alias: UserId,
     max: i64,
 ) -> diesel::QueryResult<Option<bool>> {
-    #[derive(diesel::QueryableByName)]
+    #[derive(QueryableByName)]
     struct Added {
         #[diesel(sql_type = Nullable<Bool>)]
         added: Option<bool>,
@@ -95,7 +96,7 @@ pub(crate) async fn remove_alias(
 
 /// `user`'s aliases, oldest first.
 pub(crate) async fn aliases(conn: &mut PgConn, user: UserId) -> diesel::QueryResult<Vec<UserId>> {
-    #[derive(diesel::QueryableByName)]
+    #[derive(QueryableByName)]
     struct Alias {
         #[diesel(sql_type = BigInt)]
         alias_id: i64,
@@ -114,7 +115,7 @@ pub(crate) async fn aliases(conn: &mut PgConn, user: UserId) -> diesel::QueryRes
 
 /// What `kith_move_account` answered: `ok` with the new move's id, or a
 /// refusal.
-#[derive(diesel::QueryableByName)]
+#[derive(QueryableByName)]
 pub(crate) struct Opened {
     #[diesel(sql_type = Text)]
     pub outcome: String,
@@ -164,7 +165,7 @@ pub(crate) async fn claim(
 
 /// When the soonest open move held back by its pace comes due, if any.
 pub(crate) async fn next_due(conn: &mut PgConn) -> diesel::QueryResult<Option<DateTime<Utc>>> {
-    #[derive(diesel::QueryableByName)]
+    #[derive(QueryableByName)]
     struct Due {
         #[diesel(sql_type = Nullable<Timestamptz>)]
         due: Option<DateTime<Utc>>,
@@ -201,7 +202,7 @@ pub(crate) async fn fence(
 }
 
 /// One follower of the moved account, with the options of its follow.
-#[derive(diesel::QueryableByName, Clone, Debug)]
+#[derive(QueryableByName, Clone, Debug)]
 pub(crate) struct Follower {
     #[diesel(sql_type = BigInt)]
     pub id: i64,
@@ -257,19 +258,20 @@ pub(crate) struct Progress {
     pub requested: i32,
     pub skipped: i32,
     pub failed: i32,
-    /// The last follower id handled.
-    pub after_id: i64,
+    /// The last follower id handled (`None`: as it was).
+    pub after_id: Option<i64>,
+    /// How long from now (the database's clock) the move is due again
+    /// (`None`: as it was).
+    pub pace_ms: Option<i64>,
 }
 
 /// Adds a batch's `progress` and its followers left behind (`failures`:
-/// follower id and code) to move `id`, due again `pace_ms` from now (the
-/// database's clock).
+/// follower id and code) to move `id`.
 pub(crate) async fn advance(
     conn: &mut PgConn,
     id: i64,
     progress: Progress,
     failures: &[(i64, &'static str)],
-    pace_ms: i64,
 ) -> diesel::QueryResult<()> {
     if !failures.is_empty() {
         let followers: Vec<i64> = failures.iter().map(|f| f.0).collect();
@@ -288,8 +290,8 @@ pub(crate) async fn advance(
     diesel::sql_query(
         "UPDATE account_move
             SET moved = moved + $2, requested = requested + $3, skipped = skipped + $4,
-                failed = failed + $5, after_id = $6,
-                due_at = now() + $7 * interval '1 millisecond'
+                failed = failed + $5, after_id = coalesce($6, after_id),
+                due_at = coalesce(now() + $7 * interval '1 millisecond', due_at)
           WHERE id = $1",
     )
     .bind::<BigInt, _>(id)
@@ -297,8 +299,8 @@ pub(crate) async fn advance(
     .bind::<Int4, _>(progress.requested)
     .bind::<Int4, _>(progress.skipped)
     .bind::<Int4, _>(progress.failed)
-    .bind::<BigInt, _>(progress.after_id)
-    .bind::<BigInt, _>(pace_ms)
+    .bind::<Nullable<BigInt>, _>(progress.after_id)
+    .bind::<Nullable<BigInt>, _>(progress.pace_ms)
     .execute(conn)
     .await?;
     Ok(())
@@ -357,7 +359,7 @@ pub(crate) async fn get(conn: &mut PgConn, id: i64) -> diesel::QueryResult<Optio
 }
 
 /// A follower a move left behind, and why.
-#[derive(diesel::QueryableByName, Clone, Debug)]
+#[derive(QueryableByName, Clone, Debug)]
 pub(crate) struct LeftBehind {
     #[diesel(sql_type = BigInt)]
     pub follower_id: i64,
@@ -379,6 +381,48 @@ pub(crate) async fn left_behind(
     )
     .bind::<BigInt, _>(id)
     .bind::<BigInt, _>(after)
+    .bind::<BigInt, _>(limit)
+    .load(conn)
+    .await
+}
+
+/// A follower a finished move left following the moved account, though
+/// not among those it left behind.
+#[derive(QueryableByName, Clone, Debug)]
+pub(crate) struct Stranded {
+    #[diesel(sql_type = BigInt)]
+    pub move_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub from_id: i64,
+    #[diesel(sql_type = BigInt)]
+    pub to_id: i64,
+    #[diesel(embed)]
+    pub follower: Follower,
+}
+
+/// Up to `limit` followers of moved accounts (of `user`, or following
+/// `user`, if given) whose account's latest move is done and did not leave
+/// them behind, by move.
+pub(crate) async fn stranded(
+    conn: &mut PgConn,
+    user: Option<i64>,
+    limit: i64,
+) -> diesel::QueryResult<Vec<Stranded>> {
+    diesel::sql_query(
+        "SELECT m.id AS move_id, m.from_id, m.to_id, f.from_user_id AS id,
+                f.options_at IS NOT DISTINCT FROM f.followed_at AS has_options,
+                f.notify, f.show_reposts, f.languages
+           FROM users u
+           JOIN LATERAL (SELECT * FROM account_move m WHERE m.from_id = u.id
+                          ORDER BY m.id DESC LIMIT 1) m ON m.state = 'done' AND m.to_id = u.moved_to
+           JOIN following f ON f.to_user_id = u.id AND f.active
+          WHERE u.moved_to IS NOT NULL
+            AND ($1::BIGINT IS NULL OR u.id = $1 OR f.from_user_id = $1)
+            AND NOT EXISTS (SELECT 1 FROM account_move_row r
+                             WHERE r.move_id = m.id AND r.follower_id = f.from_user_id)
+          ORDER BY m.id, f.from_user_id LIMIT $2",
+    )
+    .bind::<Nullable<BigInt>, _>(user)
     .bind::<BigInt, _>(limit)
     .load(conn)
     .await

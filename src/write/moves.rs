@@ -150,6 +150,40 @@ pub(crate) async fn batch(
             done: true,
         }));
     };
+    let brought = match bring(app, conn, (from, to), &followers).await? {
+        Ok(brought) => brought,
+        Err(stopped) => return Ok(Err(stopped)),
+    };
+    let progress = Progress {
+        after_id: Some(last),
+        pace_ms: Some(pace_ms(app, followers.len())),
+        ..brought.progress
+    };
+    moves::advance(conn, job.id, progress, &brought.failures).await?;
+    Ok(Ok(Batch {
+        follows: brought.follows,
+        done: false,
+    }))
+}
+
+/// What [`bring`] did.
+pub(crate) struct Brought {
+    /// The counts of its followers by how they ended.
+    pub progress: Progress,
+    /// The followers left behind, with their codes.
+    pub failures: Vec<(i64, &'static str)>,
+    /// The follows and unfollows it made, for the caches.
+    pub follows: Vec<FollowOutcome>,
+}
+
+/// Brings `followers` of `from` to `to` in `conn`'s transaction: each
+/// follows `to` and, unless refused, unfollows `from`.
+async fn bring(
+    app: &App,
+    conn: &mut PgConn,
+    (from, to): (UserId, UserId),
+    followers: &[moves::Follower],
+) -> Result<Result<Brought, Stopped>, ApiError> {
     let cap = FollowCap::of(&app.config);
     let actors: Vec<UserId> = followers.iter().filter_map(|f| UserId::new(f.id)).collect();
     let items: Vec<EdgeItem> = actors
@@ -162,14 +196,11 @@ pub(crate) async fn batch(
         })
         .collect();
     let rows = following::change_set(conn, &items, cap).await?;
-    let mut progress = Progress {
-        after_id: last,
-        ..Progress::default()
-    };
+    let mut progress = Progress::default();
     let mut failures = Vec::new();
     let mut follows = Vec::new();
     let mut leaving = Vec::new();
-    for ((item, row), follower) in items.iter().zip(rows).zip(&followers) {
+    for ((item, row), follower) in items.iter().zip(rows).zip(followers) {
         let made = row.edge_version.is_some();
         match Refusal::check(&row.outcome) {
             Ok(requested) => {
@@ -233,18 +264,63 @@ pub(crate) async fn batch(
             follows.push(outcome);
         }
     }
-    moves::advance(
-        conn,
-        job.id,
+    Ok(Ok(Brought {
         progress,
-        &failures,
-        pace_ms(app, actors.len()),
-    )
-    .await?;
-    Ok(Ok(Batch {
+        failures,
         follows,
-        done: false,
     }))
+}
+
+/// Brings along the followers a finished move of their account left
+/// where no move leaves anyone: following the moved account, though not
+/// among those the move left behind (a follower suspended during the move
+/// and restored after it, whose restore brought its follow back; or a
+/// fault). For `kith reconcile`: each pair brought along (or now left
+/// behind, with its code), `(follower, old account, outcome)`.
+pub(crate) async fn bring_stranded(
+    app: &App,
+    user: Option<UserId>,
+    limit: i64,
+) -> Result<Vec<(UserId, UserId, &'static str)>, ApiError> {
+    use diesel_async::AsyncConnection as _;
+
+    let stranded = {
+        let mut conn = app.pg.get().await?;
+        moves::stranded(&mut conn, user.map(UserId::get), limit).await?
+    };
+    let mut out = Vec::new();
+    for group in stranded.chunk_by(|a, b| a.move_id == b.move_id) {
+        let (Some(from), Some(to)) = (UserId::new(group[0].from_id), UserId::new(group[0].to_id))
+        else {
+            continue;
+        };
+        let followers: Vec<moves::Follower> = group.iter().map(|s| s.follower.clone()).collect();
+        let mut conn = app.pg.get().await?;
+        let brought = conn
+            .transaction::<_, ApiError, _>(async |conn| {
+                match bring(app, conn, (from, to), &followers).await? {
+                    Ok(brought) => {
+                        moves::advance(conn, group[0].move_id, brought.progress, &brought.failures)
+                            .await?;
+                        Ok(Some(brought))
+                    }
+                    Err(Stopped(_)) => Ok(None),
+                }
+            })
+            .await?;
+        drop(conn);
+        let Some(brought) = brought else { continue };
+        after_batch(app, &brought.follows).await;
+        for follower in followers.iter().filter_map(|f| UserId::new(f.id)) {
+            let left = brought
+                .failures
+                .iter()
+                .find(|(id, _)| *id == follower.get())
+                .map_or("brought along", |(_, code)| *code);
+            out.push((follower, from, left));
+        }
+    }
+    Ok(out)
 }
 
 /// How long after a batch of `n` followers its job is due again.

@@ -387,3 +387,60 @@ async fn moves_that_cannot_be_are_refused_with_a_reason() {
         .await;
     assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
 }
+
+#[tokio::test]
+async fn a_follower_restored_after_a_move_is_reported_and_brought_along() {
+    use kith::model::UserStatus;
+    use kith::testing::consistency::reconcile::{Scope, reconcile};
+    use kith::testing::consistency::verify::Kind;
+    use kith::testing::write::lifecycle;
+
+    let t = spawn_app_with(|_| {}).await;
+    let (old, new) = (t.user("old").await, t.user("new").await);
+    let (f, g) = (t.user("f").await, t.user("g").await);
+    assert_ok(&t.follow(f, old).await);
+    assert_ok(&t.follow(g, old).await);
+    // f is suspended while old moves: its follow is hidden, and the move
+    // does not see it.
+    lifecycle::set_status(&t.app, f, UserStatus::Suspended)
+        .await
+        .unwrap();
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    let runner = t.start_imports();
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (job["moved"].clone(), job["total"].clone()),
+        (json!(1), json!(1))
+    );
+    // Restored, f follows the moved account again.
+    lifecycle::set_status(&t.app, f, UserStatus::Active)
+        .await
+        .unwrap();
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
+    let report = t.verify(0).await;
+    assert_eq!(
+        report.counts.get(&Kind::StrandedByMove),
+        Some(&1),
+        "{report}"
+    );
+    let summary = reconcile(&t.app, Scope::User(f), 100, false).await.unwrap();
+    assert_eq!(summary.stranded_followers_moved, 1, "{summary}");
+    assert_eq!(t.edge(f, new).await.map(|e| e.0), Some(true));
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+    let r = t
+        .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(
+        r["data"]["accountMove"]["moved"], 2,
+        "the move counts it: {r}"
+    );
+    assert_eq!(t.verify(0).await.counts.get(&Kind::StrandedByMove), None);
+    // A second run finds no follower to move: it reports no repair it did
+    // not make (no projector runs here, so it brings the projection on).
+    let again = reconcile(&t.app, Scope::Full, 100, false).await.unwrap();
+    assert_eq!(again.stranded_followers_moved, 0, "{again}");
+}

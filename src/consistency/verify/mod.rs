@@ -90,6 +90,9 @@ pub enum Kind {
     /// A close-friend listing between two accounts one of which blocks the
     /// other.
     CloseFriendAcrossBlock,
+    /// A follow of a moved account whose finished move neither brought
+    /// the follower along nor left it behind.
+    StrandedByMove,
 }
 
 impl Kind {
@@ -110,6 +113,7 @@ impl Kind {
             Self::FollowAcrossBlock => "follow_across_block",
             Self::StrayRequest => "stray_request",
             Self::CloseFriendAcrossBlock => "close_friend_across_block",
+            Self::StrandedByMove => "stranded_by_move",
         }
     }
 
@@ -126,7 +130,8 @@ impl Kind {
             | Self::FollowersDiffer
             | Self::FollowAcrossBlock
             | Self::StrayRequest
-            | Self::CloseFriendAcrossBlock => "reconcile",
+            | Self::CloseFriendAcrossBlock
+            | Self::StrandedByMove => "reconcile",
             Self::CounterRecordDiffers
             | Self::ListMemberMissing
             | Self::ListMemberExtra
@@ -272,6 +277,9 @@ pub async fn verify(app: &App, options: &Options) -> Result<Report, PipelineErro
     for d in listings_across_blocks(app, options).await? {
         report.record(&d, options.examples);
     }
+    for d in stranded_by_moves(app, options).await? {
+        report.record(&d, options.examples);
+    }
 
     // Users: counters, counter records, cached lists.
     let estimate = match options.user {
@@ -365,6 +373,33 @@ async fn listings_across_blocks(
             kind: Kind::CloseFriendAcrossBlock,
             subject: Subject::Edge(from, to),
             detail: format!("{from} lists {to} among its close friends, across a block"),
+        })
+        .collect())
+}
+
+/// Follows of moved accounts their finished move did not handle (of
+/// `options.user`, if given).
+async fn stranded_by_moves(
+    app: &App,
+    options: &Options,
+) -> Result<Vec<Disagreement>, PipelineError> {
+    let rows = {
+        let mut conn = app.pg.get().await?;
+        crate::store::moves::stranded(&mut conn, options.user.map(UserId::get), RECHECK_CAP as i64)
+            .await?
+    };
+    Ok(rows
+        .iter()
+        .filter_map(|row| {
+            let pair = (UserId::new(row.follower.id)?, UserId::new(row.from_id)?);
+            Some((pair, row.to_id))
+        })
+        .map(|((from, to), new)| Disagreement {
+            kind: Kind::StrandedByMove,
+            subject: Subject::Edge(from, to),
+            detail: format!(
+                "{from} follows {to}, which moved to {new}; its move did not bring {from} along"
+            ),
         })
         .collect())
 }
