@@ -109,7 +109,8 @@ impl AccountMove {
     }
 
     /// The followers the move could not bring along, each with why
-    /// (`BLOCKED`, `FOLLOW_LIMIT`, `NOT_FOLLOWABLE`), in id order.
+    /// (`BLOCKED`, `FOLLOW_LIMIT`, `NOT_FOLLOWABLE`; `SELF_TARGET` for the
+    /// new account's own follow of the old one, which stays), in id order.
     #[graphql(complexity = "page_args::page_cost(first, None, None, child_complexity)")]
     async fn errors(
         &self,

@@ -185,10 +185,19 @@ async fn bring(
     followers: &[moves::Follower],
 ) -> Result<Result<Brought, Stopped>, ApiError> {
     let cap = FollowCap::of(&app.config);
-    let actors: Vec<UserId> = followers.iter().filter_map(|f| UserId::new(f.id)).collect();
-    let items: Vec<EdgeItem> = actors
+    let mut progress = Progress::default();
+    let mut failures = Vec::new();
+    // The new account's own follow of the old one stays as it is.
+    let (itself, followers): (Vec<&moves::Follower>, Vec<&moves::Follower>) =
+        followers.iter().partition(|f| f.id == to.get());
+    for follower in itself {
+        progress.failed += 1;
+        failures.push((follower.id, RowError::SelfTarget.as_str()));
+    }
+    let items: Vec<EdgeItem> = followers
         .iter()
-        .map(|&actor| EdgeItem {
+        .filter_map(|f| UserId::new(f.id))
+        .map(|actor| EdgeItem {
             actor,
             target: to,
             follow: true,
@@ -196,11 +205,9 @@ async fn bring(
         })
         .collect();
     let rows = following::change_set(conn, &items, cap).await?;
-    let mut progress = Progress::default();
-    let mut failures = Vec::new();
     let mut follows = Vec::new();
     let mut leaving = Vec::new();
-    for ((item, row), follower) in items.iter().zip(rows).zip(followers) {
+    for ((item, row), follower) in items.iter().zip(rows).zip(&followers) {
         let made = row.edge_version.is_some();
         match Refusal::check(&row.outcome) {
             Ok(requested) => {

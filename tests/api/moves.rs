@@ -104,8 +104,10 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
         )
         .await;
     assert_ok(&r);
-    // new blocks f3; f4 follows as many as its cap allows.
+    // new blocks f3; f4 follows as many as its cap allows; new follows
+    // old itself.
     block(&t, new, followers[3]).await;
+    assert_ok(&t.follow(new, old).await);
     assert_ok(&t.follow(followers[4], other).await);
 
     // Without new's claim, old may not move there.
@@ -127,7 +129,7 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
     assert_ok(&r);
     let started = &r["data"]["moveAccount"];
     assert_eq!(started["clientMutationId"], "m");
-    assert_eq!(started["move"]["total"], 5, "every follower counted: {r}");
+    assert_eq!(started["move"]["total"], 6, "every follower counted: {r}");
     assert_eq!(started["move"]["from"]["handle"], "old");
     assert_eq!(started["move"]["to"]["handle"], "new");
     let id = started["move"]["id"].clone();
@@ -172,15 +174,21 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
             job["skipped"].clone(),
             job["failed"].clone()
         ),
-        (json!("DONE"), json!(3), json!(0), json!(0), json!(2)),
+        (json!("DONE"), json!(3), json!(0), json!(0), json!(3)),
         "{job}"
     );
     assert_eq!(
         job["errors"]["edges"],
         json!([
+            { "node": { "user": { "handle": "new" }, "reason": "SELF_TARGET" } },
             { "node": { "user": { "handle": "f3" }, "reason": "BLOCKED" } },
             { "node": { "user": { "handle": "f4" }, "reason": "FOLLOW_LIMIT" } },
         ])
+    );
+    assert_eq!(
+        t.edge(new, old).await.map(|e| e.0),
+        Some(true),
+        "new's own follow stays"
     );
     for (i, &f) in followers.iter().enumerate() {
         let brought = i < 3;

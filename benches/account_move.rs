@@ -1,0 +1,396 @@
+//! A move of an account with `KITH_BENCH_MOVE_FOLLOWERS` (100,000)
+//! followers, on the release `kith run` (its move runner, relay and
+//! projector) over the local stack, driven over TCP from this process.
+//!
+//! 1. Seeds a graph (`kith seed-data`'s generator): the old account is its
+//!    celebrity, with the followers; the new one an ordinary account.
+//! 2. Reads both accounts' profiles at a steady rate (open loop,
+//!    `KITH_BENCH_MOVE_READS_PER_SEC`, 40 a second) for
+//!    `KITH_BENCH_MOVE_BASELINE_SECS` (30) outside any move: the baseline.
+//! 3. The new account claims the old, the old one moves, and the same reads
+//!    go on until the move has ended and the pipeline has carried every
+//!    follow to the caches. The move runs at `KITH_MOVE_FOLLOWERS_PER_SEC`
+//!    (the service's setting, 200 by default; set it to try another pace).
+//! 4. Reports how long the move took, the CPU each process spent on it
+//!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
+//!    during the move against the baseline; then checks the counts.
+//!
+//! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
+//! for a clean measure). Run `cargo bench --bench account_move`; writes
+//! `target/bench-reports/account-move.md` and prints it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kith::model::UserId;
+use serde_json::{Value, json};
+
+#[path = "common.rs"]
+mod common;
+#[allow(
+    dead_code,
+    reason = "the suite's load generator, of which this bench uses a part"
+)]
+#[path = "suite/load.rs"]
+mod load;
+#[allow(
+    dead_code,
+    reason = "the suite's process readings, of which this bench uses a part"
+)]
+#[path = "suite/procs.rs"]
+mod procs;
+
+use load::{Call, Conn, MakeCall, Outcome};
+
+/// The profile query of the bench suite.
+const PROFILE: &str = "query($id: ID!) { user(id: $id) { handle displayName movedTo { handle }
+  counters { followings followers posts likesReceived favsReceived }
+  followers(first: 20) { totalCount pageInfo { hasNextPage endCursor }
+    edges { cursor followedAt node { id handle displayName
+      counters { followings followers posts likesReceived favsReceived } } } } } }";
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}")))
+}
+
+fn gid(id: i64) -> String {
+    kith::testing::graph::ids::user_id(UserId::new(id).unwrap()).to_string()
+}
+
+/// One GraphQL call as `token`; its answer, which must have no errors.
+async fn call(addr: SocketAddr, token: &str, query: &str, variables: Value) -> Value {
+    let mut conn = Conn::open(addr).await.expect("connect");
+    let body = json!({ "query": query, "variables": variables }).to_string();
+    let (status, body) = conn
+        .send("POST", "/graphql", Some(token), &body)
+        .await
+        .expect("answer");
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    assert!(
+        status == 200 && answer["errors"].is_null(),
+        "{query}: {answer}"
+    );
+    answer
+}
+
+#[derive(diesel::QueryableByName)]
+struct Number {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+async fn number(app: &kith::app::App, sql: &str) -> i64 {
+    use diesel_async::RunQueryDsl as _;
+    let mut conn = app.pg.get().await.unwrap();
+    let row: Number = diesel::sql_query(sql).get_result(&mut conn).await.unwrap();
+    row.n
+}
+
+fn latency(outcome: &mut Outcome) -> (f64, f64) {
+    (outcome.percentile_ms(50.0), outcome.percentile_ms(99.0))
+}
+
+#[tokio::main]
+async fn main() {
+    let followers = env_or("KITH_BENCH_MOVE_FOLLOWERS", 100_000) as i64;
+    let rate = env_or("KITH_BENCH_MOVE_READS_PER_SEC", 40) as f64;
+    let baseline_secs = env_or("KITH_BENCH_MOVE_BASELINE_SECS", 30);
+    let name = format!("bench_move_{}", std::process::id());
+    let app = common::isolated_app(&name, |c| c.database.statement_timeout_ms = 0).await;
+    let pace = app.config.portability.move_followers_per_sec;
+
+    // 1. The graph.
+    let seeded = Instant::now();
+    let summary = {
+        let mut conn = app.pg.get().await.unwrap();
+        kith::testing::store::seed::generate(
+            &mut conn,
+            &kith::testing::store::seed::Plan {
+                users: followers + 20_000,
+                edges: followers + 100_000,
+                celebrities: 1,
+                celebrity_followers: followers,
+                prefix: "u".to_owned(),
+                seed: 0.42,
+                communities: 0,
+            },
+            |step| eprintln!("[{:>6.1} s] {step}", seeded.elapsed().as_secs_f64()),
+        )
+        .await
+        .expect("seed")
+    };
+    let old = summary.first_id;
+    let new = number(
+        &app,
+        "SELECT user_id AS n FROM user_stats WHERE followers BETWEEN 20 AND 200
+          ORDER BY user_id LIMIT 1",
+    )
+    .await;
+    let before_new = number(
+        &app,
+        &format!("SELECT followers AS n FROM user_stats WHERE user_id = {new}"),
+    )
+    .await;
+    let overlap = number(
+        &app,
+        &format!(
+            "SELECT count(*) AS n FROM following a JOIN following b
+                ON b.from_user_id = a.from_user_id AND b.to_user_id = {new} AND b.active
+              WHERE a.to_user_id = {old} AND a.active"
+        ),
+    )
+    .await;
+    eprintln!(
+        "seeded in {:.1} s: old {old} with {followers} followers, new {new} with {before_new} ({overlap} of them follow both)",
+        seeded.elapsed().as_secs_f64()
+    );
+
+    // The release `kith run`, a process of its own.
+    let (addr, metrics) = {
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        (a.local_addr().unwrap(), b.local_addr().unwrap())
+    };
+    std::fs::create_dir_all("target/bench-reports").unwrap();
+    let log = std::fs::File::create("target/bench-reports/account-move-kith.log").unwrap();
+    let c = &app.config;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
+        .arg("run")
+        .env("DATABASE_URL", &c.database.url)
+        .env("DATABASE_SESSION_URL", c.session_url())
+        .env("REDIS_URL", &c.redis.url)
+        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
+        .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
+        .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
+        .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
+        .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
+        .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+        .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
+        .env("KITH_HTTP_ADDR", addr.to_string())
+        .env("KITH_METRICS_ADDR", metrics.to_string())
+        .env("KITH_AUTO_MIGRATE", "false")
+        .env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("kith starts");
+    let ready = Instant::now();
+    loop {
+        if let Ok(mut conn) = Conn::open(addr).await
+            && let Ok((200, _)) = conn.send("GET", "/readyz", None, "").await
+        {
+            break;
+        }
+        assert!(
+            ready.elapsed() < Duration::from_secs(60),
+            "kith never got ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pid = child.id();
+    let tokens = app.auth.tokens.clone();
+    let token = move |user: i64| {
+        tokens.issue(
+            UserId::new(user).unwrap(),
+            chrono::Utc::now().timestamp(),
+            6 * 3600,
+        )
+    };
+    let reads: MakeCall = Arc::new(move |i| {
+        Call {
+        token: None,
+        body: json!({ "query": PROFILE, "variables": { "id": gid(if i % 2 == 0 { old } else { new }) } })
+            .to_string(),
+    }
+    });
+
+    // 2. Warm-up, then the baseline.
+    load::closed_loop(addr, 4, Duration::from_secs(5), None, reads.clone()).await;
+    let cpu_before = procs::cpu(pid);
+    let mut baseline = load::open_loop(
+        addr,
+        rate,
+        Duration::from_secs(baseline_secs),
+        16,
+        reads.clone(),
+    )
+    .await;
+    let baseline_cpu = procs::cpu(pid).since(&cpu_before);
+
+    // 3. The move, with the reads going on until it has ended and the
+    //    pipeline has carried it to the caches.
+    call(
+        addr,
+        &token(new),
+        "mutation($id: ID!) { addAccountAlias(input: {userId: $id}) { changed } }",
+        json!({ "id": gid(old) }),
+    )
+    .await;
+    let cpu_start = procs::cpu(pid);
+    let started = Instant::now();
+    let answer = call(
+        addr,
+        &token(old),
+        "mutation($id: ID!) { moveAccount(input: {targetId: $id}) { move { id total } } }",
+        json!({ "id": gid(new) }),
+    )
+    .await;
+    let move_id = answer["data"]["moveAccount"]["move"]["id"].clone();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reading = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut all = Outcome::default();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let part =
+                    load::open_loop(addr, rate, Duration::from_secs(5), 16, reads.clone()).await;
+                all.latencies.extend(part.latencies);
+                for (cause, n) in part.errors {
+                    *all.errors.entry(cause).or_default() += n;
+                }
+            }
+            all
+        })
+    };
+    let watch =
+        "query($id: ID!) { accountMove(id: $id) { state total moved requested skipped failed } }";
+    let job = loop {
+        let r = call(addr, &token(old), watch, json!({ "id": move_id })).await;
+        let job = r["data"]["accountMove"].clone();
+        if job["state"] != "RUNNING" {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let job_secs = started.elapsed().as_secs_f64();
+    // The pipeline: the outbox relayed and every follower counted.
+    let expected = |user: i64| {
+        format!("SELECT count(*) AS n FROM following WHERE to_user_id = {user} AND active")
+    };
+    let (truth_new, truth_old) = (
+        number(&app, &expected(new)).await,
+        number(&app, &expected(old)).await,
+    );
+    loop {
+        let backlog = number(&app, "SELECT count(*) AS n FROM outbox").await;
+        let counted = number(
+            &app,
+            &format!("SELECT followers AS n FROM user_stats WHERE user_id = {new}"),
+        )
+        .await;
+        if backlog == 0 && counted == truth_new {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "the pipeline did not drain"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let through_secs = started.elapsed().as_secs_f64();
+    let move_cpu = procs::cpu(pid).since(&cpu_start);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut during = reading.await.expect("reads");
+
+    // The counts, as a profile reads them once the move is through (the
+    // counter records follow the projector's by a moment).
+    let counts = loop {
+        let r = call(
+            addr,
+            &token(old),
+            "query($a: ID!, $b: ID!) { old: user(id: $a) { movedTo { handle } counters { followers } }
+                new: user(id: $b) { counters { followers } } }",
+            json!({ "a": gid(old), "b": gid(new) }),
+        )
+        .await;
+        let counts = (
+            r["data"]["old"]["counters"]["followers"]
+                .as_i64()
+                .unwrap_or(-1),
+            r["data"]["new"]["counters"]["followers"]
+                .as_i64()
+                .unwrap_or(-1),
+        );
+        if counts == (truth_old, truth_new) || started.elapsed().as_secs_f64() > through_secs + 30.0
+        {
+            break counts;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    child.kill().ok();
+    child.wait().ok();
+
+    let (base_p50, base_p99) = latency(&mut baseline);
+    let (move_p50, move_p99) = latency(&mut during);
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    let within = |a: f64, b: f64| if ratio(a, b) <= 1.10 { "yes" } else { "no" };
+    let moved = job["moved"].as_i64().unwrap_or(0)
+        + job["requested"].as_i64().unwrap_or(0)
+        + job["skipped"].as_i64().unwrap_or(0);
+    let cpu_rows: String = procs::GROUPS
+        .iter()
+        .filter(|g| **g != "bench")
+        .map(|g| {
+            format!(
+                "| {g} | {:.1} s | {:.2} ms | {:.1} s |\n",
+                move_cpu.of(g),
+                move_cpu.of(g) * 1000.0 / moved.max(1) as f64,
+                baseline_cpu.of(g) * through_secs / baseline_secs as f64,
+            )
+        })
+        .collect();
+    let total_cpu: f64 = procs::GROUPS
+        .iter()
+        .filter(|g| **g != "bench")
+        .map(|g| move_cpu.of(g))
+        .sum();
+    let report = format!(
+        "# An account move\n\n\
+         `cargo bench --bench account_move`: the release `kith run` on the local stack; the old \
+         account has {followers} followers (seeded), the new one {before_new} ({overlap} follow \
+         both); the move at `KITH_MOVE_FOLLOWERS_PER_SEC={pace}`; profile reads of both accounts \
+         over TCP at {rate} a second, open loop.\n\n\
+         | what | figure |\n|---|---|\n\
+         | the move's job: {} | {:.1} s ({:.0} followers a second) |\n\
+         | moved / requested / already following / left behind | {} / {} / {} / {} |\n\
+         | until every follow was relayed and counted | {through_secs:.1} s |\n\
+         | followers after (old, new), as read / in the truth | ({}, {}) / ({truth_old}, {truth_new}) |\n\
+         | CPU of the whole machine's services for the move | {total_cpu:.1} s ({:.2} ms a follower) |\n\n\
+         | process | CPU during the move | per follower | the same span at the baseline's rate |\n|---|---|---|---|\n\
+         {cpu_rows}\n\
+         | profile reads (both accounts) | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
+         | outside a move ({baseline_secs} s) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
+         | during the move | {move_p50:.2} ms | {move_p99:.2} ms | {} | {} |\n\
+         | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n",
+        job["state"],
+        job_secs,
+        moved as f64 / job_secs,
+        job["moved"],
+        job["requested"],
+        job["skipped"],
+        job["failed"],
+        counts.0,
+        counts.1,
+        total_cpu * 1000.0 / moved.max(1) as f64,
+        baseline.requests(),
+        baseline.failed(),
+        during.requests(),
+        during.failed(),
+        ratio(move_p50, base_p50),
+        within(move_p50, base_p50),
+        ratio(move_p99, base_p99),
+        within(move_p99, base_p99),
+    );
+    common::write_report("account-move.md", &report);
+    println!("{report}");
+    assert_eq!(job["state"], "DONE", "the move ended {job}");
+    assert_eq!(counts, (truth_old, truth_new), "the counts as read");
+    assert_eq!(
+        truth_new,
+        before_new + job["moved"].as_i64().unwrap_or(-1),
+        "every follower moved counts once"
+    );
+}
