@@ -17,6 +17,11 @@ use super::moves::{Stopped, after_batch, batch};
 /// Followers one batch handles at most.
 const BATCH: i64 = 200;
 
+/// Batches a second a move's pace is spread over: small batches often
+/// rather than a burst of follows, events and cache writes each second,
+/// which the reads served meanwhile would feel.
+const BATCHES_PER_SEC: i64 = 10;
+
 /// How long a runner holds a move without a batch committing.
 const LEASE: Duration = Duration::from_secs(10);
 
@@ -73,7 +78,8 @@ async fn turn(app: &Arc<App>) -> Result<bool, ApiError> {
     let Some(job) = job else {
         return Ok(false);
     };
-    let size = i64::from(app.config.portability.move_followers_per_sec).clamp(1, BATCH);
+    let size = (i64::from(app.config.portability.move_followers_per_sec) / BATCHES_PER_SEC)
+        .clamp(1, BATCH);
     let outcome = {
         let mut conn = app.pg.get().await?;
         conn.transaction::<_, ApiError, _>(async |conn| {
