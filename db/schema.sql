@@ -1428,9 +1428,12 @@ BEGIN
                      settings_version = settings_version + 1, updated_at = now()
      WHERE id = p_from;
     PERFORM kith_move_event(p_from, p_event_id);
+    -- Its followers, and those who asked to follow it.
     INSERT INTO account_move (from_id, to_id, state, total)
     SELECT p_from, p_to, 'running', count(*)::INT
-      FROM following f WHERE f.to_user_id = p_from AND f.active
+      FROM (SELECT f.from_user_id FROM following f WHERE f.to_user_id = p_from AND f.active
+            UNION
+            SELECT q.from_user_id FROM follow_request q WHERE q.to_user_id = p_from AND q.active) c
     RETURNING id INTO move_id;
 END
 $$;

@@ -21,9 +21,10 @@ CREATE TABLE account_alias (
     CHECK (user_id <> alias_id)
 );
 
--- One move of an account's followers. `after_id` is the last follower id
--- the job has handled (followers are walked in id order); the counts are
--- of the followers handled so far.
+-- One move of an account's followers (and of those whose request to
+-- follow it is pending). `after_id` is the last follower id the job has
+-- handled (followers are walked in id order); the counts are of the
+-- followers handled so far.
 CREATE TABLE account_move (
     id BIGSERIAL PRIMARY KEY,
     from_id BIGINT NOT NULL REFERENCES users (id),
@@ -118,9 +119,12 @@ BEGIN
                      settings_version = settings_version + 1, updated_at = now()
      WHERE id = p_from;
     PERFORM kith_move_event(p_from, p_event_id);
+    -- Its followers, and those who asked to follow it.
     INSERT INTO account_move (from_id, to_id, state, total)
     SELECT p_from, p_to, 'running', count(*)::INT
-      FROM following f WHERE f.to_user_id = p_from AND f.active
+      FROM (SELECT f.from_user_id FROM following f WHERE f.to_user_id = p_from AND f.active
+            UNION
+            SELECT q.from_user_id FROM follow_request q WHERE q.to_user_id = p_from AND q.active) c
     RETURNING id INTO move_id;
 END
 $$;

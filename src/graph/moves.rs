@@ -65,7 +65,8 @@ impl AccountMove {
         }
     }
 
-    /// The old account's followers when it moved.
+    /// The old account's followers when it moved (with the accounts whose
+    /// request to follow it was pending).
     async fn total(&self) -> i32 {
         self.0.total
     }

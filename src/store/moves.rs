@@ -228,8 +228,8 @@ impl Follower {
     }
 }
 
-/// The next `limit` active followers of `account` after id `after`, in id
-/// order.
+/// The next `limit` active followers of `account` after id `after`, and
+/// the accounts whose request to follow it is pending, in id order.
 pub(crate) async fn followers_after(
     conn: &mut PgConn,
     account: i64,
@@ -237,12 +237,19 @@ pub(crate) async fn followers_after(
     limit: i64,
 ) -> diesel::QueryResult<Vec<Follower>> {
     diesel::sql_query(
-        "SELECT f.from_user_id AS id,
-                f.options_at IS NOT DISTINCT FROM f.followed_at AS has_options,
-                f.notify, f.show_reposts, f.languages
-           FROM following f
-          WHERE f.to_user_id = $1 AND f.from_user_id > $2 AND f.active
-          ORDER BY f.from_user_id LIMIT $3",
+        "SELECT DISTINCT ON (id) * FROM (
+             (SELECT f.from_user_id AS id,
+                     f.options_at IS NOT DISTINCT FROM f.followed_at AS has_options,
+                     f.notify, f.show_reposts, f.languages
+                FROM following f
+               WHERE f.to_user_id = $1 AND f.from_user_id > $2 AND f.active
+               ORDER BY f.from_user_id LIMIT $3)
+             UNION ALL
+             (SELECT q.from_user_id, FALSE, FALSE, TRUE, NULL::TEXT[]
+                FROM follow_request q
+               WHERE q.to_user_id = $1 AND q.from_user_id > $2 AND q.active
+               ORDER BY q.from_user_id LIMIT $3)) c
+          ORDER BY id, has_options DESC LIMIT $3",
     )
     .bind::<BigInt, _>(account)
     .bind::<BigInt, _>(after)

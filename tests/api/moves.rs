@@ -220,27 +220,53 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
     assert_eq!(r["data"]["accountMove"], Value::Null, "{r}");
 }
 
+async fn set_locked(t: &TestApp, user: UserId, locked: bool) {
+    let r = t
+        .execute(
+            Viewer::User(user),
+            "mutation($l: Boolean) { updateAccountSettings(input: {locked: $l}) { user { locked } } }",
+            json!({ "l": locked }),
+        )
+        .await;
+    assert_ok(&r);
+}
+
+async fn pending(t: &TestApp, from: UserId, to: UserId) -> i64 {
+    t.count(&format!(
+        "SELECT count(*) AS n FROM follow_request
+          WHERE from_user_id = {from} AND to_user_id = {to} AND active"
+    ))
+    .await
+}
+
 #[tokio::test]
 async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
     let t = spawn_app_with(|_| {}).await;
     t.users_cached().await;
     let (old, new, f) = (t.user("old").await, t.user("new").await, t.user("f").await);
-    let g = t.user("g").await;
+    let (g, q, h) = (t.user("g").await, t.user("q").await, t.user("h").await);
     assert_ok(&t.follow(f, old).await);
     assert_ok(&t.follow(g, old).await);
     assert_ok(&t.follow(g, new).await);
-    let r = t
-        .execute(
-            Viewer::User(new),
-            "mutation { updateAccountSettings(input: {locked: true}) { user { locked } } }",
-            json!({}),
-        )
-        .await;
-    assert_ok(&r);
+    // q asked to follow old, which is locked; new is locked too.
+    set_locked(&t, old, true).await;
+    assert_ok(&t.follow(q, old).await);
+    assert_eq!(pending(&t, q, old).await, 1);
+    set_locked(&t, new, true).await;
     assert_ok(&alias(&t, new, old).await);
     let r = move_to(&t, old, new).await;
     assert_ok(&r);
     let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    assert_eq!(r["data"]["moveAccount"]["move"]["total"], 3, "{r}");
+    // Moved, old answers no request with a follow of itself.
+    let refused = t
+        .execute(
+            Viewer::User(old),
+            "mutation($id: ID!) { acceptFollowRequest(input: {userId: $id}) { changed } }",
+            json!({ "id": gid(q) }),
+        )
+        .await;
+    assert_eq!(error_code(&refused), Some("MOVED"), "{refused}");
     let runner = t.start_imports();
     let job = ended(&t, old, &id).await;
     assert_eq!(
@@ -250,22 +276,19 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
             job["requested"].clone(),
             job["skipped"].clone()
         ),
-        (json!("DONE"), json!(0), json!(1), json!(1)),
+        (json!("DONE"), json!(0), json!(2), json!(1)),
         "{job}"
     );
     assert_eq!(t.edge(f, new).await, None, "a request, no follow");
-    assert_eq!(
-        t.count(&format!(
-            "SELECT count(*) AS n FROM follow_request WHERE from_user_id = {f} AND to_user_id = {new} AND active"
-        ))
-        .await,
-        1
-    );
+    assert_eq!(pending(&t, f, new).await, 1);
     assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+    assert_eq!(pending(&t, q, new).await, 1, "q's request went along");
+    assert_eq!(pending(&t, q, old).await, 0);
 
-    // Moving back: old claims new, new moves to old.
+    // Moving back: old claims new, new moves to old (unlocked now).
     assert_eq!(error_code(&move_to(&t, new, old).await), Some("FORBIDDEN"));
     assert_ok(&alias(&t, old, new).await);
+    set_locked(&t, old, false).await;
     let r = move_to(&t, new, old).await;
     assert_ok(&r);
     let back = r["data"]["moveAccount"]["move"]["id"].clone();
@@ -278,10 +301,13 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
     let job = ended(&t, new, &back).await;
     runner.stop().await.unwrap();
     assert_eq!(job["state"], "DONE", "{job}");
-    assert_eq!(job["moved"], 1, "g came back: {job}");
-    assert_eq!(t.edge(g, old).await.map(|e| e.0), Some(true));
+    assert_eq!(job["moved"], 3, "g, and f and q who had asked: {job}");
+    for follower in [f, g, q] {
+        assert_eq!(t.edge(follower, old).await.map(|e| e.0), Some(true));
+        assert_eq!(pending(&t, follower, new).await, 0);
+    }
     assert_eq!(t.edge(g, new).await.map(|e| e.0), Some(false));
-    let r = t.follow(f, old).await;
+    let r = t.follow(h, old).await;
     assert_ok(&r);
     assert_eq!(
         r["data"]["follow"]["viewerRelation"]["following"], true,
