@@ -15,7 +15,8 @@ use crate::store::moves;
 use super::moves::{Stopped, after_batch, batch};
 
 /// Followers one batch handles at most. A batch is a second of the
-/// move's pace: spread over ten batches a second, a move of 100,000
+/// move's pace, up to this many (a faster pace runs batches of this size
+/// more often): spread over ten batches a second, a move of 100,000
 /// followers cost the broker four times the CPU (a produce request per
 /// small batch) and Kith half as much again, for a p99 of the reads
 /// served meanwhile 1.54× instead of 1.82× their own.
