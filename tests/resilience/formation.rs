@@ -13,6 +13,23 @@ pub async fn exclusive() -> MutexGuard<'static, ()> {
 
 /// `scripts/stack ha <args>`; the last line it printed.
 pub fn formation(args: &[&str]) -> String {
+    output(args)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The monitor's last events (`scripts/stack ha events`): what the
+/// formation did and why, for a test's failure message.
+pub async fn events() -> String {
+    tokio::task::spawn_blocking(|| output(&["events"]))
+        .await
+        .unwrap()
+}
+
+/// Everything `scripts/stack ha <args>` printed to its standard output.
+fn output(args: &[&str]) -> String {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/stack"))
         .arg("ha")
         .args(args)
@@ -24,11 +41,7 @@ pub fn formation(args: &[&str]) -> String {
         "scripts/stack ha {args:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned()
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// [`formation`] off the runtime's threads.
