@@ -55,7 +55,9 @@ CREATE FUNCTION kith.kith_accept_requests(p_owner bigint, p_limit integer, p_max
 DECLARE
     v_from BIGINT;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND NOT u.locked AND u.status = 'active') THEN
+    -- A moved account accepts nothing: its requests go with its followers.
+    IF NOT EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND NOT u.locked AND u.status = 'active'
+                                           AND u.moved_to IS NULL) THEN
         RETURN;
     END IF;
     -- The pairs first, all of them, in the order kith_change_edges takes
@@ -154,6 +156,13 @@ BEGIN
     END IF;
     r := kith_edge_target(r, v_requester);
     PERFORM kith_lock_pair(p_owner, p_requester);
+    -- A moved account takes no follows: its requests go to its new account
+    -- with its followers (a rejection stays its own).
+    IF p_accept AND EXISTS (SELECT 1 FROM users u WHERE u.id = p_owner AND u.moved_to IS NOT NULL) THEN
+        r.outcome := 'actor_moved';
+        RETURN NEXT r;
+        RETURN;
+    END IF;
     IF p_accept AND EXISTS (SELECT 1 FROM follow_request q
                              WHERE q.from_user_id = p_requester AND q.to_user_id = p_owner AND q.active) THEN
         IF v_requester.status <> 'active' THEN
@@ -1395,7 +1404,14 @@ DECLARE
     v_from users%ROWTYPE;
     v_to users%ROWTYPE;
 BEGIN
-    PERFORM 1 FROM users u WHERE u.id IN (p_from, p_to) ORDER BY u.id FOR UPDATE;
+    -- The moves that run from either account first, as a batch of one
+    -- holds its move's row before anything else; then both accounts'
+    -- rows, in id order, FOR NO KEY UPDATE (a batch's inserts check their
+    -- foreign keys against these rows and must not wait on them).
+    PERFORM 1 FROM account_move m
+      WHERE m.from_id IN (p_from, p_to) AND m.state = 'running'
+      ORDER BY m.id FOR UPDATE;
+    PERFORM 1 FROM users u WHERE u.id IN (p_from, p_to) ORDER BY u.id FOR NO KEY UPDATE;
     SELECT * INTO v_from FROM users u WHERE u.id = p_from;
     SELECT * INTO v_to FROM users u WHERE u.id = p_to;
     outcome := CASE
@@ -1408,8 +1424,10 @@ BEGIN
         WHEN v_to.moved_to IS NOT NULL AND v_to.moved_to <> p_from THEN 'target_moved'
         WHEN NOT EXISTS (SELECT 1 FROM account_alias a
                           WHERE a.user_id = p_to AND a.alias_id = p_from) THEN 'no_alias'
+        -- Followers still on their way to it would be stranded.
         WHEN EXISTS (SELECT 1 FROM account_move m
-                      WHERE m.from_id = p_from AND m.state = 'running') THEN 'move_running'
+                      WHERE m.to_id = p_from AND m.from_id <> p_to AND m.state = 'running')
+            THEN 'move_incoming'
         ELSE 'ok'
     END;
     IF outcome <> 'ok' THEN
@@ -1442,7 +1460,7 @@ $$;
 -- Name: FUNCTION kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint); Type: COMMENT; Schema: kith; Owner: -
 --
 
-COMMENT ON FUNCTION kith.kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) IS 'Marks an account moved to another that claims it as an alias, and opens the move of its followers; a move to the account that moved to it is a move back. Outcomes, never raised: actor_unknown, actor_suspended, self, target_unknown, target_unfollowable, moved, target_moved, no_alias, move_running.';
+COMMENT ON FUNCTION kith.kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) IS 'Marks an account moved to another that claims it as an alias, and opens the move of its followers; a move to the account that moved to it is a move back. Outcomes, never raised: actor_unknown, actor_suspended, self, target_unknown, target_unfollowable, moved, target_moved, no_alias, move_incoming.';
 
 --
 -- Name: kith_move_event(bigint, uuid); Type: FUNCTION; Schema: kith; Owner: -

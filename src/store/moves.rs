@@ -229,12 +229,14 @@ impl Follower {
 }
 
 /// The next `limit` active followers of `account` after id `after`, and
-/// the accounts whose request to follow it is pending, in id order.
+/// the accounts whose request to follow it is pending, in id order; none
+/// that move `move_id` left behind.
 pub(crate) async fn followers_after(
     conn: &mut PgConn,
     account: i64,
     after: i64,
     limit: i64,
+    move_id: i64,
 ) -> diesel::QueryResult<Vec<Follower>> {
     diesel::sql_query(
         "SELECT DISTINCT ON (id) * FROM (
@@ -243,19 +245,74 @@ pub(crate) async fn followers_after(
                      f.notify, f.show_reposts, f.languages
                 FROM following f
                WHERE f.to_user_id = $1 AND f.from_user_id > $2 AND f.active
+                 AND NOT EXISTS (SELECT 1 FROM account_move_row r
+                                  WHERE r.move_id = $4 AND r.follower_id = f.from_user_id)
                ORDER BY f.from_user_id LIMIT $3)
              UNION ALL
              (SELECT q.from_user_id, FALSE, FALSE, TRUE, NULL::TEXT[]
                 FROM follow_request q
                WHERE q.to_user_id = $1 AND q.from_user_id > $2 AND q.active
+                 AND NOT EXISTS (SELECT 1 FROM account_move_row r
+                                  WHERE r.move_id = $4 AND r.follower_id = q.from_user_id)
                ORDER BY q.from_user_id LIMIT $3)) c
           ORDER BY id, has_options DESC LIMIT $3",
     )
     .bind::<BigInt, _>(account)
     .bind::<BigInt, _>(after)
     .bind::<BigInt, _>(limit)
+    .bind::<BigInt, _>(move_id)
     .load(conn)
     .await
+}
+
+/// Those of `ids` who follow `account`, or whose request to follow it is
+/// pending, now, with their follow's options: read once their pairs are
+/// locked.
+pub(crate) async fn followers_among(
+    conn: &mut PgConn,
+    account: i64,
+    ids: &[i64],
+) -> diesel::QueryResult<Vec<Follower>> {
+    diesel::sql_query(
+        "SELECT DISTINCT ON (id) * FROM (
+             SELECT f.from_user_id AS id,
+                    f.options_at IS NOT DISTINCT FROM f.followed_at AS has_options,
+                    f.notify, f.show_reposts, f.languages
+               FROM following f
+              WHERE f.to_user_id = $1 AND f.from_user_id = ANY ($2) AND f.active
+             UNION ALL
+             SELECT q.from_user_id, FALSE, FALSE, TRUE, NULL::TEXT[]
+               FROM follow_request q
+              WHERE q.to_user_id = $1 AND q.from_user_id = ANY ($2) AND q.active) c
+          ORDER BY id, has_options DESC",
+    )
+    .bind::<BigInt, _>(account)
+    .bind::<Array<BigInt>, _>(ids)
+    .load(conn)
+    .await
+}
+
+/// Takes, for `conn`'s transaction, the pair locks of every follower in
+/// `followers` with each of `accounts`, in the one order every edge
+/// change takes pair locks in (`kith_change_edges`): a batch that changes
+/// two pairs of one follower holds both before either changes.
+pub(crate) async fn lock_pairs(
+    conn: &mut PgConn,
+    followers: &[i64],
+    accounts: [i64; 2],
+) -> diesel::QueryResult<()> {
+    diesel::sql_query(
+        "SELECT count(*) FROM (
+             SELECT pg_advisory_xact_lock(hashint8(p.lo), hashint8(p.hi))
+               FROM (SELECT DISTINCT least(f.id, a.id) AS lo, greatest(f.id, a.id) AS hi
+                       FROM unnest($1::BIGINT[]) AS f(id), unnest($2::BIGINT[]) AS a(id)
+                      ORDER BY 1, 2) p) l",
+    )
+    .bind::<Array<BigInt>, _>(followers)
+    .bind::<Array<BigInt>, _>(&accounts[..])
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 /// A batch's effect on its move's counts and position.

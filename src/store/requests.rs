@@ -81,6 +81,7 @@ pub(crate) async fn unlocked_with_pending(
     let rows: Vec<Owner> = diesel::sql_query(
         "SELECT DISTINCT q.to_user_id AS id FROM follow_request q
            JOIN users u ON u.id = q.to_user_id AND NOT u.locked AND u.status = 'active'
+                        AND u.moved_to IS NULL
           WHERE q.active
           LIMIT $1",
     )

@@ -273,6 +273,8 @@ pub(super) struct Edge {
 pub(super) enum Refusal {
     ActorUnknown,
     ActorSuspended,
+    /// A moved account accepting a request.
+    ActorMoved,
     TargetUnknown,
     TargetUnfollowable,
     TargetMoved,
@@ -300,6 +302,7 @@ impl Refusal {
         match outcome {
             "actor_suspended" => Self::ActorSuspended,
             "actor_unknown" => Self::ActorUnknown,
+            "actor_moved" => Self::ActorMoved,
             "target_unknown" => Self::TargetUnknown,
             "target_unfollowable" => Self::TargetUnfollowable,
             "target_moved" => Self::TargetMoved,
@@ -317,6 +320,9 @@ impl From<Refusal> for ApiError {
         match refusal {
             Refusal::ActorSuspended => ApiError::Forbidden("this account is suspended"),
             Refusal::ActorUnknown => ApiError::Unauthenticated("the token's user does not exist"),
+            Refusal::ActorMoved => ApiError::Moved(
+                "this account has moved: those who asked to follow it are asked of its new account",
+            ),
             Refusal::TargetUnknown => ApiError::NotFound("user"),
             Refusal::TargetUnfollowable => ApiError::invalid("this user cannot be followed"),
             Refusal::TargetMoved => {

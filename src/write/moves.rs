@@ -104,6 +104,11 @@ pub(crate) async fn start(app: &App, from: UserId, to: UserId) -> Result<MoveRow
             ));
         }
         ("move_running", _) => return Err(ApiError::Moved("a move of this account is running")),
+        ("move_incoming", _) => {
+            return Err(ApiError::Moved(
+                "a move to this account is still bringing its followers: move once it has ended",
+            ));
+        }
         (other, _) => {
             return Err(ApiError::internal(anyhow::anyhow!(
                 "kith_move_account answered {other:?}"
@@ -132,8 +137,23 @@ pub(crate) struct Batch {
 #[derive(Debug)]
 pub(crate) struct Stopped(pub &'static str);
 
+/// Why [`bring`] brought nobody.
+enum Halt {
+    /// The move cannot go on: it ends `failed`.
+    Stopped(Stopped),
+    /// The new account cannot be followed for now (suspended): the move
+    /// waits, its followers where they are.
+    Paused,
+}
+
+/// How long a move whose new account cannot be followed for now waits.
+const PAUSE_MS: i64 = 60_000;
+
 /// One batch of `job` (fenced by the caller, in `conn`'s transaction): up
 /// to `size` followers, then the job due again in `size / rate` seconds.
+/// Past the last follower, a sweep from the first brings any follow that
+/// raced the move's start (it read the account before it moved); the move
+/// is done once a sweep finds none.
 pub(crate) async fn batch(
     app: &App,
     conn: &mut PgConn,
@@ -143,21 +163,39 @@ pub(crate) async fn batch(
     let (Some(from), Some(to)) = (UserId::new(job.from_id), UserId::new(job.to_id)) else {
         return Ok(Err(Stopped("the move names no account")));
     };
-    let followers = moves::followers_after(conn, job.from_id, job.after_id, size).await?;
-    let Some(last) = followers.last().map(|f| f.id) else {
+    let mut after_id = None;
+    let mut followers = Vec::new();
+    for start in [job.after_id, 0] {
+        followers = moves::followers_after(conn, job.from_id, start, size, job.id).await?;
+        if let Some(last) = followers.last() {
+            // The sweep keeps the cursor where the walk ended.
+            after_id = (start == job.after_id).then_some(last.id);
+            break;
+        }
+    }
+    if followers.is_empty() {
         return Ok(Ok(Batch {
             follows: Vec::new(),
             done: true,
         }));
-    };
-    let brought = match bring(app, conn, (from, to), &followers).await? {
-        Ok(brought) => brought,
-        Err(stopped) => return Ok(Err(stopped)),
-    };
-    let progress = Progress {
-        after_id: Some(last),
-        pace_ms: Some(pace_ms(app, followers.len())),
-        ..brought.progress
+    }
+    let (progress, brought) = match bring(app, conn, (from, to), &followers).await? {
+        Ok(brought) => (
+            Progress {
+                after_id,
+                pace_ms: Some(pace_ms(app, followers.len())),
+                ..brought.progress
+            },
+            brought,
+        ),
+        Err(Halt::Stopped(stopped)) => return Ok(Err(stopped)),
+        Err(Halt::Paused) => (
+            Progress {
+                pace_ms: Some(PAUSE_MS),
+                ..Progress::default()
+            },
+            Brought::default(),
+        ),
     };
     moves::advance(conn, job.id, progress, &brought.failures).await?;
     Ok(Ok(Batch {
@@ -167,6 +205,7 @@ pub(crate) async fn batch(
 }
 
 /// What [`bring`] did.
+#[derive(Default)]
 pub(crate) struct Brought {
     /// The counts of its followers by how they ended.
     pub progress: Progress,
@@ -177,14 +216,20 @@ pub(crate) struct Brought {
 }
 
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
-/// follows `to` and, unless refused, unfollows `from`.
+/// follows `to` and, unless refused, unfollows `from`. Every pair of
+/// theirs with either account is locked first, in one pass, and who still
+/// follows `from` is read after: an unfollow that came between is not
+/// made a follow of `to`.
 async fn bring(
     app: &App,
     conn: &mut PgConn,
     (from, to): (UserId, UserId),
     followers: &[moves::Follower],
-) -> Result<Result<Brought, Stopped>, ApiError> {
+) -> Result<Result<Brought, Halt>, ApiError> {
     let cap = FollowCap::of(&app.config);
+    let ids: Vec<i64> = followers.iter().map(|f| f.id).collect();
+    moves::lock_pairs(conn, &ids, [from.get(), to.get()]).await?;
+    let followers = moves::followers_among(conn, from.get(), &ids).await?;
     let mut progress = Progress::default();
     let mut failures = Vec::new();
     // The new account's own follow of the old one stays as it is.
@@ -234,11 +279,16 @@ async fn bring(
                 }
                 leaving.push(item.actor);
             }
-            Err(Refusal::TargetUnknown | Refusal::TargetUnfollowable) => {
-                return Ok(Err(Stopped("the new account cannot be followed now")));
+            Err(Refusal::TargetUnknown) => {
+                return Ok(Err(Halt::Stopped(Stopped(
+                    "the new account no longer exists",
+                ))));
             }
+            Err(Refusal::TargetUnfollowable) => return Ok(Err(Halt::Paused)),
             Err(Refusal::TargetMoved) => {
-                return Ok(Err(Stopped("the new account has moved itself")));
+                return Ok(Err(Halt::Stopped(Stopped(
+                    "the new account has moved itself",
+                ))));
             }
             Err(refusal) => {
                 let code = match refusal {
@@ -311,7 +361,7 @@ pub(crate) async fn bring_stranded(
                             .await?;
                         Ok(Some(brought))
                     }
-                    Err(Stopped(_)) => Ok(None),
+                    Err(Halt::Stopped(_) | Halt::Paused) => Ok(None),
                 }
             })
             .await?;

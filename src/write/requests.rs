@@ -35,17 +35,6 @@ pub(crate) async fn answer(
     super::take_tokens(app, owner, 1).await?;
     let row = {
         let mut conn = app.pg.get().await?;
-        // A moved account takes no follows: its requests go along with its
-        // followers to the account it moved to (a rejection stays its own).
-        if accept
-            && crate::store::users::find(&mut conn, owner)
-                .await?
-                .is_some_and(|u| u.moved_to.is_some())
-        {
-            return Err(ApiError::Moved(
-                "this account has moved: those who asked to follow it are asked of its new account",
-            ));
-        }
         requests::answer(
             &mut conn,
             owner,

@@ -478,3 +478,117 @@ async fn a_follower_restored_after_a_move_is_reported_and_brought_along() {
     let again = reconcile(&t.app, Scope::Full, 100, false).await.unwrap();
     assert_eq!(again.stranded_followers_moved, 0, "{again}");
 }
+
+/// Runs `sql` (one statement, `$1` the old account's id) on `t`'s schema.
+async fn on_move(t: &TestApp, old: UserId, sql: &str) {
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(sql).bind::<diesel::sql_types::BigInt, _>(old.get()),
+        &mut *t.conn().await,
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_move_waits_out_a_suspended_new_account_and_sweeps_behind_its_cursor() {
+    use kith::model::UserStatus;
+    use kith::testing::write::lifecycle;
+
+    let t = spawn_app_with(|_| {}).await;
+    let (old, new, newer) = (
+        t.user("old").await,
+        t.user("new").await,
+        t.user("newer").await,
+    );
+    let mut followers = Vec::new();
+    for i in 0..4 {
+        let f = t.user(&format!("f{i}")).await;
+        assert_ok(&t.follow(f, old).await);
+        followers.push(f);
+    }
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    // While old's followers are on their way, new may not move on: they
+    // would be left on the way.
+    assert_ok(&alias(&t, newer, new).await);
+    let refused = move_to(&t, new, newer).await;
+    assert_eq!(error_code(&refused), Some("MOVED"), "{refused}");
+    assert_eq!(moved_to(&t, new).await, Value::Null);
+
+    // f0 and f1 are behind the job's cursor, as a follow that raced the
+    // move's start would be; new is suspended.
+    on_move(
+        &t,
+        old,
+        &format!(
+            "UPDATE account_move SET after_id = {} WHERE from_id = $1",
+            followers[1].get()
+        ),
+    )
+    .await;
+    lifecycle::set_status(&t.app, new, UserStatus::Suspended)
+        .await
+        .unwrap();
+    let runner = t.start_imports();
+    // The job finds it cannot follow new now and waits, the followers
+    // where they were.
+    eventually("the move to wait", 30, || async {
+        let waits: Waiting = diesel_async::RunQueryDsl::get_result(
+            diesel::sql_query(
+                "SELECT count(*) AS n FROM account_move
+                  WHERE from_id = $1 AND state = 'running' AND due_at > now() + interval '30 s'",
+            )
+            .bind::<diesel::sql_types::BigInt, _>(old.get()),
+            &mut *t.conn().await,
+        )
+        .await
+        .unwrap();
+        (waits.n == 1).then_some(())
+    })
+    .await;
+    let r = t
+        .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(r["data"]["accountMove"]["state"], "RUNNING", "{r}");
+    for &f in &followers {
+        assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
+    }
+
+    // Restored, new takes the followers: those after the cursor, then,
+    // in the sweep that ends the move, those behind it.
+    lifecycle::set_status(&t.app, new, UserStatus::Active)
+        .await
+        .unwrap();
+    on_move(
+        &t,
+        old,
+        "UPDATE account_move SET due_at = now() WHERE from_id = $1",
+    )
+    .await;
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (
+            job["state"].clone(),
+            job["moved"].clone(),
+            job["failed"].clone()
+        ),
+        (json!("DONE"), json!(4), json!(0)),
+        "{job}"
+    );
+    for &f in &followers {
+        assert_eq!(t.edge(f, new).await.map(|e| e.0), Some(true));
+        assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+    }
+    // Its move over, new may move on.
+    assert_ok(&move_to(&t, new, newer).await);
+}
+
+/// How many moves wait.
+#[derive(diesel::QueryableByName)]
+struct Waiting {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}

@@ -13,11 +13,7 @@ pub async fn exclusive() -> MutexGuard<'static, ()> {
 
 /// `scripts/stack ha <args>`; the last line it printed.
 pub fn formation(args: &[&str]) -> String {
-    output(args)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned()
+    output(args).lines().last().unwrap_or_default().to_owned()
 }
 
 /// The monitor's last events (`scripts/stack ha events`): what the
