@@ -1560,6 +1560,28 @@ $$;
 COMMENT ON FUNCTION kith.kith_mute(p_actor bigint, p_target bigint, p_mute boolean, p_expires_in_secs bigint, p_event_id uuid) IS 'Mutes (for p_expires_in_secs, or for good) or unmutes p_target as p_actor, with its event.';
 
 --
+-- Name: kith_notify_members_changed(); Type: FUNCTION; Schema: kith; Owner: -
+--
+
+CREATE FUNCTION kith.kith_notify_members_changed() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('kith_notify_' || TG_TABLE_SCHEMA,
+        NEW.to_user_id || ',' || NEW.from_user_id || ',' ||
+        CASE WHEN NEW.active AND NEW.notify AND NEW.options_at = NEW.followed_at THEN 1 ELSE 0 END
+        || ',' || (extract(epoch FROM NEW.followed_at) * 1000)::BIGINT);
+    RETURN NULL;
+END
+$$;
+
+--
+-- Name: FUNCTION kith_notify_members_changed(); Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON FUNCTION kith.kith_notify_members_changed() IS 'Trigger: notifies the processes on this schema''s kith_notify_ channel that a follower joined or left an account''s notify followers ("account,follower,member,followed_at_ms").';
+
+--
 -- Name: kith_pair_state(bigint, bigint); Type: FUNCTION; Schema: kith; Owner: -
 --
 
@@ -2586,6 +2608,12 @@ CREATE INDEX follower_updated_idx ON kith.follower USING btree (updated_at);
 CREATE INDEX following_incoming_idx ON kith.following USING btree (to_user_id, from_user_id) INCLUDE (active);
 
 --
+-- Name: following_notify_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX following_notify_idx ON kith.following USING btree (to_user_id, followed_at DESC, from_user_id DESC) WHERE (active AND notify AND (options_at = followed_at));
+
+--
 -- Name: following_options_idx; Type: INDEX; Schema: kith; Owner: -
 --
 
@@ -2704,6 +2732,18 @@ CREATE TRIGGER follow_request_inserted_notify AFTER INSERT ON kith.follow_reques
 --
 
 CREATE TRIGGER follow_request_updated_notify AFTER UPDATE ON kith.follow_request REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION kith.kith_blocks_changed();
+
+--
+-- Name: following following_notify_members_inserted; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER following_notify_members_inserted AFTER INSERT ON kith.following FOR EACH ROW WHEN ((new.active AND new.notify AND (new.options_at = new.followed_at))) EXECUTE FUNCTION kith.kith_notify_members_changed();
+
+--
+-- Name: following following_notify_members_updated; Type: TRIGGER; Schema: kith; Owner: -
+--
+
+CREATE TRIGGER following_notify_members_updated AFTER UPDATE OF active, notify, options_at, followed_at ON kith.following FOR EACH ROW WHEN (((COALESCE((old.active AND old.notify AND (old.options_at = old.followed_at)), false) IS DISTINCT FROM COALESCE((new.active AND new.notify AND (new.options_at = new.followed_at)), false)) OR (COALESCE((new.active AND new.notify AND (new.options_at = new.followed_at)), false) AND (old.followed_at IS DISTINCT FROM new.followed_at)))) EXECUTE FUNCTION kith.kith_notify_members_changed();
 
 --
 -- Name: following following_options_notify; Type: TRIGGER; Schema: kith; Owner: -

@@ -28,9 +28,11 @@ impl ListKey {
     }
 }
 
-/// A list only its owner reads, served from PostgreSQL by keyset: the
-/// viewer's own blocks, mutes, follow requests and close friends, newest
-/// first by when each was made.
+/// A list only its owner (or a service granted its scope) reads, served
+/// from PostgreSQL by keyset: the viewer's own blocks, mutes, follow
+/// requests and close friends, newest first by when each was made; and an
+/// account's notify followers, which services read (held in process too,
+/// [`crate::read::notify`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum PrivateList {
     /// Whom the user blocks.
@@ -43,6 +45,8 @@ pub(crate) enum PrivateList {
     SentFollowRequests(UserId),
     /// Whom the user lists among its close friends.
     CloseFriends(UserId),
+    /// Who follows the user with `notify` on (services only).
+    NotifyFollowers(UserId),
 }
 
 impl PrivateList {
@@ -53,7 +57,8 @@ impl PrivateList {
             | Self::Muting(owner)
             | Self::FollowRequests(owner)
             | Self::SentFollowRequests(owner)
-            | Self::CloseFriends(owner) => owner,
+            | Self::CloseFriends(owner)
+            | Self::NotifyFollowers(owner) => owner,
         }
     }
 }

@@ -14,8 +14,15 @@ impl Scopes {
     /// content service shares with).
     pub const CLOSE_FRIENDS: Self = Self(1);
 
+    /// `kith:notify`: who asked to be told when an account posts (what a
+    /// notification service sends to).
+    pub const NOTIFY: Self = Self(2);
+
     /// Every scope with its name in the `scope` claim.
-    pub const NAMED: [(&'static str, Self); 1] = [("kith:close-friends", Self::CLOSE_FRIENDS)];
+    pub const NAMED: [(&'static str, Self); 2] = [
+        ("kith:close-friends", Self::CLOSE_FRIENDS),
+        ("kith:notify", Self::NOTIFY),
+    ];
 
     /// The Kith scopes named in a `scope` claim's value.
     pub fn parse(claim: &str) -> Self {
@@ -69,6 +76,10 @@ mod tests {
         assert!(Scopes::parse("kith:close-friendsX").is_empty());
         assert!(Scopes::of(&serde_json::json!({ "scope": ["kith:close-friends"] })).is_empty());
         assert_eq!(Scopes::CLOSE_FRIENDS.names(), "kith:close-friends");
+        assert_eq!(
+            Scopes::parse("kith:notify kith:close-friends").names(),
+            "kith:close-friends kith:notify"
+        );
         assert!(Scopes::CLOSE_FRIENDS.contains(Scopes::default()));
         assert!(!Scopes::default().contains(Scopes::CLOSE_FRIENDS));
     }

@@ -114,7 +114,7 @@ pub enum Command {
         /// A service's name: the token acts for no account, with `--scope`.
         #[arg(long, requires = "scope")]
         service: Option<String>,
-        /// The service's Kith scopes, space-separated (`kith:close-friends`).
+        /// The service's Kith scopes, space-separated (`kith:close-friends`, `kith:notify`).
         #[arg(long)]
         scope: Option<String>,
         /// Lifetime in seconds.

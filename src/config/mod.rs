@@ -203,6 +203,7 @@ impl Config {
                 loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS")?,
                 user_cache_capacity: parse(&lookup, "KITH_USER_CACHE_CAPACITY")?,
                 user_cache_ttl_secs: parse(&lookup, "KITH_USER_CACHE_TTL_SECS")?,
+                notify_cache_members: parse(&lookup, "KITH_NOTIFY_CACHE_MEMBERS")?,
                 intersection_walk_max: parse(&lookup, "KITH_INTERSECTION_WALK_MAX")?,
                 intersection_cache_ttl_secs: parse(&lookup, "KITH_INTERSECTION_CACHE_TTL_SECS")?,
                 max_concurrent_fills: parse(&lookup, "KITH_MAX_CONCURRENT_FILLS")?,

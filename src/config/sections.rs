@@ -115,6 +115,9 @@ pub struct CacheSettings {
     pub user_cache_capacity: u64,
     /// Longest life of a user held in process, seconds (0 = none held).
     pub user_cache_ttl_secs: u64,
+    /// Members of notify followers lists held in process, all together
+    /// (0 = none held).
+    pub notify_cache_members: u64,
     /// Most edges of the smaller list an intersection walks.
     pub intersection_walk_max: usize,
     /// Life of a computed intersection held in process, seconds.

@@ -241,6 +241,11 @@ pub const SECTIONS: &[Section] = &[
                 "user rows held in process (0: none)",
             ),
             value(
+                "KITH_NOTIFY_CACHE_MEMBERS",
+                "1000000",
+                "members of the notify followers lists (`notifyFollowers`) held in process, all lists together, about 60 bytes each; a list longer than this is paged from PostgreSQL (0: none held)",
+            ),
+            value(
                 "KITH_USER_CACHE_TTL_SECS",
                 "60",
                 "longest life of a user row held in process (changes drop it at once through PostgreSQL's `NOTIFY`; 0: none held)",

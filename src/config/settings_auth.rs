@@ -56,7 +56,7 @@ pub(super) const AUTHENTICATION: Section = Section {
         value(
             "KITH_SERVICE_CLIENTS",
             "",
-            "the `sub` of each service whose tokens may carry Kith scopes (`kith:close-friends`), comma-separated; a token with a Kith scope and any other subject is refused (`UNAUTHENTICATED`), never taken as a service's nor as a user's; empty: no service tokens",
+            "the `sub` of each service whose tokens may carry Kith scopes (`kith:close-friends`, `kith:notify`), comma-separated; a token with a Kith scope and any other subject is refused (`UNAUTHENTICATED`), never taken as a service's nor as a user's; empty: no service tokens",
         ),
         value(
             "KITH_JWT_USER_LOOKUP",

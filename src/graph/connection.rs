@@ -257,20 +257,43 @@ pub(crate) async fn resolve_private(
 ) -> async_graphql::Result<FollowConnection> {
     Box::pin(async move {
         // A service granted `kith:close-friends` reads any account's close
-        // friends (whom a post shared with them goes to).
-        let service = matches!(list, PrivateList::CloseFriends(_))
-            && viewer(ctx)
-                .service(crate::auth::Scopes::CLOSE_FRIENDS)
-                .is_ok();
-        if !service && viewer(ctx).optional().gql()? != Some(list.owner()) {
-            return Err(ApiError::Forbidden("only the account itself sees this list").extend());
+        // friends (whom a post shared with them goes to); one granted
+        // `kith:notify`, any account's notify followers, which nobody else
+        // reads (a follow's options are its follower's alone).
+        use crate::auth::Scopes;
+        let (scope, owner_reads) = match list {
+            PrivateList::CloseFriends(_) => (Some(Scopes::CLOSE_FRIENDS), true),
+            PrivateList::NotifyFollowers(_) => (Some(Scopes::NOTIFY), false),
+            _ => (None, true),
+        };
+        let service = scope.is_some_and(|scope| viewer(ctx).service(scope).is_ok());
+        if !service {
+            if !owner_reads {
+                return Err(ApiError::Forbidden(
+                    "only a service granted kith:notify reads this list",
+                )
+                .extend());
+            }
+            if viewer(ctx).optional().gql()? != Some(list.owner()) {
+                return Err(ApiError::Forbidden("only the account itself sees this list").extend());
+            }
         }
         let keys = ctx.data_unchecked::<CursorKeys>();
         let app = app(ctx);
         let (request, forward) = args
             .request(keys, list.into(), app.config.limits.max_offset)
             .gql()?;
-        let (page, total) = crate::read::private::page(app, list, request).await.gql()?;
+        let (page, total) = match list {
+            PrivateList::NotifyFollowers(account) => {
+                let want_total = ctx.look_ahead().field("totalCount").exists();
+                app.read
+                    .notify()
+                    .page(&app.pg, account, request, want_total)
+                    .await
+            }
+            _ => crate::read::private::page(app, list, request).await,
+        }
+        .gql()?;
         build(ctx, list.into(), &page, None, forward, total).await
     })
     .await

@@ -72,6 +72,7 @@ fn scope_parts(scope: CursorScope) -> (u8, Vec<UserId>) {
         CursorScope::Private(PrivateList::FollowRequests(owner)) => (7, vec![owner]),
         CursorScope::Private(PrivateList::SentFollowRequests(owner)) => (8, vec![owner]),
         CursorScope::Private(PrivateList::CloseFriends(owner)) => (9, vec![owner]),
+        CursorScope::Private(PrivateList::NotifyFollowers(owner)) => (10, vec![owner]),
     }
 }
 

@@ -14,6 +14,7 @@ pub(crate) mod loaders;
 pub(crate) mod moves;
 pub(crate) mod mutation;
 pub(crate) mod node;
+pub(crate) mod notify;
 pub(crate) mod page_args;
 pub(crate) mod persisted;
 pub(crate) mod portability;
@@ -45,6 +46,7 @@ pub struct Query(
     node::NodeQuery,
     user_query::UserQuery,
     close_friends::CloseFriendQuery,
+    notify::NotifyQuery,
     portability::ImportQuery,
     moves::MoveQuery,
     federation::EntityQuery,

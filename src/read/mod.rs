@@ -7,6 +7,8 @@ pub(crate) mod boundaries;
 pub(crate) mod counters;
 pub(crate) mod filtered;
 pub(crate) mod intersect;
+pub(crate) mod listener;
+pub(crate) mod notify;
 pub(crate) mod pages;
 pub(crate) mod private;
 pub(crate) mod relations;

@@ -30,6 +30,8 @@ const INTERSECTION_CACHE_WEIGHT: u64 = 2_000_000;
 pub struct ReadModel {
     /// User rows held in process, dropped when PostgreSQL notifies a change.
     pub(super) users: Arc<UserCache>,
+    /// Notify followers lists held in process, kept by PostgreSQL's notices.
+    pub(super) notify: Arc<super::notify::NotifyCache>,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
     pub(super) hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
     /// Computed intersections of two lists (`commonFollowing`,
@@ -71,6 +73,10 @@ impl ReadModel {
                 Duration::from_secs(config.caches.user_cache_ttl_secs),
                 replica.clone(),
             ),
+            notify: super::notify::NotifyCache::new(
+                config.session_url(),
+                config.caches.notify_cache_members,
+            ),
             replica,
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
@@ -108,6 +114,11 @@ impl ReadModel {
     /// accounts behind tokens.
     pub fn users(&self) -> &Arc<UserCache> {
         &self.users
+    }
+
+    /// Notify followers lists held in process.
+    pub fn notify(&self) -> &Arc<super::notify::NotifyCache> {
+        &self.notify
     }
 
     /// The read replica, when `DATABASE_REPLICA_URL` names one.

@@ -30,10 +30,8 @@
 //! between its read and its insert (checked again after inserting).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Once, Weak};
+use std::sync::{Arc, Once};
 use std::time::Duration;
-
-use futures_util::StreamExt as _;
 
 use crate::error::ApiError;
 use crate::model::{Boundaries, IdHasher, User, UserId};
@@ -41,12 +39,6 @@ use crate::store::{PgConn, PgPool};
 
 /// The notification channel of the `users` trigger, before the schema name.
 pub(crate) const CHANNEL_PREFIX: &str = "kith_users_";
-
-/// How long the listening session may take to answer its periodic check.
-const ALIVE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// How long the listener waits before reconnecting after a failure.
-const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
 /// How long a read that held rows could answer waits for a PostgreSQL
 /// connection while the cache has lost its session.
@@ -265,6 +257,24 @@ impl UserCache {
         self.boundaries.invalidate_all();
     }
 
+    fn start(self: &Arc<Self>) {
+        self.started.call_once(|| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let url = crate::store::pool::with_setting(
+                    &self.database_url,
+                    "application_name",
+                    &self.session_name,
+                );
+                runtime.spawn(super::listener::listen(Arc::downgrade(self), url));
+            }
+        });
+    }
+}
+
+impl super::listener::Listening for UserCache {
+    const CHANNEL_PREFIX: &'static str = CHANNEL_PREFIX;
+    const NAME: &'static str = "user cache";
+
     /// Applies one notice: comma-separated ids, or `*` for everything.
     fn apply_notice(&self, payload: &str) {
         if payload == "*" {
@@ -276,19 +286,6 @@ impl UserCache {
             .filter_map(|id| id.trim().parse().ok().and_then(UserId::new))
             .collect();
         self.invalidate(&ids);
-    }
-
-    fn start(self: &Arc<Self>) {
-        self.started.call_once(|| {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let url = crate::store::pool::with_setting(
-                    &self.database_url,
-                    "application_name",
-                    &self.session_name,
-                );
-                runtime.spawn(listen(Arc::downgrade(self), url));
-            }
-        });
     }
 
     fn set_listening(&self, on: bool) {
@@ -304,92 +301,11 @@ impl UserCache {
     }
 }
 
-/// Holds the listening session for as long as the cache lives, reconnecting
-/// after any failure.
-async fn listen(cache: Weak<UserCache>, url: String) {
-    let url = crate::store::pool::with_keepalives(&url);
-    loop {
-        if cache.strong_count() == 0 {
-            return;
-        }
-        if let Err(error) = listen_once(&cache, &url).await {
-            tracing::warn!(%error, "user cache: listening session lost; reading users from PostgreSQL");
-        }
-        if let Some(cache) = cache.upgrade() {
-            cache.set_listening(false);
-        }
-        tokio::time::sleep(RECONNECT_DELAY).await;
-    }
-}
-
-async fn listen_once(cache: &Weak<UserCache>, url: &str) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
-    let driver = tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(message) = messages.next().await {
-            match message {
-                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                    if tx.send(Ok(n.payload().to_owned())).is_err() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            }
-        }
-    });
-    let result = async {
-        let schema: String = client
-            .query_one("SELECT current_schema()", &[])
-            .await?
-            .get(0);
-        let channel = format!("{CHANNEL_PREFIX}{schema}").replace('"', "\"\"");
-        client
-            .batch_execute(&format!("LISTEN \"{channel}\""))
-            .await?;
-        match cache.upgrade() {
-            Some(cache) => cache.set_listening(true),
-            None => return Ok(()),
-        }
-        let mut alive = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tokio::select! {
-                notice = notices.recv() => match notice {
-                    Some(Ok(payload)) => match cache.upgrade() {
-                        Some(cache) => cache.apply_notice(&payload),
-                        None => return Ok(()),
-                    },
-                    Some(Err(e)) => return Err(e),
-                    None => return Ok(()),
-                },
-                _ = alive.tick() => {
-                    if cache.strong_count() == 0 {
-                        return Ok(());
-                    }
-                    // A session that went quiet without closing (a network
-                    // partition, a failover) would deliver nothing: prove it alive.
-                    match tokio::time::timeout(ALIVE_TIMEOUT, client.simple_query("")).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => return Err(e),
-                        Err(_) => return Ok(()),
-                    }
-                }
-            }
-        }
-    }
-    .await;
-    driver.abort();
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::UserStatus;
+    use crate::read::listener::Listening as _;
 
     fn user(id: i64, handle: &str) -> User {
         User {

@@ -117,6 +117,15 @@ impl Source {
                 "added_at",
                 ACTIVE_TO,
             ),
+            // `following_notify_idx`'s rows: the notify option set for
+            // this follow.
+            PrivateList::NotifyFollowers(_) => (
+                "following",
+                "to_user_id",
+                "from_user_id",
+                "followed_at",
+                " AND notify AND options_at = followed_at AND EXISTS (SELECT 1 FROM users u WHERE u.id = from_user_id AND u.status = 'active')",
+            ),
         };
         Self {
             table,

@@ -29,6 +29,7 @@ mod identity;
 mod lifecycle;
 mod moves;
 mod mutes;
+mod notify_followers;
 mod paging_property;
 mod persisted;
 mod pipeline;

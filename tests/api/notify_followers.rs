@@ -1,0 +1,205 @@
+//! `notifyFollowers`: who asked to be told when an account posts, read by
+//! a notification service only, paged like `followers`, and held in
+//! process, kept right by PostgreSQL's notices as follows change.
+
+use kith::model::UserId;
+use kith::testing::auth::{Scopes, Viewer};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, assert_ok, error_code, eventually, spawn_app_with};
+
+fn gid(user: UserId) -> String {
+    kith::testing::graph::ids::user_id(user).to_string()
+}
+
+const NOTIFY: &str = "query($id: ID!, $first: Int, $after: String) {
+    notifyFollowers(userId: $id, first: $first, after: $after) {
+        totalCount edges { node { handle } } pageInfo { hasNextPage endCursor } } }";
+
+const SERVICE: Viewer = Viewer::Service(Scopes::NOTIFY);
+
+/// `follow` with options `input` (beside `userId`).
+async fn follow(t: &TestApp, actor: UserId, target: UserId, mut input: Value) -> Value {
+    input["userId"] = json!(gid(target));
+    t.execute(
+        Viewer::User(actor),
+        "mutation($input: FollowInput!) { follow(input: $input) { changed } }",
+        json!({ "input": input }),
+    )
+    .await
+}
+
+async fn notify(t: &TestApp, actor: UserId, target: UserId, on: bool) -> Value {
+    t.execute(
+        Viewer::User(actor),
+        "mutation($id: ID!, $on: Boolean) { updateFollow(input: {userId: $id, notify: $on}) { changed } }",
+        json!({ "id": gid(target), "on": on }),
+    )
+    .await
+}
+
+/// Every handle of `account`'s notify followers as the service pages
+/// through them, `first` at a time, and the total it was told.
+async fn all(t: &TestApp, account: UserId, first: i32) -> (Vec<String>, Value) {
+    let (mut handles, mut after) = (Vec::new(), Value::Null);
+    loop {
+        let r = t
+            .execute(
+                SERVICE,
+                NOTIFY,
+                json!({ "id": gid(account), "first": first, "after": after }),
+            )
+            .await;
+        assert_ok(&r);
+        let page = &r["data"]["notifyFollowers"];
+        for edge in page["edges"].as_array().unwrap() {
+            handles.push(edge["node"]["handle"].as_str().unwrap().to_owned());
+        }
+        if page["pageInfo"]["hasNextPage"] != true {
+            return (handles, page["totalCount"].clone());
+        }
+        after = page["pageInfo"]["endCursor"].clone();
+    }
+}
+
+/// The handles of `account`'s notify followers in the truth, newest first.
+async fn truth(t: &TestApp, account: UserId) -> Vec<String> {
+    #[derive(diesel::QueryableByName)]
+    struct Handle {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        handle: String,
+    }
+    let rows: Vec<Handle> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT u.handle FROM following f JOIN users u ON u.id = f.from_user_id
+              WHERE f.to_user_id = $1 AND f.active AND f.notify AND f.options_at = f.followed_at
+                AND u.status = 'active'
+              ORDER BY f.followed_at DESC, f.from_user_id DESC",
+        )
+        .bind::<diesel::sql_types::BigInt, _>(account.get()),
+        &mut *t.conn().await,
+    )
+    .await
+    .unwrap();
+    rows.into_iter().map(|r| r.handle).collect()
+}
+
+/// Pages through `account`'s list until a whole pass reads no PostgreSQL
+/// statement (the list is held) and shows `expected`.
+async fn held_as(t: &TestApp, account: UserId, expected: &[&str]) {
+    eventually("the held list to show the change", 10, || async {
+        let before = t.app.round_trips.snapshot().0;
+        let (handles, total) = all(t, account, 2).await;
+        let held = t.app.round_trips.snapshot().0 == before;
+        (held && handles == expected && total == json!(expected.len())).then_some(())
+    })
+    .await;
+    assert_eq!(truth(t, account).await, expected);
+}
+
+#[tokio::test]
+async fn a_notification_service_pages_those_who_asked_and_nobody_else_may() {
+    let t = spawn_app_with(|_| {}).await;
+    t.users_cached().await;
+    let star = t.user("star").await;
+    let mut fans = Vec::new();
+    for i in 0..6 {
+        let f = t.user(&format!("f{i}")).await;
+        // f4 follows without asking; f5 asks after following.
+        let asks = i < 4;
+        assert_ok(&follow(&t, f, star, json!({ "notify": asks })).await);
+        fans.push(f);
+    }
+    assert_ok(&notify(&t, fans[5], star, true).await);
+    let (handles, total) = all(&t, star, 2).await;
+    assert_eq!(handles, ["f5", "f3", "f2", "f1", "f0"]);
+    assert_eq!(total, 5);
+    assert_eq!(truth(&t, star).await, handles);
+
+    // Nobody else reads it: not the account, not a follower, not a
+    // service without the scope, not an anonymous caller.
+    let vars = json!({ "id": gid(star), "first": 5 });
+    for viewer in [
+        Viewer::User(star),
+        Viewer::User(fans[0]),
+        Viewer::Service(Scopes::CLOSE_FRIENDS),
+    ] {
+        let r = t.execute(viewer, NOTIFY, vars.clone()).await;
+        assert_eq!(error_code(&r), Some("FORBIDDEN"), "{r}");
+        assert_eq!(r["data"], Value::Null);
+    }
+    let r = t.execute(Viewer::Anonymous, NOTIFY, vars).await;
+    assert_eq!(error_code(&r), Some("UNAUTHENTICATED"), "{r}");
+    // An account nobody follows has an empty list; an id that is none is
+    // refused.
+    let r = t
+        .execute(SERVICE, NOTIFY, json!({ "id": gid(fans[0]), "first": 5 }))
+        .await;
+    assert_ok(&r);
+    assert_eq!(r["data"]["notifyFollowers"]["totalCount"], 0);
+    let r = t
+        .execute(SERVICE, NOTIFY, json!({ "id": "nope", "first": 5 }))
+        .await;
+    assert_eq!(error_code(&r), Some("INVALID_INPUT"), "{r}");
+}
+
+#[tokio::test]
+async fn the_held_list_follows_every_change_as_it_commits() {
+    use kith::model::UserStatus;
+    use kith::testing::write::lifecycle;
+
+    let t = spawn_app_with(|_| {}).await;
+    t.users_cached().await;
+    let star = t.user("star").await;
+    let mut fans = Vec::new();
+    for i in 0..6 {
+        let f = t.user(&format!("f{i}")).await;
+        assert_ok(&follow(&t, f, star, json!({ "notify": i != 4 })).await);
+        fans.push(f);
+    }
+    held_as(&t, star, &["f5", "f3", "f2", "f1", "f0"]).await;
+
+    // Turned off, unfollowed, blocked away, turned on, a new follower who
+    // asks, a follower suspended: each shows without the list being read
+    // again.
+    assert_ok(&notify(&t, fans[0], star, false).await);
+    assert_ok(&t.unfollow(fans[1], star).await);
+    let r = t
+        .execute(
+            Viewer::User(star),
+            "mutation($id: ID!) { block(input: {userId: $id}) { changed } }",
+            json!({ "id": gid(fans[2]) }),
+        )
+        .await;
+    assert_ok(&r);
+    assert_ok(&notify(&t, fans[4], star, true).await);
+    let g = t.user("g").await;
+    assert_ok(&follow(&t, g, star, json!({ "notify": true })).await);
+    lifecycle::set_status(&t.app, fans[3], UserStatus::Suspended)
+        .await
+        .unwrap();
+    held_as(&t, star, &["g", "f5", "f4"]).await;
+
+    // A follow made again starts from the default options: off.
+    assert_ok(&t.unfollow(fans[5], star).await);
+    assert_ok(&follow(&t, fans[5], star, json!({})).await);
+    lifecycle::set_status(&t.app, fans[3], UserStatus::Active)
+        .await
+        .unwrap();
+    held_as(&t, star, &["g", "f4", "f3"]).await;
+
+    // The listening session is cut: the lists are read again once it is
+    // back, and a change made meanwhile shows.
+    let cut = diesel_async::RunQueryDsl::execute(
+        diesel::sql_query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        )
+        .bind::<diesel::sql_types::Text, _>(t.app.read.notify().session_name()),
+        &mut *t.conn().await,
+    )
+    .await
+    .unwrap();
+    assert_eq!(cut, 1, "one listening session");
+    assert_ok(&notify(&t, g, star, false).await);
+    held_as(&t, star, &["f4", "f3"]).await;
+}
