@@ -315,6 +315,7 @@ impl Config {
                 import_follows_per_day: parse(&lookup, "KITH_IMPORT_FOLLOWS_PER_DAY")?,
                 import_retention_secs: parse(&lookup, "KITH_IMPORT_RETENTION_SECS")?,
                 move_followers_per_sec: parse(&lookup, "KITH_MOVE_FOLLOWERS_PER_SEC")?,
+                move_cooldown_secs: parse(&lookup, "KITH_MOVE_COOLDOWN_SECS")?,
             },
             suggestions: SuggestionSettings {
                 sample: parse(&lookup, "KITH_SUGGESTIONS_SAMPLE")?,

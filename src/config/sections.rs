@@ -263,6 +263,8 @@ pub struct PortabilitySettings {
     pub import_retention_secs: u64,
     /// Followers an account's move brings along per second.
     pub move_followers_per_sec: u32,
+    /// How long after a move the same account may move again, seconds.
+    pub move_cooldown_secs: u64,
 }
 
 /// Suggestions.

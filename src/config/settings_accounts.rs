@@ -77,6 +77,11 @@ pub(super) const PORTABILITY: Section = Section {
         )
         .at_least(1.0),
         value(
+            "KITH_MOVE_COOLDOWN_SECS",
+            "2592000",
+            "how long after an account's move it may move again (`RATE_LIMITED`, with `retryAfterMs`, before): Mastodon's 30 days, so that followers are not moved back and forth. A move back is the other account's move; 0: no wait",
+        ),
+        value(
             "KITH_IMPORT_RETENTION_SECS",
             "604800",
             "how long a finished import (done, failed or canceled) is kept for its report; then it and its rows are deleted. Only the rows a report needs outlive their import: those not applied",

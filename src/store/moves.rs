@@ -59,25 +59,35 @@ pub(crate) async fn add_alias(
         #[diesel(sql_type = Nullable<Bool>)]
         added: Option<bool>,
     }
-    // The owner's row lock counts its aliases alone.
-    let row: Added = diesel::sql_query(
-        "WITH owner AS (SELECT id FROM users WHERE id = $1 FOR UPDATE),
-              has AS (SELECT EXISTS (SELECT 1 FROM account_alias
-                                      WHERE user_id = $1 AND alias_id = $2) AS has,
-                             (SELECT count(*) FROM account_alias WHERE user_id = $1) AS n
-                        FROM owner),
-              ins AS (INSERT INTO account_alias (user_id, alias_id)
-                      SELECT $1, $2 FROM has WHERE NOT has.has AND has.n < $3
-                      RETURNING 1)
-         SELECT CASE WHEN (SELECT has FROM has) THEN FALSE
-                     WHEN EXISTS (SELECT 1 FROM ins) THEN TRUE END AS added",
-    )
-    .bind::<BigInt, _>(user.get())
-    .bind::<BigInt, _>(alias.get())
-    .bind::<BigInt, _>(max)
-    .get_result(conn)
-    .await?;
-    Ok(row.added)
+    use diesel_async::AsyncConnection as _;
+    conn.transaction(async |conn| {
+        // The owner's row, locked first (FOR NO KEY UPDATE: it does not
+        // block the foreign-key checks of others' writes): the count below,
+        // read after it in a statement of its own, sees every alias added
+        // before, so two adds at once cannot pass the limit together.
+        diesel::sql_query("SELECT 1 FROM users WHERE id = $1 FOR NO KEY UPDATE")
+            .bind::<BigInt, _>(user.get())
+            .execute(conn)
+            .await?;
+        let row: Added = diesel::sql_query(
+            "WITH has AS (SELECT EXISTS (SELECT 1 FROM account_alias
+                                          WHERE user_id = $1 AND alias_id = $2) AS has,
+                                 (SELECT count(*) FROM account_alias WHERE user_id = $1) AS n),
+                  ins AS (INSERT INTO account_alias (user_id, alias_id)
+                          SELECT $1, $2 FROM has WHERE NOT has.has AND has.n < $3
+                          ON CONFLICT DO NOTHING
+                          RETURNING 1)
+             SELECT CASE WHEN (SELECT has FROM has) THEN FALSE
+                         WHEN EXISTS (SELECT 1 FROM ins) THEN TRUE END AS added",
+        )
+        .bind::<BigInt, _>(user.get())
+        .bind::<BigInt, _>(alias.get())
+        .bind::<BigInt, _>(max)
+        .get_result(conn)
+        .await?;
+        Ok(row.added)
+    })
+    .await
 }
 
 /// Removes `alias` from `user`'s aliases; whether it was one.
@@ -138,6 +148,30 @@ pub(crate) async fn open(
         .load(conn)
         .await?;
     super::committed(rows).ok_or(diesel::result::Error::NotFound)
+}
+
+/// How long ago, in ms by the database's clock, `account`'s latest move
+/// was made; `None` if it never moved, or is moved now (then its move is
+/// refused for that).
+pub(crate) async fn since_last_move(
+    conn: &mut PgConn,
+    account: UserId,
+) -> diesel::QueryResult<Option<i64>> {
+    #[derive(QueryableByName)]
+    struct Since {
+        #[diesel(sql_type = Nullable<BigInt>)]
+        ms: Option<i64>,
+    }
+    let row: Since = diesel::sql_query(
+        "SELECT (extract(epoch FROM now() - max(m.created_at)) * 1000)::BIGINT AS ms
+           FROM account_move m
+          WHERE m.from_id = $1
+            AND NOT EXISTS (SELECT 1 FROM users u WHERE u.id = $1 AND u.moved_to IS NOT NULL)",
+    )
+    .bind::<BigInt, _>(account.get())
+    .get_result(conn)
+    .await?;
+    Ok(row.ms)
 }
 
 /// Takes the lease, for `lease_ms`, of the open move due first whose

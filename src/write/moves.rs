@@ -76,6 +76,20 @@ pub(crate) async fn start(app: &App, from: UserId, to: UserId) -> Result<MoveRow
     super::take_tokens(app, from, 1).await?;
     let events = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()];
     let mut conn = app.pg.get().await?;
+    // One move in a cooldown: followers are not moved back and forth.
+    let cooldown = app
+        .config
+        .portability
+        .move_cooldown_secs
+        .saturating_mul(1000);
+    if let Some(since) = moves::since_last_move(&mut conn, from).await? {
+        let since = u64::try_from(since).unwrap_or(0);
+        if since < cooldown {
+            return Err(ApiError::RateLimited {
+                retry_after_ms: cooldown - since,
+            });
+        }
+    }
     let opened = moves::open(&mut conn, from, to, events).await?;
     let id = match (opened.outcome.as_str(), opened.move_id) {
         ("ok", Some(id)) => id,

@@ -313,6 +313,15 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
         r["data"]["follow"]["viewerRelation"]["following"], true,
         "{r}"
     );
+    // old may not move again so soon: its followers are not moved back
+    // and forth.
+    let again = move_to(&t, old, new).await;
+    assert_eq!(error_code(&again), Some("RATE_LIMITED"), "{again}");
+    let wait = again["errors"][0]["extensions"]["retryAfterMs"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(wait > 29 * 24 * 3600 * 1000, "{again}");
+    assert_eq!(moved_to(&t, old).await, Value::Null);
     // The first move stays readable, done.
     let r = t
         .execute(Viewer::User(old), WATCH, json!({ "id": id }))
