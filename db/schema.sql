@@ -2698,6 +2698,12 @@ CREATE INDEX mute_recent_idx ON kith.mute USING btree (from_user_id, muted_at DE
 CREATE INDEX users_inactive_idx ON kith.users USING btree (id) WHERE (status <> 'active'::text);
 
 --
+-- Name: users_moved_idx; Type: INDEX; Schema: kith; Owner: -
+--
+
+CREATE INDEX users_moved_idx ON kith.users USING btree (id) WHERE (moved_to IS NOT NULL);
+
+--
 -- Name: block block_inserted_notify; Type: TRIGGER; Schema: kith; Owner: -
 --
 

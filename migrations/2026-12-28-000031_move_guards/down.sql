@@ -1,3 +1,5 @@
+DROP INDEX users_moved_idx;
+
 -- The bodies from before.
 CREATE OR REPLACE FUNCTION kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) RETURNS record
     LANGUAGE plpgsql

@@ -5,6 +5,10 @@
 -- UPDATE, in the order a batch takes them. A moved account's acceptance
 -- of a request is refused under the pair's lock (actor_moved), whether it
 -- answers one request or unlocks.
+
+-- The moved accounts, for verify's and reconcile's look for followers a
+-- move left behind.
+CREATE INDEX users_moved_idx ON users (id) WHERE moved_to IS NOT NULL;
 CREATE OR REPLACE FUNCTION kith_move_account(p_from bigint, p_to bigint, p_event_id uuid, p_back_event_id uuid, OUT outcome text, OUT move_id bigint) RETURNS record
     LANGUAGE plpgsql
     AS $$

@@ -104,7 +104,9 @@ pub(crate) async fn resolve(
     let user = |id: UserId| {
         users
             .iter()
-            .find(|u| u.id == id && u.status == UserStatus::Active && clear(id))
+            .find(|u| {
+                u.id == id && u.status == UserStatus::Active && u.moved_to.is_none() && clear(id)
+            })
             .cloned()
     };
     let shown: Vec<(&Suggestion, User)> = kept

@@ -404,6 +404,29 @@ pub(crate) async fn advance(
     Ok(())
 }
 
+/// Move `id` no longer leaves `followers` behind (brought along since):
+/// their rows go, and its count of those left behind with them.
+pub(crate) async fn forget_left_behind(
+    conn: &mut PgConn,
+    id: i64,
+    followers: &[i64],
+) -> diesel::QueryResult<()> {
+    if followers.is_empty() {
+        return Ok(());
+    }
+    diesel::sql_query(
+        "WITH gone AS (DELETE FROM account_move_row
+                        WHERE move_id = $1 AND follower_id = ANY ($2) RETURNING 1)
+         UPDATE account_move SET failed = failed - (SELECT count(*) FROM gone)::INT
+          WHERE id = $1",
+    )
+    .bind::<BigInt, _>(id)
+    .bind::<Array<BigInt>, _>(followers)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Gives up `token`'s lease of move `id`.
 pub(crate) async fn release(
     conn: &mut PgConn,
@@ -500,7 +523,9 @@ pub(crate) struct Stranded {
 
 /// Up to `limit` followers of moved accounts (of `user`, or following
 /// `user`, if given) whose account's latest move is done and did not leave
-/// them behind, by move.
+/// them behind — but as `NOT_FOLLOWABLE`, an account that could not act
+/// then and follows again since its restore — by move; none of a move
+/// whose new account cannot take them now (suspended, deleted, moved).
 pub(crate) async fn stranded(
     conn: &mut PgConn,
     user: Option<i64>,
@@ -513,11 +538,13 @@ pub(crate) async fn stranded(
            FROM users u
            JOIN LATERAL (SELECT * FROM account_move m WHERE m.from_id = u.id
                           ORDER BY m.id DESC LIMIT 1) m ON m.state = 'done' AND m.to_id = u.moved_to
+           JOIN users t ON t.id = m.to_id AND t.status = 'active' AND t.moved_to IS NULL
            JOIN following f ON f.to_user_id = u.id AND f.active
           WHERE u.moved_to IS NOT NULL
             AND ($1::BIGINT IS NULL OR u.id = $1 OR f.from_user_id = $1)
             AND NOT EXISTS (SELECT 1 FROM account_move_row r
-                             WHERE r.move_id = m.id AND r.follower_id = f.from_user_id)
+                             WHERE r.move_id = m.id AND r.follower_id = f.from_user_id
+                               AND r.outcome <> 'NOT_FOLLOWABLE')
           ORDER BY m.id, f.from_user_id LIMIT $2",
     )
     .bind::<Nullable<BigInt>, _>(user)

@@ -227,6 +227,8 @@ pub(crate) struct Brought {
     pub failures: Vec<(i64, &'static str)>,
     /// The follows and unfollows it made, for the caches.
     pub follows: Vec<FollowOutcome>,
+    /// The followers it brought along (or asked of the new account).
+    pub brought: Vec<i64>,
 }
 
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
@@ -339,6 +341,7 @@ async fn bring(
         progress,
         failures,
         follows,
+        brought: leaving.iter().map(|actor| actor.get()).collect(),
     }))
 }
 
@@ -371,8 +374,9 @@ pub(crate) async fn bring_stranded(
             .transaction::<_, ApiError, _>(async |conn| {
                 match bring(app, conn, (from, to), &followers).await? {
                     Ok(brought) => {
-                        moves::advance(conn, group[0].move_id, brought.progress, &brought.failures)
-                            .await?;
+                        let id = group[0].move_id;
+                        moves::forget_left_behind(conn, id, &brought.brought).await?;
+                        moves::advance(conn, id, brought.progress, &brought.failures).await?;
                         Ok(Some(brought))
                     }
                     Err(Halt::Stopped(_) | Halt::Paused) => Ok(None),

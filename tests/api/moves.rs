@@ -601,3 +601,67 @@ struct Waiting {
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     n: i64,
 }
+
+#[tokio::test]
+async fn a_follower_left_behind_as_not_followable_is_brought_along_once_it_can() {
+    use kith::testing::consistency::reconcile::{Scope, reconcile};
+    use kith::testing::consistency::verify::Kind;
+
+    let t = spawn_app_with(|_| {}).await;
+    let (old, new) = (t.user("old").await, t.user("new").await);
+    let (f, g) = (t.user("f").await, t.user("g").await);
+    assert_ok(&t.follow(f, old).await);
+    assert_ok(&t.follow(g, old).await);
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    // The job leaves f behind as an account that could not act then (as
+    // one suspended between the job's read and its follow would be).
+    on_move(
+        &t,
+        old,
+        &format!(
+            "WITH m AS (UPDATE account_move SET failed = failed + 1 WHERE from_id = $1 RETURNING id)
+             INSERT INTO account_move_row (move_id, follower_id, outcome)
+             SELECT id, {}, 'NOT_FOLLOWABLE' FROM m",
+            f.get()
+        ),
+    )
+    .await;
+    let runner = t.start_imports();
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (job["moved"].clone(), job["failed"].clone()),
+        (json!(1), json!(1)),
+        "{job}"
+    );
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
+    // f can act: verify reports it, and reconcile brings it along; the
+    // move no longer lists it among those left behind.
+    let report = t.verify(0).await;
+    assert_eq!(
+        report.counts.get(&Kind::StrandedByMove),
+        Some(&1),
+        "{report}"
+    );
+    let summary = reconcile(&t.app, Scope::Full, 100, false).await.unwrap();
+    assert_eq!(summary.stranded_followers_moved, 1, "{summary}");
+    assert_eq!(t.edge(f, new).await.map(|e| e.0), Some(true));
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
+    let r = t
+        .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+        .await;
+    let job = &r["data"]["accountMove"];
+    assert_eq!(
+        (
+            job["moved"].clone(),
+            job["failed"].clone(),
+            job["errors"]["totalCount"].clone()
+        ),
+        (json!(2), json!(0), json!(0)),
+        "{r}"
+    );
+    assert_eq!(t.verify(0).await.counts.get(&Kind::StrandedByMove), None);
+}

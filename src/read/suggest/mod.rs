@@ -207,7 +207,8 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
         score::fill_with_popular(&inputs, &mut out, &popular(app).await?);
     }
     // What the walk of the viewer's list could not rule out, the truth
-    // does; and only active accounts, as any list shows them.
+    // does; and only active accounts, as any list shows them, that take
+    // follows (a moved one does not).
     let asked: Vec<UserId> = out.iter().map(|s| s.user).collect();
     let (followed, users) = tokio::try_join!(
         async {
@@ -222,7 +223,7 @@ pub async fn compute(app: &Arc<App>, viewer: UserId) -> Result<(Vec<Suggestion>,
     let followed: HashSet<UserId> = followed.into_iter().collect();
     let active: HashSet<UserId> = users
         .into_iter()
-        .filter(|u| u.status == UserStatus::Active)
+        .filter(|u| u.status == UserStatus::Active && u.moved_to.is_none())
         .map(|u| u.id)
         .collect();
     out.retain(|s| active.contains(&s.user) && !followed.contains(&s.user));
