@@ -2,6 +2,7 @@
 //! tables the projector maintains. One module per table; every query Kith
 //! runs against PostgreSQL lives below here.
 
+pub(crate) mod aliases;
 pub(crate) mod blocks;
 pub(crate) mod checks;
 pub(crate) mod close_friends;

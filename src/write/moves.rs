@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following::{self, EdgeItem, FollowCap};
 use crate::store::moves::{self, MoveRow, Progress};
-use crate::store::{PgConn, follow_options, users};
+use crate::store::{PgConn, aliases, follow_options, users};
 
 use super::follow::{EdgeChange, FollowOutcome, Refusal, outcome_of};
 use super::import::RowError;
@@ -33,14 +33,14 @@ pub(crate) async fn add_alias(
     if users::find(&mut conn, alias).await?.is_none() {
         return Err(ApiError::NotFound("user"));
     }
-    let added = moves::add_alias(&mut conn, user, alias, MAX_ALIASES)
+    let added = aliases::add_alias(&mut conn, user, alias, MAX_ALIASES)
         .await?
         .ok_or_else(|| {
             ApiError::invalid(format!(
                 "an account has at most {MAX_ALIASES} aliases: remove one first"
             ))
         })?;
-    Ok((added, moves::aliases(&mut conn, user).await?))
+    Ok((added, aliases::aliases(&mut conn, user).await?))
 }
 
 /// `user` no longer claims `alias`; `user`'s aliases after. A move that
@@ -53,8 +53,8 @@ pub(crate) async fn remove_alias(
     super::take_tokens(app, user, 1).await?;
     let mut conn = app.pg.get().await?;
     active(&mut conn, user).await?;
-    let removed = moves::remove_alias(&mut conn, user, alias).await?;
-    Ok((removed, moves::aliases(&mut conn, user).await?))
+    let removed = aliases::remove_alias(&mut conn, user, alias).await?;
+    Ok((removed, aliases::aliases(&mut conn, user).await?))
 }
 
 /// Refuses an account that cannot act.
