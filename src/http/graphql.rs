@@ -136,6 +136,8 @@ pub(super) async fn graphql_post(State(state): State<HttpState>, request: Reques
                 format!("the body is not valid JSON: {e}"),
             )
         })?;
+        // Not held while the request runs: it may be as long as its text.
+        drop(body);
         graphql_request(value)
     };
     match parsed.await {

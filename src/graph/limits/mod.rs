@@ -318,23 +318,30 @@ impl Limits {
     /// `ResolveInfo` and an extension chain per field).
     pub(crate) fn admit(&self, request: &mut Request) -> ServerResult<Admitted> {
         self.check_length(&request.query)?;
-        let (doc, cached) = match self.documents.get(&request.query) {
-            Some(doc) => {
-                request.set_parsed_query(ExecutableDocument::clone(&doc));
-                (doc, true)
-            }
-            // Parsed now, or already by [`Self::operation_type`].
-            None => (Arc::new(request.parsed_query()?.clone()), false),
-        };
-        self.check(&doc, &request.variables)?;
-        let mut admitted = Admitted::of(&doc, request.operation_name.as_deref());
-        // Kept for the cache once the executor has validated it (only
-        // ordinary-sized texts: the cache is for the few texts clients send
-        // again and again, not for every text a client can make up).
-        if !cached && request.query.len() <= MAX_CACHED_QUERY_BYTES {
-            admitted.parsed = Some((request.query.clone(), doc));
+        if let Some(doc) = self.documents.get(&request.query) {
+            request.set_parsed_query(ExecutableDocument::clone(&doc));
+            self.check(&doc, &request.variables)?;
+            return Ok(Admitted::of(&doc, request.operation_name.as_deref()));
         }
-        Ok(admitted)
+        // A copy kept for the cache once the executor has validated it (only
+        // of ordinary-sized texts: the cache is for the few texts clients
+        // send again and again, not for every text a client can make up).
+        // A longer one is not copied at all: it lives in the request only.
+        let text = (request.query.len() <= MAX_CACHED_QUERY_BYTES).then(|| request.query.clone());
+        // The document borrows the request: what the checks read besides
+        // it is set aside meanwhile.
+        let variables = std::mem::take(&mut request.variables);
+        let name = request.operation_name.take();
+        // Parsed now, or already by [`Self::operation_type`].
+        let admitted = request.parsed_query().and_then(|doc| {
+            self.check(doc, &variables)?;
+            let mut admitted = Admitted::of(doc, name.as_deref());
+            admitted.parsed = text.map(|text| (text, Arc::new(doc.clone())));
+            Ok(admitted)
+        });
+        request.variables = variables;
+        request.operation_name = name;
+        admitted
     }
 
     /// The type of the operation `request` selects: its document from the
