@@ -11,9 +11,19 @@
 //!    go on until the move has ended and the pipeline has carried every
 //!    follow to the caches. The move runs at `KITH_MOVE_FOLLOWERS_PER_SEC`
 //!    (the service's setting, 200 by default; set it to try another pace).
-//! 4. Reports how long the move took, the CPU each process spent on it
+//! 4. Reads the same way for as long again once the move is through: the
+//!    baseline is both samples, before and after.
+//! 5. Reports how long the move took, the CPU each process spent on it
 //!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
 //!    during the move against the baseline; then checks the counts.
+//!
+//! In production PostgreSQL and the broker run on machines of their own;
+//! here they share the cores with Kith, Redis and the reads. So that the
+//! reads measure what a move costs *them*, the bench pins Kith, Redis and
+//! itself to the first half of the cores and PostgreSQL and the broker to
+//! the rest for its run (and gives every process all the cores back at
+//! the end). `KITH_BENCH_MOVE_CORES=shared` leaves every process on every
+//! core, as the machine runs them otherwise.
 //!
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
 //! for a clean measure). Run `cargo bench --bench account_move`; writes
@@ -191,6 +201,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let pid = child.id();
+    let mut cores = Cores::split(pid);
     let tokens = app.auth.tokens.clone();
     let token = move |user: i64| {
         tokens.issue(
@@ -242,6 +253,7 @@ async fn main() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
         let stop = stop.clone();
+        let reads = reads.clone();
         tokio::spawn(async move {
             let mut all = Outcome::default();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -320,9 +332,15 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
+    let mut after =
+        load::open_loop(addr, rate, Duration::from_secs(baseline_secs), 16, reads).await;
     child.kill().ok();
     child.wait().ok();
+    cores.release();
 
+    let (before_p50, before_p99) = latency(&mut baseline);
+    let (after_p50, after_p99) = latency(&mut after);
+    baseline.merge(after);
     let (base_p50, base_p99) = latency(&mut baseline);
     let (move_p50, move_p99) = latency(&mut during);
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
@@ -358,7 +376,7 @@ async fn main() {
          `cargo bench --bench account_move`: the release `kith run` on the local stack; the old \
          account has {followers} followers (seeded), the new one {before_new} ({overlap} follow \
          both); the move at `KITH_MOVE_FOLLOWERS_PER_SEC={pace}`; profile reads of both accounts \
-         over TCP at {rate} a second, open loop.\n\n\
+         over TCP at {rate} a second, open loop. Cores: {}.\n\n\
          | what | figure |\n|---|---|\n\
          | the move's job: {} | {:.1} s ({:.0} followers a second) |\n\
          | moved / requested / already following / left behind | {} / {} / {} / {} |\n\
@@ -368,9 +386,12 @@ async fn main() {
          | process | CPU while the move ran | of it the reads' (the baseline's rate) | the move's | per follower |\n|---|---|---|---|---|\n\
          {cpu_rows}\n\
          | profile reads (both accounts) | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
-         | outside a move ({baseline_secs} s) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
+         | before the move ({baseline_secs} s) | {before_p50:.2} ms | {before_p99:.2} ms | | |\n\
+         | after the move ({baseline_secs} s) | {after_p50:.2} ms | {after_p99:.2} ms | | |\n\
+         | outside a move (both) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
          | during the move | {move_p50:.2} ms | {move_p99:.2} ms | {} | {} |\n\
          | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n",
+        cores.describe(),
         job["state"],
         job_secs,
         moved as f64 / job_secs,
@@ -399,4 +420,75 @@ async fn main() {
         before_new + job["moved"].as_i64().unwrap_or(-1),
         "every follower moved counts once"
     );
+}
+
+/// Where the bench's processes run: Kith, Redis and the bench on the first
+/// half of the cores, PostgreSQL and the broker on the rest; or all on all.
+struct Cores {
+    /// The CPUs of every core (`"0-N"`), `None` when nothing was pinned.
+    all: Option<String>,
+    /// Whether the processes were pinned for the run.
+    pinned: bool,
+    /// The two halves, as the report names them.
+    halves: (String, String),
+    kith_pid: u32,
+}
+
+impl Cores {
+    /// Pins the processes unless `KITH_BENCH_MOVE_CORES=shared` or the
+    /// machine has a single core.
+    fn split(kith_pid: u32) -> Self {
+        let n = std::thread::available_parallelism().map_or(1, usize::from);
+        let shared = std::env::var("KITH_BENCH_MOVE_CORES").is_ok_and(|v| v == "shared");
+        let list = |from: usize, to: usize| {
+            if from == to {
+                from.to_string()
+            } else {
+                format!("{from}-{to}")
+            }
+        };
+        let halves = (list(0, n / 2 - 1), list(n / 2, n - 1));
+        let mut cores = Self {
+            all: None,
+            pinned: false,
+            halves,
+            kith_pid,
+        };
+        if shared || n < 2 {
+            return cores;
+        }
+        let pinned = procs::pin(kith_pid, |group| match group {
+            "kith" | "redis" | "bench" => Some(cores.halves.0.clone()),
+            "postgres" | "broker" => Some(cores.halves.1.clone()),
+            _ => None,
+        });
+        cores.all = Some(list(0, n - 1));
+        cores.pinned = true;
+        assert!(pinned, "taskset could not pin the processes");
+        cores
+    }
+
+    fn describe(&self) -> String {
+        match self.pinned {
+            true => format!(
+                "Kith, Redis and the reads on CPU {}, PostgreSQL and the broker on CPU {} \
+                 (`KITH_BENCH_MOVE_CORES=shared` to share them)",
+                self.halves.0, self.halves.1
+            ),
+            false => "every process on every core".to_owned(),
+        }
+    }
+
+    /// Every process on every core again.
+    fn release(&mut self) {
+        if let Some(all) = self.all.take() {
+            procs::pin(self.kith_pid, |_| Some(all.clone()));
+        }
+    }
+}
+
+impl Drop for Cores {
+    fn drop(&mut self) {
+        self.release();
+    }
 }

@@ -155,7 +155,8 @@ impl Outcome {
         self.errors.values().sum()
     }
 
-    fn merge(&mut self, other: Outcome) {
+    /// Adds `other`'s requests to these.
+    pub fn merge(&mut self, other: Outcome) {
         self.latencies.extend(other.latencies);
         for (k, v) in other.errors {
             *self.errors.entry(k).or_default() += v;

@@ -44,21 +44,19 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// CPU seconds of each group now. Processes that ended are not counted (a
-/// phase's figure is the difference of two readings of long-lived processes).
-pub fn cpu(kith_pid: u32) -> Cpu {
-    let hz = ticks_per_second();
+/// The measured processes: `(pid, group, CPU ticks so far)` of each.
+fn processes(kith_pid: u32) -> Vec<(u32, &'static str, u64)> {
     let me = std::process::id().to_string();
     let kith = kith_pid.to_string();
-    let mut out: BTreeMap<&'static str, f64> = GROUPS.iter().map(|g| (*g, 0.0)).collect();
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Cpu(out);
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let pid = entry.file_name().to_string_lossy().to_string();
-        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+        let Ok(number) = pid.parse::<u32>() else {
             continue;
-        }
+        };
         let Some((comm, parent, ticks)) = stat(&pid) else {
             continue;
         };
@@ -76,9 +74,41 @@ pub fn cpu(kith_pid: u32) -> Cpu {
         } else {
             continue;
         };
+        out.push((number, group, ticks));
+    }
+    out
+}
+
+/// CPU seconds of each group now. Processes that ended are not counted (a
+/// phase's figure is the difference of two readings of long-lived processes).
+pub fn cpu(kith_pid: u32) -> Cpu {
+    let hz = ticks_per_second();
+    let mut out: BTreeMap<&'static str, f64> = GROUPS.iter().map(|g| (*g, 0.0)).collect();
+    for (_, group, ticks) in processes(kith_pid) {
         *out.get_mut(group).expect("group") += ticks as f64 / hz;
     }
     Cpu(out)
+}
+
+/// Every thread of each measured process on the CPUs `cpus_of` its group
+/// names (a `taskset` list such as `"0"` or `"2-3"`); `None` leaves a group
+/// where it is. Processes forked later by a pinned one (PostgreSQL's
+/// backends) inherit its CPUs. Whether every pin took.
+#[allow(
+    dead_code,
+    reason = "the account-move bench's, which shares this module"
+)]
+pub fn pin(kith_pid: u32, cpus_of: impl Fn(&str) -> Option<String>) -> bool {
+    processes(kith_pid)
+        .into_iter()
+        .filter_map(|(pid, group, _)| Some((pid, cpus_of(group)?)))
+        .all(|(pid, cpus)| {
+            std::process::Command::new("taskset")
+                .args(["-a", "-p", "-c", &cpus, &pid.to_string()])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
 }
 
 impl Cpu {
