@@ -22,8 +22,9 @@
 //! reads measure what a move costs *them*, the bench pins Kith, Redis and
 //! itself to the first half of the cores and PostgreSQL and the broker to
 //! the rest for its run (and gives every process all the cores back at
-//! the end). `KITH_BENCH_MOVE_CORES=shared` leaves every process on every
-//! core, as the machine runs them otherwise.
+//! the end; `scripts/stack clean` does too, after a bench that was killed).
+//! `KITH_BENCH_MOVE_CORES=shared` leaves every process on every core, as
+//! the machine runs them otherwise.
 //!
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
 //! for a clean measure). Run `cargo bench --bench account_move`; writes
