@@ -185,8 +185,9 @@ impl Follower {
 }
 
 /// The next `limit` active followers of `account` after id `after`, and
-/// the accounts whose request to follow it is pending, in id order; none
-/// that move `move_id` left behind.
+/// the accounts whose request to follow it is pending, in id order, with
+/// the options of their follow or request; none that move `move_id` left
+/// behind.
 pub(crate) async fn followers_after(
     conn: &mut PgConn,
     account: i64,
@@ -205,7 +206,8 @@ pub(crate) async fn followers_after(
                                   WHERE r.move_id = $4 AND r.follower_id = f.from_user_id)
                ORDER BY f.from_user_id LIMIT $3)
              UNION ALL
-             (SELECT q.from_user_id, FALSE, FALSE, TRUE, NULL::TEXT[]
+             (SELECT q.from_user_id, q.options_at IS NOT DISTINCT FROM q.requested_at,
+                     q.notify, q.show_reposts, q.languages
                 FROM follow_request q
                WHERE q.to_user_id = $1 AND q.from_user_id > $2 AND q.active
                  AND NOT EXISTS (SELECT 1 FROM account_move_row r
@@ -222,8 +224,8 @@ pub(crate) async fn followers_after(
 }
 
 /// Those of `ids` who follow `account`, or whose request to follow it is
-/// pending, now, with their follow's options: read once their pairs are
-/// locked.
+/// pending, now, with the options of their follow or request: read once
+/// their pairs are locked.
 pub(crate) async fn followers_among(
     conn: &mut PgConn,
     account: i64,
@@ -237,7 +239,8 @@ pub(crate) async fn followers_among(
                FROM following f
               WHERE f.to_user_id = $1 AND f.from_user_id = ANY ($2) AND f.active
              UNION ALL
-             SELECT q.from_user_id, FALSE, FALSE, TRUE, NULL::TEXT[]
+             SELECT q.from_user_id, q.options_at IS NOT DISTINCT FROM q.requested_at,
+                    q.notify, q.show_reposts, q.languages
                FROM follow_request q
               WHERE q.to_user_id = $1 AND q.from_user_id = ANY ($2) AND q.active) c
           ORDER BY id, has_options DESC",

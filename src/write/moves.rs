@@ -279,10 +279,9 @@ async fn bring(
                 } else {
                     progress.skipped += 1;
                 }
-                if made
-                    && !requested
-                    && let Some(options) = follower.options()
-                {
+                // A follow made, or a request made of a locked account,
+                // takes the options of the follow (or request) it replaces.
+                if made && let Some(options) = follower.options() {
                     let change = follow_options::OptionsChange::from(&options);
                     follow_options::set(conn, item.actor, to, &change, uuid::Uuid::new_v4())
                         .await?;

@@ -248,10 +248,40 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
     assert_ok(&t.follow(f, old).await);
     assert_ok(&t.follow(g, old).await);
     assert_ok(&t.follow(g, new).await);
-    // q asked to follow old, which is locked; new is locked too.
+    // q asked to follow old, which is locked; new is locked too. f and q
+    // asked to be told of old's posts, in German only; their requests of
+    // new, and then their follows of old again, say so too.
     set_locked(&t, old, true).await;
     assert_ok(&t.follow(q, old).await);
     assert_eq!(pending(&t, q, old).await, 1);
+    for asker in [f, q] {
+        let r = t
+            .execute(
+                Viewer::User(asker),
+                "mutation($id: ID!) { updateFollow(input: {userId: $id, notify: true, languages: [\"de\"]}) { changed } }",
+                json!({ "id": gid(old) }),
+            )
+            .await;
+        assert_ok(&r);
+    }
+    let options_of = |from: UserId, to: UserId| {
+        let t = &t;
+        async move {
+            t.count(&format!(
+                "SELECT count(*) AS n FROM (
+                   SELECT notify, languages FROM following
+                    WHERE from_user_id = {from} AND to_user_id = {to} AND active
+                      AND options_at = followed_at
+                   UNION ALL
+                   SELECT notify, languages FROM follow_request
+                    WHERE from_user_id = {from} AND to_user_id = {to} AND active
+                      AND options_at = requested_at) o
+                  WHERE notify AND languages = ARRAY['de']"
+            ))
+            .await
+        }
+    };
+    assert_eq!((options_of(f, old).await, options_of(q, old).await), (1, 1));
     set_locked(&t, new, true).await;
     assert_ok(&alias(&t, new, old).await);
     let r = move_to(&t, old, new).await;
@@ -284,6 +314,11 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
     assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
     assert_eq!(pending(&t, q, new).await, 1, "q's request went along");
     assert_eq!(pending(&t, q, old).await, 0);
+    assert_eq!(
+        (options_of(f, new).await, options_of(q, new).await),
+        (1, 1),
+        "the requests keep the options"
+    );
 
     // Moving back: old claims new, new moves to old (unlocked now).
     assert_eq!(error_code(&move_to(&t, new, old).await), Some("FORBIDDEN"));
@@ -306,6 +341,11 @@ async fn a_locked_account_is_asked_and_a_move_back_takes_follows_again() {
         assert_eq!(t.edge(follower, old).await.map(|e| e.0), Some(true));
         assert_eq!(pending(&t, follower, new).await, 0);
     }
+    assert_eq!(
+        (options_of(f, old).await, options_of(q, old).await),
+        (1, 1),
+        "the follows made of the requests keep the options"
+    );
     assert_eq!(t.edge(g, new).await.map(|e| e.0), Some(false));
     let r = t.follow(h, old).await;
     assert_ok(&r);
