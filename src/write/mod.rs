@@ -9,6 +9,7 @@ pub(crate) mod follow_options;
 pub(crate) mod group_commit;
 pub(crate) mod import;
 pub(crate) mod lifecycle;
+pub(crate) mod move_cap;
 pub(crate) mod move_runner;
 pub(crate) mod moves;
 pub(crate) mod mute;

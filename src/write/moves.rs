@@ -9,7 +9,7 @@ use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::following::{self, EdgeItem, FollowCap};
 use crate::store::moves::{self, MoveRow, Progress};
-use crate::store::{PgConn, aliases, follow_options, users};
+use crate::store::{PgConn, aliases, users};
 
 use super::follow::{EdgeChange, FollowOutcome, Refusal, outcome_of};
 use super::import::RowError;
@@ -268,6 +268,7 @@ async fn bring(
     let rows = following::change_set(conn, &items, cap).await?;
     let mut follows = Vec::new();
     let mut leaving = Vec::new();
+    let mut at_cap = Vec::new();
     for ((item, row), follower) in items.iter().zip(rows).zip(&followers) {
         let made = row.edge_version.is_some();
         match Refusal::check(&row.outcome) {
@@ -281,10 +282,8 @@ async fn bring(
                 }
                 // A follow made, or a request made of a locked account,
                 // takes the options of the follow (or request) it replaces.
-                if made && let Some(options) = follower.options() {
-                    let change = follow_options::OptionsChange::from(&options);
-                    follow_options::set(conn, item.actor, to, &change, uuid::Uuid::new_v4())
-                        .await?;
+                if made {
+                    super::move_cap::carry_options(conn, item.actor, to, follower).await?;
                 }
                 if made
                     && let Ok(outcome) =
@@ -305,10 +304,11 @@ async fn bring(
                     "the new account has moved itself",
                 ))));
             }
+            // Its unfollow of the old account nets it out: tried below.
+            Err(Refusal::FollowLimit) => at_cap.push((item.actor, *follower)),
             Err(refusal) => {
                 let code = match refusal {
                     Refusal::Blocked => RowError::Blocked,
-                    Refusal::FollowLimit => RowError::FollowLimit,
                     // The follower itself cannot act (suspended meanwhile).
                     _ => RowError::NotFollowable,
                 };
@@ -334,6 +334,23 @@ async fn bring(
                 outcome_of(row, item.actor, from, EdgeChange::Unfollow, item.event_id)
         {
             follows.push(outcome);
+        }
+    }
+    for (actor, follower) in at_cap {
+        match super::move_cap::bring(conn, cap, (from, to), actor, follower).await? {
+            Some(brought) => {
+                if brought.requested {
+                    progress.requested += 1;
+                } else {
+                    progress.moved += 1;
+                }
+                follows.extend(brought.follows);
+                leaving.push(actor);
+            }
+            None => {
+                progress.failed += 1;
+                failures.push((actor.get(), RowError::FollowLimit.as_str()));
+            }
         }
     }
     Ok(Ok(Brought {

@@ -104,11 +104,19 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
         )
         .await;
     assert_ok(&r);
-    // new blocks f3; f4 follows as many as its cap allows; new follows
-    // old itself.
+    // new blocks f3; f4 follows as many as the cap allows, so its follow
+    // of new passes the cap only until its unfollow of old; f5 is past
+    // the cap already (it came later); new follows old itself.
     block(&t, new, followers[3]).await;
     assert_ok(&t.follow(new, old).await);
     assert_ok(&t.follow(followers[4], other).await);
+    let f5 = t.user("f5").await;
+    assert_ok(&t.follow(f5, old).await);
+    t.sql(&format!(
+        "UPDATE user_stats SET followings = 3 WHERE user_id = {f5}"
+    ))
+    .await;
+    followers.push(f5);
 
     // Without new's claim, old may not move there.
     let refused = move_to(&t, old, new).await;
@@ -129,7 +137,7 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
     assert_ok(&r);
     let started = &r["data"]["moveAccount"];
     assert_eq!(started["clientMutationId"], "m");
-    assert_eq!(started["move"]["total"], 6, "every follower counted: {r}");
+    assert_eq!(started["move"]["total"], 7, "every follower counted: {r}");
     assert_eq!(started["move"]["from"]["handle"], "old");
     assert_eq!(started["move"]["to"]["handle"], "new");
     let id = started["move"]["id"].clone();
@@ -174,7 +182,7 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
             job["skipped"].clone(),
             job["failed"].clone()
         ),
-        (json!("DONE"), json!(3), json!(0), json!(0), json!(3)),
+        (json!("DONE"), json!(4), json!(0), json!(0), json!(3)),
         "{job}"
     );
     assert_eq!(
@@ -182,7 +190,7 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
         json!([
             { "node": { "user": { "handle": "new" }, "reason": "SELF_TARGET" } },
             { "node": { "user": { "handle": "f3" }, "reason": "BLOCKED" } },
-            { "node": { "user": { "handle": "f4" }, "reason": "FOLLOW_LIMIT" } },
+            { "node": { "user": { "handle": "f5" }, "reason": "FOLLOW_LIMIT" } },
         ])
     );
     assert_eq!(
@@ -191,7 +199,7 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
         "new's own follow stays"
     );
     for (i, &f) in followers.iter().enumerate() {
-        let brought = i < 3;
+        let brought = i != 3 && i != 5;
         assert_eq!(
             t.edge(f, new).await.map(|e| e.0),
             brought.then_some(true),
@@ -208,6 +216,15 @@ async fn a_move_brings_the_followers_along_and_leaves_those_it_may_not() {
         .await,
         1,
         "f0's options came along"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT followings AS n FROM user_stats WHERE user_id = {}",
+            followers[4]
+        ))
+        .await,
+        2,
+        "f4 follows new instead of old"
     );
     // The new account watches the move too; nobody else learns of it.
     let r = t
