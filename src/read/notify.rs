@@ -338,11 +338,20 @@ impl super::listener::Listening for NotifyCache {
                 .push((change.follower, change.member, change.at_ms));
         }
         if let Some(members) = self.lists.get(&change.account) {
-            members.write().unwrap_or_else(|e| e.into_inner()).apply(
-                change.follower,
-                change.member,
-                change.at_ms,
-            );
+            let len = {
+                let mut held = members.write().unwrap_or_else(|e| e.into_inner());
+                held.apply(change.follower, change.member, change.at_ms);
+                held.order.len() as u64
+            };
+            // The cache weighs a list when it is put in: one that grows is
+            // put in again, and one grown past the room is let go, like
+            // one read too long.
+            if change.member && len > self.room {
+                self.lists.invalidate(&change.account);
+                self.too_long.insert(change.account, ());
+            } else if change.member {
+                self.lists.insert(change.account, members);
+            }
         }
     }
 
@@ -444,6 +453,25 @@ mod tests {
                 "{request:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_list_that_grows_is_weighed_again_and_let_go_past_the_room() {
+        use super::super::listener::Listening as _;
+        let cache = NotifyCache::new("postgres://unused", 3);
+        let mut members = Members::default();
+        members.apply(id(2), true, 10);
+        cache.lists.insert(id(1), Arc::new(RwLock::new(members)));
+        cache.lists.run_pending_tasks();
+        assert_eq!(cache.lists.weighted_size(), 2);
+        cache.apply_notice("1,3,1,11");
+        cache.lists.run_pending_tasks();
+        assert_eq!(cache.lists.weighted_size(), 3, "weighed again");
+        cache.apply_notice("1,4,1,12");
+        cache.apply_notice("1,5,1,13");
+        cache.lists.run_pending_tasks();
+        assert!(cache.lists.get(&id(1)).is_none(), "past the room");
+        assert!(cache.too_long.contains_key(&id(1)));
     }
 
     #[test]
