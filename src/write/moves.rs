@@ -156,7 +156,7 @@ enum Halt {
     /// The move cannot go on: it ends `failed`.
     Stopped(Stopped),
     /// The new account cannot be followed for now (suspended): the move
-    /// waits, its followers where they are.
+    /// waits, its followers where they are. A deleted one ends the move.
     Paused,
 }
 
@@ -298,7 +298,15 @@ async fn bring(
                     "the new account no longer exists",
                 ))));
             }
-            Err(Refusal::TargetUnfollowable) => return Ok(Err(Halt::Paused)),
+            // Suspended, the move waits for its restore; deleted, it ends.
+            Err(Refusal::TargetUnfollowable) => {
+                return Ok(Err(match users::status_of(conn, to).await? {
+                    Some(crate::model::UserStatus::Deleted) | None => {
+                        Halt::Stopped(Stopped("the new account was deleted"))
+                    }
+                    _ => Halt::Paused,
+                }));
+            }
             Err(Refusal::TargetMoved) => {
                 return Ok(Err(Halt::Stopped(Stopped(
                     "the new account has moved itself",

@@ -722,3 +722,31 @@ async fn a_follower_left_behind_as_not_followable_is_brought_along_once_it_can()
     );
     assert_eq!(t.verify(0).await.counts.get(&Kind::StrandedByMove), None);
 }
+
+#[tokio::test]
+async fn a_move_to_an_account_deleted_meanwhile_fails_and_leaves_the_followers() {
+    use kith::model::UserStatus;
+    use kith::testing::write::lifecycle;
+
+    let t = spawn_app_with(|_| {}).await;
+    let (old, new, f) = (t.user("old").await, t.user("new").await, t.user("f").await);
+    assert_ok(&t.follow(f, old).await);
+    assert_ok(&alias(&t, new, old).await);
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    lifecycle::set_status(&t.app, new, UserStatus::Deleted)
+        .await
+        .unwrap();
+    let runner = t.start_imports();
+    // Unlike a suspension, a deletion is not waited out: the move ends.
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (job["state"].clone(), job["failure"].clone()),
+        (json!("FAILED"), json!("the new account was deleted")),
+        "{job}"
+    );
+    assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
+    assert_eq!(t.edge(f, new).await, None);
+}
