@@ -203,3 +203,52 @@ async fn the_held_list_follows_every_change_as_it_commits() {
     assert_ok(&notify(&t, g, star, false).await);
     held_as(&t, star, &["f4", "f3"]).await;
 }
+
+#[tokio::test]
+async fn a_list_the_rooms_size_is_held_and_read_once_for_pages_that_race() {
+    let t = spawn_app_with(|c| c.caches.notify_cache_members = 4).await;
+    t.users_cached().await;
+    let star = t.user("star").await;
+    for i in 0..4 {
+        let f = t.user(&format!("f{i}")).await;
+        assert_ok(&follow(&t, f, star, json!({ "notify": true })).await);
+        // Its row in the user cache: the pages below read no user.
+        let r = t
+            .execute(
+                Viewer::Anonymous,
+                "query($id: ID!) { user(id: $id) { handle } }",
+                json!({ "id": gid(f) }),
+            )
+            .await;
+        assert_ok(&r);
+    }
+    eventually("the notify cache listens", 10, || async {
+        t.app.read.notify().is_serving().then_some(())
+    })
+    .await;
+    // Eight first pages at once: one reads the list whole, in one
+    // statement (and one more if it opens a connection, to set its
+    // timeout); the others wait for it and read nothing. Each read
+    // alone would take two (its page and the count).
+    let vars = json!({ "id": gid(star), "first": 2 });
+    let before = t.app.round_trips.snapshot().0;
+    let pages =
+        futures::future::join_all((0..8).map(|_| t.execute(SERVICE, NOTIFY, vars.clone()))).await;
+    for r in &pages {
+        assert_ok(r);
+        assert_eq!(r["data"]["notifyFollowers"]["totalCount"], 4, "{r}");
+    }
+    let statements = t.app.round_trips.snapshot().0 - before;
+    assert!(statements <= 2, "one read, not {statements}");
+    // A list of exactly the room's size is held: no page reads it again.
+    held_as(&t, star, &["f3", "f2", "f1", "f0"]).await;
+    // Grown past the room, it is paged from PostgreSQL.
+    let g = t.user("g").await;
+    assert_ok(&follow(&t, g, star, json!({ "notify": true })).await);
+    eventually("the list to be paged", 10, || async {
+        let before = t.app.round_trips.snapshot().0;
+        let (handles, _) = all(&t, star, 5).await;
+        (handles.len() == 5 && t.app.round_trips.snapshot().0 > before).then_some(())
+    })
+    .await;
+}
