@@ -18,7 +18,7 @@ pub const SECTIONS: &[Section] = &[
             ),
             unset(
                 "DATABASE_SESSION_URL",
-                "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user cache's notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler",
+                "PostgreSQL itself, for what needs a session of its own: migrations, the relay's leadership lock, the projector's lease keeper, the user and notify caches' notices, reconcile's lock and the operator commands. Unset: `DATABASE_URL`. Set it when `DATABASE_URL` goes through a transaction pooler: a listening session proves a notice reaches it before its cache serves, and through a transaction pooler none does (the log says so each minute, and the cache's reads go to PostgreSQL)",
             )
             .rule("set when `KITH_PG_STATEMENT_CACHE` is `false` (`DATABASE_URL` is then a transaction pooler)"),
             unset(
