@@ -254,7 +254,12 @@ pub(crate) async fn followers_among(
 /// Takes, for `conn`'s transaction, the pair locks of every follower in
 /// `followers` with each of `accounts`, in the one order every edge
 /// change takes pair locks in (`kith_change_edges`): a batch that changes
-/// two pairs of one follower holds both before either changes.
+/// two pairs of one follower holds both before either changes. Then the
+/// rows of those pairs, all of them before any changes, in the order a
+/// restore and every edge change take them (hidden edges, then edges,
+/// each by `(from, to)`): the batch's follows of the new account and
+/// unfollows of the old would otherwise lock a follower's two edge rows
+/// one way, and a suspension hiding its edges the other.
 pub(crate) async fn lock_pairs(
     conn: &mut PgConn,
     followers: &[i64],
@@ -271,6 +276,20 @@ pub(crate) async fn lock_pairs(
     .bind::<Array<BigInt>, _>(&accounts[..])
     .execute(conn)
     .await?;
+    for (table, alias) in [("hidden_edge", "h"), ("following", "e")] {
+        // One of two fixed table names.
+        diesel::sql_query(format!(
+            "SELECT 1 FROM {table} {alias}
+               JOIN unnest($1::BIGINT[]) AS f(id) ON {alias}.from_user_id = f.id
+              WHERE {alias}.to_user_id = ANY ($2::BIGINT[])
+              ORDER BY {alias}.from_user_id, {alias}.to_user_id
+                FOR UPDATE OF {alias}"
+        ))
+        .bind::<Array<BigInt>, _>(followers)
+        .bind::<Array<BigInt>, _>(&accounts[..])
+        .execute(conn)
+        .await?;
+    }
     Ok(())
 }
 
