@@ -227,8 +227,6 @@ pub(crate) struct Brought {
     pub failures: Vec<(i64, &'static str)>,
     /// The follows and unfollows it made, for the caches.
     pub follows: Vec<FollowOutcome>,
-    /// The followers it brought along (or asked of the new account).
-    pub brought: Vec<i64>,
 }
 
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
@@ -365,7 +363,6 @@ async fn bring(
         progress,
         failures,
         follows,
-        brought: leaving.iter().map(|actor| actor.get()).collect(),
     }))
 }
 
@@ -398,8 +395,12 @@ pub(crate) async fn bring_stranded(
             .transaction::<_, ApiError, _>(async |conn| {
                 match bring(app, conn, (from, to), &followers).await? {
                     Ok(brought) => {
+                        // Each was left behind once at most: its row (if
+                        // any) goes, and is written again if it is left
+                        // behind again, counted once.
                         let id = group[0].move_id;
-                        moves::forget_left_behind(conn, id, &brought.brought).await?;
+                        let ids: Vec<i64> = followers.iter().map(|f| f.id).collect();
+                        moves::forget_left_behind(conn, id, &ids).await?;
                         moves::advance(conn, id, brought.progress, &brought.failures).await?;
                         Ok(Some(brought))
                     }

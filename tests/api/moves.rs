@@ -666,23 +666,25 @@ async fn a_follower_left_behind_as_not_followable_is_brought_along_once_it_can()
 
     let t = spawn_app_with(|_| {}).await;
     let (old, new) = (t.user("old").await, t.user("new").await);
-    let (f, g) = (t.user("f").await, t.user("g").await);
-    assert_ok(&t.follow(f, old).await);
-    assert_ok(&t.follow(g, old).await);
+    let (f, g, h) = (t.user("f").await, t.user("g").await, t.user("h").await);
+    for follower in [f, g, h] {
+        assert_ok(&t.follow(follower, old).await);
+    }
     assert_ok(&alias(&t, new, old).await);
     let r = move_to(&t, old, new).await;
     assert_ok(&r);
     let id = r["data"]["moveAccount"]["move"]["id"].clone();
-    // The job leaves f behind as an account that could not act then (as
-    // one suspended between the job's read and its follow would be).
+    // The job leaves f and h behind as accounts that could not act then
+    // (as one suspended between the job's read and its follow would be).
     on_move(
         &t,
         old,
         &format!(
-            "WITH m AS (UPDATE account_move SET failed = failed + 1 WHERE from_id = $1 RETURNING id)
+            "WITH m AS (UPDATE account_move SET failed = failed + 2 WHERE from_id = $1 RETURNING id)
              INSERT INTO account_move_row (move_id, follower_id, outcome)
-             SELECT id, {}, 'NOT_FOLLOWABLE' FROM m",
-            f.get()
+             SELECT id, unnest(ARRAY[{}, {}]::BIGINT[]), 'NOT_FOLLOWABLE' FROM m",
+            f.get(),
+            h.get()
         ),
     )
     .await;
@@ -691,20 +693,22 @@ async fn a_follower_left_behind_as_not_followable_is_brought_along_once_it_can()
     runner.stop().await.unwrap();
     assert_eq!(
         (job["moved"].clone(), job["failed"].clone()),
-        (json!(1), json!(1)),
+        (json!(1), json!(2)),
         "{job}"
     );
     assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
     // f can act: verify reports it, and reconcile brings it along; the
-    // move no longer lists it among those left behind.
+    // move no longer lists it among those left behind. h is blocked by new
+    // meanwhile: left behind again, as BLOCKED, and counted once.
+    block(&t, new, h).await;
     let report = t.verify(0).await;
     assert_eq!(
         report.counts.get(&Kind::StrandedByMove),
-        Some(&1),
+        Some(&2),
         "{report}"
     );
     let summary = reconcile(&t.app, Scope::Full, 100, false).await.unwrap();
-    assert_eq!(summary.stranded_followers_moved, 1, "{summary}");
+    assert_eq!(summary.stranded_followers_moved, 2, "{summary}");
     assert_eq!(t.edge(f, new).await.map(|e| e.0), Some(true));
     assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(false));
     let r = t
@@ -717,7 +721,12 @@ async fn a_follower_left_behind_as_not_followable_is_brought_along_once_it_can()
             job["failed"].clone(),
             job["errors"]["totalCount"].clone()
         ),
-        (json!(2), json!(0), json!(0)),
+        (json!(2), json!(1), json!(1)),
+        "{r}"
+    );
+    assert_eq!(
+        job["errors"]["edges"][0]["node"],
+        json!({ "user": { "handle": "h" }, "reason": "BLOCKED" }),
         "{r}"
     );
     assert_eq!(t.verify(0).await.counts.get(&Kind::StrandedByMove), None);
