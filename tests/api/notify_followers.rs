@@ -252,3 +252,35 @@ async fn a_list_the_rooms_size_is_held_and_read_once_for_pages_that_race() {
     })
     .await;
 }
+
+/// Through a transaction pooler (the suite's pooler pass only): an
+/// operator who points the sessions at the pooler too gets a notify cache
+/// that never trusts its session, as notices sent meanwhile would be lost,
+/// and pages that are still right, read from PostgreSQL.
+#[tokio::test]
+async fn a_listening_session_through_a_transaction_pooler_is_not_trusted() {
+    if std::env::var("KITH_TEST_POOLER_URL").is_err() {
+        return;
+    }
+    let t = spawn_app_with(|_| {}).await;
+    let star = t.user("star").await;
+    let f = t.user("f").await;
+    assert_ok(&follow(&t, f, star, json!({ "notify": true })).await);
+    let mut config = t.app.config.clone();
+    config.database.session_url = Some(config.database.url.clone());
+    config.database.auto_migrate = false;
+    let app = kith::app::App::start(config).await.expect("app starts");
+    let misled = TestApp {
+        schema: kith::testing::graph::schema(app.clone()),
+        app,
+    };
+    // Long enough for the session to listen and its probe to be answered
+    // many times over, were notices delivered.
+    for _ in 0..20 {
+        let serving = misled.app.read.notify().is_serving();
+        assert!(!serving, "a session through a pooler is trusted");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let (handles, total) = all(&misled, star, 5).await;
+    assert_eq!((handles, total), (vec!["f".to_owned()], json!(1)));
+}
