@@ -1959,6 +1959,21 @@ CREATE TABLE kith.account_move_row (
 );
 
 --
+-- Name: account_move_walk; Type: TABLE; Schema: kith; Owner: -
+--
+
+CREATE TABLE kith.account_move_walk (
+    move_id bigint NOT NULL,
+    first_batch_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
+-- Name: TABLE account_move_walk; Type: COMMENT; Schema: kith; Owner: -
+--
+
+COMMENT ON TABLE kith.account_move_walk IS 'When each move''s job ran its first batch: the move is done once a sweep finds no follower left and no transaction begun before this is open (or ten minutes on).';
+
+--
 -- Name: account_transition; Type: TABLE; Schema: kith; Owner: -
 --
 
@@ -2346,6 +2361,13 @@ ALTER TABLE ONLY kith.account_move
 
 ALTER TABLE ONLY kith.account_move_row
     ADD CONSTRAINT account_move_row_pkey PRIMARY KEY (move_id, follower_id);
+
+--
+-- Name: account_move_walk account_move_walk_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move_walk
+    ADD CONSTRAINT account_move_walk_pkey PRIMARY KEY (move_id);
 
 --
 -- Name: account_transition account_transition_pkey; Type: CONSTRAINT; Schema: kith; Owner: -
@@ -2821,6 +2843,13 @@ ALTER TABLE ONLY kith.account_move_row
 
 ALTER TABLE ONLY kith.account_move
     ADD CONSTRAINT account_move_to_id_fkey FOREIGN KEY (to_id) REFERENCES kith.users(id);
+
+--
+-- Name: account_move_walk account_move_walk_move_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -
+--
+
+ALTER TABLE ONLY kith.account_move_walk
+    ADD CONSTRAINT account_move_walk_move_id_fkey FOREIGN KEY (move_id) REFERENCES kith.account_move(id) ON DELETE CASCADE;
 
 --
 -- Name: block block_from_user_id_fkey; Type: FK CONSTRAINT; Schema: kith; Owner: -

@@ -18,6 +18,7 @@ pub(crate) mod import_budget;
 pub(crate) mod imports;
 pub(crate) mod lists;
 pub(crate) mod migrate;
+pub(crate) mod move_progress;
 pub(crate) mod moves;
 pub(crate) mod mutes;
 pub(crate) mod origin;

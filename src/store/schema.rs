@@ -38,6 +38,13 @@ diesel::table! {
 }
 
 diesel::table! {
+    account_move_walk (move_id) {
+        move_id -> Int8,
+        first_batch_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     account_transition (account_id) {
         account_id -> Int8,
         status -> Text,
@@ -297,6 +304,8 @@ diesel::table! {
 
 diesel::joinable!(account_move_row -> account_move (move_id));
 
+diesel::joinable!(account_move_walk -> account_move (move_id));
+
 diesel::joinable!(import_follow_budget -> users (owner_id));
 
 diesel::joinable!(import_job -> users (owner_id));
@@ -311,6 +320,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     account_alias,
     account_move,
     account_move_row,
+    account_move_walk,
     account_transition,
     block,
     close_friend,

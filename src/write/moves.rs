@@ -163,11 +163,16 @@ enum Halt {
 /// How long a move whose new account cannot be followed for now waits.
 const PAUSE_MS: i64 = 60_000;
 
+/// How long a move that found no follower left, while a transaction older
+/// than its first batch is open, waits before it looks again.
+const QUIET_CHECK_MS: i64 = 1_000;
+
 /// One batch of `job` (fenced by the caller, in `conn`'s transaction): up
 /// to `size` followers, then the job due again in `size / rate` seconds.
 /// Past the last follower, a sweep from the first brings any follow that
 /// raced the move's start (it read the account before it moved); the move
-/// is done once a sweep finds none.
+/// is done once a sweep finds none and no transaction that began before
+/// the move's first batch is open ([`moves::quiet`]).
 pub(crate) async fn batch(
     app: &App,
     conn: &mut PgConn,
@@ -177,21 +182,29 @@ pub(crate) async fn batch(
     let (Some(from), Some(to)) = (UserId::new(job.from_id), UserId::new(job.to_id)) else {
         return Ok(Err(Stopped("the move names no account")));
     };
-    let mut after_id = None;
-    let mut followers = Vec::new();
-    for start in [job.after_id, 0] {
-        followers = moves::followers_after(conn, job.from_id, start, size, job.id).await?;
-        if let Some(last) = followers.last() {
-            // The sweep keeps the cursor where the walk ended.
-            after_id = (start == job.after_id).then_some(last.id);
-            break;
-        }
-    }
+    let mut followers =
+        moves::followers_after(conn, job.from_id, job.after_id, size, job.id).await?;
+    let mut after_id = followers.last().map(|last| last.id);
     if followers.is_empty() {
-        return Ok(Ok(Batch {
-            follows: Vec::new(),
-            done: true,
-        }));
+        // Past the last follower: the sweep (which keeps the cursor where
+        // the walk ended), asked after whether a follow that read the
+        // account before it moved may still commit.
+        let quiet = moves::quiet(conn, job.id).await?;
+        followers = moves::followers_after(conn, job.from_id, 0, size, job.id).await?;
+        after_id = None;
+        if followers.is_empty() {
+            if !quiet {
+                let progress = Progress {
+                    pace_ms: Some(QUIET_CHECK_MS),
+                    ..Progress::default()
+                };
+                moves::advance(conn, job.id, progress, &[]).await?;
+            }
+            return Ok(Ok(Batch {
+                follows: Vec::new(),
+                done: quiet,
+            }));
+        }
     }
     let (progress, brought) = match bring(app, conn, (from, to), &followers).await? {
         Ok(brought) => (

@@ -759,3 +759,45 @@ async fn a_move_to_an_account_deleted_meanwhile_fails_and_leaves_the_followers()
     assert_eq!(t.edge(f, old).await.map(|e| e.0), Some(true));
     assert_eq!(t.edge(f, new).await, None);
 }
+
+#[tokio::test]
+async fn a_move_ends_only_once_transactions_older_than_it_have() {
+    let t = spawn_app_with(|_| {}).await;
+    let (old, new, f) = (t.user("old").await, t.user("new").await, t.user("f").await);
+    assert_ok(&t.follow(f, old).await);
+    assert_ok(&alias(&t, new, old).await);
+    // A transaction open since before the move (as one whose follow read
+    // the account before it moved, and has not committed yet).
+    let mut open = t.conn().await;
+    for sql in ["BEGIN", "SELECT 1"] {
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut *open)
+            .await
+            .unwrap();
+    }
+    let r = move_to(&t, old, new).await;
+    assert_ok(&r);
+    let id = r["data"]["moveAccount"]["move"]["id"].clone();
+    let runner = t.start_imports();
+    eventually("f to be brought along", 30, || async {
+        (t.edge(f, new).await.map(|e| e.0) == Some(true)).then_some(())
+    })
+    .await;
+    // Every follower is brought along, but a follow may still commit: the
+    // move goes on.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let r = t
+        .execute(Viewer::User(old), WATCH, json!({ "id": id }))
+        .await;
+    assert_eq!(r["data"]["accountMove"]["state"], "RUNNING", "{r}");
+    diesel_async::RunQueryDsl::execute(diesel::sql_query("ROLLBACK"), &mut *open)
+        .await
+        .unwrap();
+    drop(open);
+    let job = ended(&t, old, &id).await;
+    runner.stop().await.unwrap();
+    assert_eq!(
+        (job["state"].clone(), job["moved"].clone()),
+        (json!("DONE"), json!(1)),
+        "{job}"
+    );
+}
