@@ -80,6 +80,8 @@ pub struct NotifyCache {
     /// keep what it read.
     generation: AtomicU64,
     listening: AtomicBool,
+    /// Lists read whole, since the process started.
+    reads: AtomicU64,
     room: u64,
     started: Once,
     database_url: String,
@@ -145,6 +147,7 @@ impl NotifyCache {
             fills: Arc::new(Semaphore::new(FILLS)),
             generation: AtomicU64::new(0),
             listening: AtomicBool::new(false),
+            reads: AtomicU64::new(0),
             room,
             started: Once::new(),
             database_url: database_url.to_owned(),
@@ -190,6 +193,11 @@ impl NotifyCache {
             self.start();
         }
         self.serving()
+    }
+
+    /// How many lists this process has read whole (for operators and tests).
+    pub fn lists_read(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     fn serving(&self) -> bool {
@@ -278,6 +286,7 @@ impl NotifyCache {
         if !self.serving() {
             return None;
         }
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let rows = match read_members(pg, account, self.room).await {
             Ok(Some(rows)) => rows,
             Ok(None) => {
