@@ -27,8 +27,9 @@ pub(super) struct AtCap {
 
 /// Why the savepoint ends undone.
 enum Undone {
-    /// The follow was refused even with the unfollow counted.
-    Refused,
+    /// The follow was refused even with the unfollow counted: why, if it
+    /// said (the new account or the follower may have changed since).
+    Refused(Option<Refusal>),
     Failed(ApiError),
 }
 
@@ -39,14 +40,14 @@ impl From<diesel::result::Error> for Undone {
 }
 
 /// Brings `follower` of `from`, whose follow of `to` the cap refused,
-/// along in `conn`'s transaction; `None` when the cap refuses it still.
+/// along in `conn`'s transaction; the refusal when it is refused still.
 pub(super) async fn bring(
     conn: &mut PgConn,
     cap: FollowCap,
     (from, to): (UserId, UserId),
     actor: UserId,
     follower: &Follower,
-) -> Result<Option<AtCap>, ApiError> {
+) -> Result<Result<AtCap, Option<Refusal>>, ApiError> {
     let items = [
         EdgeItem {
             actor,
@@ -65,11 +66,12 @@ pub(super) async fn bring(
         .transaction::<_, Undone, _>(async |conn| {
             let mut rows = following::change_set(conn, &items, cap).await?;
             let (Some(made), Some(ended)) = (rows.pop(), rows.pop()) else {
-                return Err(Undone::Refused);
+                return Err(Undone::Refused(None));
             };
             let requested = match Refusal::check(&made.outcome) {
                 Ok(requested) if made.edge_version.is_some() => requested,
-                _ => return Err(Undone::Refused),
+                Ok(_) => return Err(Undone::Refused(None)),
+                Err(refusal) => return Err(Undone::Refused(Some(refusal))),
             };
             carry_options(conn, actor, to, follower)
                 .await
@@ -89,8 +91,8 @@ pub(super) async fn bring(
         })
         .await;
     match done {
-        Ok(at_cap) => Ok(Some(at_cap)),
-        Err(Undone::Refused) => Ok(None),
+        Ok(at_cap) => Ok(Ok(at_cap)),
+        Err(Undone::Refused(refusal)) => Ok(Err(refusal)),
         Err(Undone::Failed(e)) => Err(e),
     }
 }

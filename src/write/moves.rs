@@ -357,7 +357,7 @@ async fn bring(
     }
     for (actor, follower) in at_cap {
         match super::move_cap::bring(conn, cap, (from, to), actor, follower).await? {
-            Some(brought) => {
+            Ok(brought) => {
                 if brought.requested {
                     progress.requested += 1;
                 } else {
@@ -366,9 +366,20 @@ async fn bring(
                 follows.extend(brought.follows);
                 leaving.push(actor);
             }
-            None => {
+            // The new account changed since the batch began: the
+            // follower stays where it is, unrecorded, for the sweep.
+            Err(Some(
+                Refusal::TargetUnknown | Refusal::TargetUnfollowable | Refusal::TargetMoved,
+            )) => {}
+            Err(refusal) => {
+                let code = match refusal {
+                    Some(Refusal::Blocked) => RowError::Blocked,
+                    Some(Refusal::FollowLimit) | None => RowError::FollowLimit,
+                    // The follower itself cannot act (suspended meanwhile).
+                    Some(_) => RowError::NotFollowable,
+                };
                 progress.failed += 1;
-                failures.push((actor.get(), RowError::FollowLimit.as_str()));
+                failures.push((actor.get(), code.as_str()));
             }
         }
     }
@@ -442,13 +453,19 @@ fn pace_ms(app: &App, n: usize) -> i64 {
     (n as f64 / rate * 1000.0) as i64
 }
 
-/// After a batch committed: the relays are woken. Its follows are nobody's
-/// own write, waiting to read itself: the projector brings them to the
-/// caches, once, rather than this and then the projector again (half of
-/// what a move costs Redis, on the core the reads need).
+/// After a batch committed: the relays are woken, and the kept
+/// suggestions of its followers (whom they follow changed) are outdated.
+/// Its follows are nobody's own write, waiting to read itself: the
+/// projector brings them to the caches, once, rather than this and then
+/// the projector again (half of what a move costs Redis, on the core the
+/// reads need).
 pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
     if follows.is_empty() {
         return;
     }
-    super::after_commit(app, &[], &[]).await;
+    let followers: Vec<UserId> = follows
+        .iter()
+        .filter_map(|f| f.event.as_ref().map(|e| e.from))
+        .collect();
+    super::after_commit_for(app, &[], &[], &followers).await;
 }
