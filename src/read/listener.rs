@@ -4,7 +4,7 @@
 //! listens and when it stops (a notice sent meanwhile is lost: it must not
 //! serve what it held), and is handed each notice in commit order.
 
-use std::sync::Weak;
+use std::sync::{Arc, Once, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -49,8 +49,52 @@ pub(crate) trait Listening: Send + Sync + 'static {
     fn set_listening(&self, on: bool);
 }
 
+/// A cache's listening session, started by the cache's first read.
+pub(crate) struct Session {
+    started: Once,
+    database_url: String,
+    name: String,
+}
+
+impl Session {
+    /// A session to `database_url` whose `application_name` begins with
+    /// `prefix` (`kith-users`, `kith-notify`), not started yet.
+    pub(crate) fn new(database_url: &str, prefix: &str) -> Self {
+        Self {
+            started: Once::new(),
+            database_url: database_url.to_owned(),
+            name: format!("{prefix}-{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// Its `application_name` (for operators and tests).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts listening for `cache`, once; not at all outside a runtime.
+    pub(crate) fn start<T: Listening>(&self, cache: &Arc<T>) {
+        self.started.call_once(|| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let url = crate::store::pool::with_setting(
+                    &self.database_url,
+                    "application_name",
+                    &self.name,
+                );
+                runtime.spawn(listen(Arc::downgrade(cache), url));
+            }
+        });
+    }
+
+    /// Marks it started without starting it (unit tests without a runtime).
+    #[cfg(test)]
+    pub(crate) fn never_start(&self) {
+        self.started.call_once(|| {});
+    }
+}
+
 /// Holds `cache`'s listening session for as long as the cache lives.
-pub(crate) async fn listen<T: Listening>(cache: Weak<T>, url: String) {
+async fn listen<T: Listening>(cache: Weak<T>, url: String) {
     let url = crate::store::pool::with_keepalives(&url);
     loop {
         if cache.strong_count() == 0 {

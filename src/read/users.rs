@@ -29,8 +29,8 @@
 //! generation, and a loader's rows are kept only if no invalidation happened
 //! between its read and its insert (checked again after inserting).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::error::ApiError;
@@ -57,9 +57,7 @@ pub struct UserCache {
     dropped_ms: AtomicU64,
     replica: Option<Arc<super::replica::Replica>>,
     enabled: bool,
-    started: Once,
-    database_url: String,
-    session_name: String,
+    session: super::listener::Session,
 }
 
 impl UserCache {
@@ -91,15 +89,13 @@ impl UserCache {
             dropped_ms: AtomicU64::new(0),
             replica,
             enabled: capacity > 0 && !ttl.is_zero(),
-            started: Once::new(),
-            database_url: database_url.to_owned(),
-            session_name: format!("kith-users-{}", uuid::Uuid::new_v4().simple()),
+            session: super::listener::Session::new(database_url, "kith-users"),
         })
     }
 
     /// The `application_name` of the listening session (for operators and tests).
     pub fn session_name(&self) -> &str {
-        &self.session_name
+        self.session.name()
     }
 
     /// True while the cache serves (its listening session is up).
@@ -258,16 +254,7 @@ impl UserCache {
     }
 
     fn start(self: &Arc<Self>) {
-        self.started.call_once(|| {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let url = crate::store::pool::with_setting(
-                    &self.database_url,
-                    "application_name",
-                    &self.session_name,
-                );
-                runtime.spawn(super::listener::listen(Arc::downgrade(self), url));
-            }
-        });
+        self.session.start(self);
     }
 }
 
@@ -322,7 +309,7 @@ mod tests {
     fn serving_cache() -> Arc<UserCache> {
         let cache = UserCache::new("postgres://unused", 100, Duration::from_secs(60), None);
         // No runtime here: the listener is never started; pretend it listens.
-        cache.started.call_once(|| {});
+        cache.session.never_start();
         cache.listening.store(true, Ordering::SeqCst);
         cache
     }

@@ -29,7 +29,7 @@ mod members;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use diesel::QueryableByName;
@@ -83,9 +83,7 @@ pub struct NotifyCache {
     /// Lists read whole, since the process started.
     reads: AtomicU64,
     room: u64,
-    started: Once,
-    database_url: String,
-    session_name: String,
+    session: super::listener::Session,
 }
 
 /// What a first page found of its account's list.
@@ -149,29 +147,18 @@ impl NotifyCache {
             listening: AtomicBool::new(false),
             reads: AtomicU64::new(0),
             room,
-            started: Once::new(),
-            database_url: database_url.to_owned(),
-            session_name: format!("kith-notify-{}", uuid::Uuid::new_v4().simple()),
+            session: super::listener::Session::new(database_url, "kith-notify"),
         })
     }
 
     /// The `application_name` of the listening session (for operators and tests).
     pub fn session_name(&self) -> &str {
-        &self.session_name
+        self.session.name()
     }
 
     /// Starts the listening session, once.
     fn start(self: &Arc<Self>) {
-        self.started.call_once(|| {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let url = crate::store::pool::with_setting(
-                    &self.database_url,
-                    "application_name",
-                    &self.session_name,
-                );
-                runtime.spawn(super::listener::listen(Arc::downgrade(self), url));
-            }
-        });
+        self.session.start(self);
     }
 
     fn lock_filling(&self) -> MutexGuard<'_, Fillings> {
