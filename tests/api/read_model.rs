@@ -1164,3 +1164,59 @@ async fn a_page_of_a_hundred_needing_more_lists_than_one_fill_takes_still_warms(
     }
     assert_eq!(statements[2], 0, "statements per read: {statements:?}");
 }
+
+/// A batch's states of one list go to Redis as a few calls, each applying
+/// many states in order: a later state of a member wins, a stale one is
+/// ignored, and a list that is not cached keeps only its tombstones.
+#[tokio::test]
+async fn a_batch_of_states_for_one_list_applies_in_order() {
+    use kith::testing::cache::lists::EdgeState;
+    let t = spawn_app().await;
+    let target = t.user("target").await;
+    let list = ListKey::Followers(target);
+    fill(&t, list).await;
+    let uncached = ListKey::Following(t.user("other").await);
+    let at = chrono::Utc::now().timestamp_millis();
+    let state = |list, id: i64, active, version| EdgeState {
+        list,
+        other: UserId::new(id).unwrap(),
+        active,
+        followed_at_ms: at + id,
+        version,
+    };
+    let mut edges: Vec<EdgeState> = (1_000..1_150).map(|id| state(list, id, true, 1)).collect();
+    edges.extend([
+        state(list, 7, true, 1),
+        state(uncached, 7, false, 3),
+        state(list, 7, false, 2),
+        state(list, 8, true, 2),
+        state(list, 8, false, 1),
+    ]);
+    let mut redis = t.app.redis.get().await.unwrap();
+    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &edges)
+        .await
+        .unwrap();
+    let held: HashSet<UserId> = t.cached_list(list).await.unwrap().into_iter().collect();
+    let expected: HashSet<UserId> = (1_000..1_150)
+        .chain([8])
+        .map(|id| UserId::new(id).unwrap())
+        .collect();
+    assert_eq!(
+        held, expected,
+        "7 removed after its add; 8's stale removal ignored"
+    );
+    let [zset, versions, _] = t.app.keys.list(uncached);
+    let listed: bool = redis::cmd("EXISTS")
+        .arg(&zset)
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    assert!(!listed, "no list is made for a list not cached");
+    let tombstone: Option<i64> = redis::cmd("HGET")
+        .arg(&versions)
+        .arg(format!("{:019}", 7))
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    assert_eq!(tombstone, Some(3), "the removal's tombstone is kept");
+}

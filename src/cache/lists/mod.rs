@@ -12,6 +12,7 @@
 //! removal from a list that is not cached leaves only its tombstone, for
 //! [`UNCACHED_TOMBSTONE`].
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -32,8 +33,8 @@ pub use inspect::{Coverage, cached_members, coverages};
 pub(crate) use inspect::{ListSnapshot, snapshot};
 pub(crate) use newest::{NEWEST_REPLIES, parse_newest, queue_newest};
 
-static APPLY_EDGE: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_apply_edge.lua")));
+static APPLY_EDGES: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_apply_edges.lua")));
 static PAGE: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("../../../lua/list_page.lua")));
 static MEMBERS: LazyLock<redis::Script> =
@@ -126,24 +127,40 @@ impl EdgeState {
 
 /// The script the queued edge states invoke by hash (see [`super::run_writes`]).
 pub(crate) fn apply_script() -> &'static redis::Script {
-    &APPLY_EDGE
+    &APPLY_EDGES
 }
 
-/// Queues "apply each edge state to its list, if cached and newer" on `pipe`.
+/// Most edge states one script call applies: a call holds Redis for its
+/// whole run, and other clients' commands wait for it.
+const EDGES_PER_CALL: usize = 64;
+
+/// Queues "apply each edge state to its list, if cached and newer" on
+/// `pipe`: one script call per list (per [`EDGES_PER_CALL`] of its states),
+/// each list's states in their order in `edges`.
 pub(crate) fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
+    let mut lists: Vec<(ListKey, Vec<&EdgeState>)> = Vec::new();
+    let mut index: HashMap<ListKey, usize> = HashMap::new();
     for edge in edges {
-        pipe.invoke_script(
-            APPLY_EDGE
-                .key(&keys.list(edge.list)[..])
-                .key(keys.list_tombstones(edge.list))
-                .arg(member(edge.other))
-                .arg(edge.version)
-                .arg(if edge.active { "1" } else { "0" })
-                .arg(edge.followed_at_ms)
+        let at = *index.entry(edge.list).or_insert_with(|| {
+            lists.push((edge.list, Vec::new()));
+            lists.len() - 1
+        });
+        lists[at].1.push(edge);
+    }
+    for (list, states) in &lists {
+        for part in states.chunks(EDGES_PER_CALL) {
+            let mut call = APPLY_EDGES.key(&keys.list(*list)[..]);
+            call.key(keys.list_tombstones(*list))
                 .arg(TOMBSTONE_GRACE.as_millis() as u64)
-                .arg(UNCACHED_TOMBSTONE.as_millis() as u64),
-        )
-        .ignore();
+                .arg(UNCACHED_TOMBSTONE.as_millis() as u64);
+            for edge in part {
+                call.arg(member(edge.other))
+                    .arg(edge.version)
+                    .arg(if edge.active { "1" } else { "0" })
+                    .arg(edge.followed_at_ms);
+            }
+            pipe.invoke_script(&call).ignore();
+        }
     }
 }
 
