@@ -32,7 +32,7 @@ end
 -- the list starts afresh. The versions of an expired cache are kept as the
 -- previous generation, for ARGV[4] ms: a removed member's version is its
 -- tombstone, and an update delayed past its removal must still meet it
--- (list_apply_edge.lua and list_fill_commit.lua read both generations). One
+-- (list_apply_edges.lua and list_fill_commit.lua read both generations). One
 -- generation only: a RENAME replaces an older one. A repair starts from
 -- nothing (versions it would keep could be the wrong ones it repairs).
 redis.call('DEL', KEYS[1])

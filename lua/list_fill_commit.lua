@@ -9,7 +9,7 @@
 -- ARGV[2]  TTL of the cache in ms
 -- ARGV[3]  coverage: 'all', or '<score>:<member>' of the oldest entry read
 --          (the cache holds every edge from there to the newest)
--- ARGV[4]  how long (ms) versions outlive the list (list_apply_edge.lua)
+-- ARGV[4]  how long (ms) versions outlive the list (list_apply_edges.lua)
 -- ARGV[5…] triples: member, score, edge version
 -- Returns  0 the claim was lost (nothing written); else { 1, members… }: the
 --          members the list holds that the rows did not name — added by

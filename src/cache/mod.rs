@@ -66,8 +66,12 @@ pub(crate) fn shed_pipe(
     edges: &[EdgeState],
 ) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    for edge in edges {
-        let [members, _, coverage] = keys.list(edge.list);
+    let mut dropped = std::collections::HashSet::new();
+    for list in edges.iter().map(|edge| edge.list) {
+        if !dropped.insert(list) {
+            continue;
+        }
+        let [members, _, coverage] = keys.list(list);
         pipe.cmd("DEL").arg(members).arg(coverage).ignore();
     }
     queue_write_through(&mut pipe, keys, records, edges);

@@ -373,6 +373,37 @@ mod tests {
     }
 
     #[test]
+    fn states_go_one_call_per_list_in_order() {
+        let keys = RedisKeys::new("t:");
+        let id = |n| UserId::new(n).unwrap();
+        let (a, b) = (ListKey::Followers(id(1)), ListKey::Following(id(2)));
+        let state = |list, other: i64| EdgeState {
+            list,
+            other: id(other),
+            active: true,
+            followed_at_ms: 0,
+            version: 1,
+        };
+        let mut edges: Vec<EdgeState> = (100..165).map(|n| state(a, n)).collect();
+        edges.insert(10, state(b, 7));
+        edges.push(state(b, 8));
+        let mut pipe = redis::pipe();
+        queue_apply(&mut pipe, &keys, &edges);
+        // List a's 65 states take two calls, b's two one.
+        assert_eq!(pipe.len(), 3);
+        let packed = pipe.get_packed_pipeline();
+        let at = |n| {
+            let m = member(id(n));
+            packed
+                .windows(m.len())
+                .position(|w| w == m.as_bytes())
+                .unwrap()
+        };
+        assert!((100..164).all(|n| at(n) < at(n + 1)), "a's states in order");
+        assert!(at(164) < at(7) && at(7) < at(8), "b's call after a's");
+    }
+
+    #[test]
     fn one_call_asks_every_list_or_one_call_each() {
         let keys = RedisKeys::new("t:");
         let id = |n| UserId::new(n).unwrap();
