@@ -15,7 +15,8 @@
 //!    baseline is both samples, before and after.
 //! 5. Reports how long the move took, the CPU each process spent on it
 //!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
-//!    during the move against the baseline; then checks the counts.
+//!    during the move against the baseline, and the Redis round trips a
+//!    read made in each; then checks the counts.
 //!
 //! In production PostgreSQL and the broker run on machines of their own;
 //! here they share the cores with Kith, Redis and the reads. So that the
@@ -98,6 +99,17 @@ async fn number(app: &kith::app::App, sql: &str) -> i64 {
     let mut conn = app.pg.get().await.unwrap();
     let row: Number = diesel::sql_query(sql).get_result(&mut conn).await.unwrap();
     row.n
+}
+
+/// Redis round trips made by reads so far, from Kith's `/metrics`.
+async fn read_redis_calls(metrics: SocketAddr) -> f64 {
+    let mut conn = Conn::open(metrics).await.expect("connect");
+    let (_, body) = conn.send("GET", "/metrics", None, "").await.expect("GET");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("kith_read_redis_round_trips_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the read round trips counter")
 }
 
 fn latency(outcome: &mut Outcome) -> (f64, f64) {
@@ -221,6 +233,7 @@ async fn main() {
 
     // 2. Warm-up, then the baseline.
     load::closed_loop(addr, 4, Duration::from_secs(5), None, reads.clone()).await;
+    let calls_before = read_redis_calls(metrics).await;
     let cpu_before = procs::cpu(pid);
     let mut baseline = load::open_loop(
         addr,
@@ -231,6 +244,7 @@ async fn main() {
     )
     .await;
     let baseline_cpu = procs::cpu(pid).since(&cpu_before);
+    let mut calls_outside = read_redis_calls(metrics).await - calls_before;
 
     // 3. The move, with the reads going on until it has ended and the
     //    pipeline has carried it to the caches.
@@ -251,6 +265,7 @@ async fn main() {
     )
     .await;
     let move_id = answer["data"]["moveAccount"]["move"]["id"].clone();
+    let calls_start = read_redis_calls(metrics).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
         let stop = stop.clone();
@@ -307,6 +322,7 @@ async fn main() {
     let move_cpu = procs::cpu(pid).since(&cpu_start);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut during = reading.await.expect("reads");
+    let calls_during = read_redis_calls(metrics).await - calls_start;
 
     // The counts, as a profile reads them once the move is through (the
     // counter records follow the projector's by a moment).
@@ -333,8 +349,10 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
+    let calls_start = read_redis_calls(metrics).await;
     let mut after =
         load::open_loop(addr, rate, Duration::from_secs(baseline_secs), 16, reads).await;
+    calls_outside += read_redis_calls(metrics).await - calls_start;
     child.kill().ok();
     child.wait().ok();
     cores.release();
@@ -342,6 +360,11 @@ async fn main() {
     let (before_p50, before_p99) = latency(&mut baseline);
     let (after_p50, after_p99) = latency(&mut after);
     baseline.merge(after);
+    let per_read = |calls: f64, outcome: &Outcome| calls / outcome.requests().max(1) as f64;
+    let (calls_outside, calls_during) = (
+        per_read(calls_outside, &baseline),
+        per_read(calls_during, &during),
+    );
     let (base_p50, base_p99) = latency(&mut baseline);
     let (move_p50, move_p99) = latency(&mut during);
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
@@ -391,7 +414,10 @@ async fn main() {
          | after the move ({baseline_secs} s) | {after_p50:.2} ms | {after_p99:.2} ms | | |\n\
          | outside a move (both) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
          | during the move | {move_p50:.2} ms | {move_p99:.2} ms | {} | {} |\n\
-         | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n",
+         | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n\n\
+         The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads; a \
+         profile read makes no PostgreSQL statement): {calls_outside:.2} Redis round trips \
+         outside a move, {calls_during:.2} during it.\n",
         cores.describe(),
         job["state"],
         job_secs,
