@@ -742,7 +742,10 @@ BEGIN
                 SELECT x.a, x.t, TRUE, v_now, 1, now() FROM x ORDER BY x.a, x.t
                 ON CONFLICT (from_user_id, to_user_id) DO UPDATE
                    SET active = TRUE, requested_at = EXCLUDED.requested_at,
-                       version = q.version + 1, updated_at = now()
+                       version = q.version + 1, updated_at = now(),
+                       -- The options of the request before are not this
+                       -- one's, even in the same millisecond.
+                       options_at = NULL
                  WHERE NOT q.active
                 RETURNING q.from_user_id, q.to_user_id, q.version, q.requested_at),
             made AS (
@@ -1666,7 +1669,10 @@ BEGIN
         VALUES (p_from, p_to, TRUE, date_trunc('milliseconds', now()), 1, now())
         ON CONFLICT (from_user_id, to_user_id) DO UPDATE
            SET active = TRUE, requested_at = EXCLUDED.requested_at,
-               version = q.version + 1, updated_at = now()
+               version = q.version + 1, updated_at = now(),
+               -- The options of the request before are not this one's,
+               -- even in the same millisecond.
+               options_at = NULL
          WHERE NOT q.active
         RETURNING q.version, q.requested_at INTO version, requested_at;
     ELSE

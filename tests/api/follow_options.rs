@@ -275,3 +275,45 @@ async fn options_survive_a_restore_and_bad_ones_write_nothing() {
     assert_eq!(error_code(&r), Some("BLOCKED"), "{r}");
     assert_eq!(t.edge(a, c).await, None);
 }
+
+/// A request made again after it ended starts without options, even in
+/// the millisecond of the one before (one transaction: one `now()`).
+#[tokio::test]
+async fn a_request_made_again_does_not_keep_the_options_of_the_one_before() {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let t = spawn_app().await;
+    let (a, b) = (t.user("a").await, t.user("b").await);
+    let step = |request: bool, kind: &str| {
+        format!("SELECT kith_request_step({a}, {b}, {request}, gen_random_uuid(), '{kind}')")
+    };
+    let calls = [
+        step(true, "FollowRequested"),
+        format!(
+            "SELECT kith_set_follow_options({a}, {b}, TRUE, NULL, NULL, FALSE, gen_random_uuid())"
+        ),
+        step(false, "FollowRequestCanceled"),
+        step(true, "FollowRequested"),
+    ];
+    let mut conn = t.conn().await;
+    conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+        for call in &calls {
+            diesel::sql_query(call.as_str()).execute(conn).await?;
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    #[derive(diesel::QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        kept: bool,
+    }
+    let row: Row = diesel::sql_query(format!(
+        "SELECT options_at IS NOT DISTINCT FROM requested_at AS kept
+           FROM follow_request WHERE from_user_id = {a} AND to_user_id = {b} AND active"
+    ))
+    .get_result(&mut *conn)
+    .await
+    .unwrap();
+    assert!(!row.kept, "the options of the request before are dropped");
+}
