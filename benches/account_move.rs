@@ -465,16 +465,17 @@ impl Cores {
     /// Pins the processes unless `KITH_BENCH_MOVE_CORES=shared` or the
     /// machine has a single core.
     fn split(kith_pid: u32) -> Self {
-        let n = std::thread::available_parallelism().map_or(1, usize::from);
+        // The CPUs this bench may use, which need not be 0..n-1.
+        let cpus = procs::allowed_cpus();
+        let n = cpus.len();
         let shared = std::env::var("KITH_BENCH_MOVE_CORES").is_ok_and(|v| v == "shared");
-        let list = |from: usize, to: usize| {
-            if from == to {
-                from.to_string()
-            } else {
-                format!("{from}-{to}")
-            }
+        let list = |part: &[usize]| {
+            part.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
         };
-        let halves = (list(0, n / 2 - 1), list(n / 2, n - 1));
+        let halves = (list(&cpus[..n / 2]), list(&cpus[n / 2..]));
         let mut cores = Self {
             all: None,
             pinned: false,
@@ -489,7 +490,7 @@ impl Cores {
             "postgres" | "broker" => Some(cores.halves.1.clone()),
             _ => None,
         });
-        cores.all = Some(list(0, n - 1));
+        cores.all = Some(list(&cpus));
         cores.pinned = true;
         assert!(pinned, "taskset could not pin the processes");
         cores
