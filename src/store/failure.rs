@@ -46,6 +46,22 @@ pub(crate) fn rolled_back_to_retry(e: &Error) -> bool {
     classify(e) == Failure::RolledBack
 }
 
+/// Times a transaction PostgreSQL rolled back is run again ([`run_again`]).
+pub(crate) const RETRIES: u32 = 3;
+
+/// Whether a transaction that failed with `e` is to run again, its
+/// `tries` so far counted: while PostgreSQL rolls it back to break a
+/// deadlock or for a serialization failure, up to [`RETRIES`] times (such a
+/// rollback is not the caller's to see).
+pub(crate) fn run_again(e: &Error, tries: &mut u32) -> bool {
+    if !rolled_back_to_retry(e) || *tries >= RETRIES {
+        return false;
+    }
+    *tries += 1;
+    tracing::debug!(error = %e, tries = *tries, "a transaction is run again");
+    true
+}
+
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {
     match e {
@@ -82,6 +98,19 @@ mod tests {
 
     fn db(kind: Kind, message: &str) -> Error {
         Error::DatabaseError(kind, Box::new(message.to_owned()))
+    }
+
+    #[test]
+    fn a_rolled_back_transaction_runs_again_a_few_times() {
+        let deadlock = db(Kind::Unknown, "deadlock detected");
+        let mut tries = 0;
+        let again = std::iter::from_fn(|| Some(run_again(&deadlock, &mut tries)));
+        let runs: Vec<bool> = again.take(RETRIES as usize + 2).collect();
+        assert_eq!(runs.iter().filter(|r| **r).count(), RETRIES as usize);
+        assert!(!runs[RETRIES as usize], "then the error is the caller's");
+        let mut tries = 0;
+        assert!(!run_again(&db(Kind::UniqueViolation, "dup"), &mut tries));
+        assert_eq!(tries, 0);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{User, UserId};
-use crate::store::close_friends;
 use crate::store::following::PairState;
+use crate::store::{close_friends, failure};
 
 use super::follow::{Refusal, described_user};
 
@@ -36,17 +36,25 @@ pub(crate) async fn change_close_friend(
         ));
     }
     super::take_tokens(app, actor, 1).await?;
+    let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
-        close_friends::change(
-            &mut conn,
-            actor,
-            target,
-            add,
-            uuid::Uuid::new_v4(),
-            app.config.writes.max_close_friends,
-        )
-        .await?
+        let mut tries = 0;
+        loop {
+            let ran = close_friends::change(
+                &mut conn,
+                actor,
+                target,
+                add,
+                event_id,
+                app.config.writes.max_close_friends,
+            )
+            .await;
+            match ran {
+                Err(e) if failure::run_again(&e, &mut tries) => {}
+                other => break other?,
+            }
+        }
     };
     if row.outcome != "ok" {
         return Err(Refusal::of(&row.outcome).into());

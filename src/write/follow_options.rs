@@ -8,6 +8,7 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{FollowOptions, UserId};
+use crate::store::failure;
 use crate::store::follow_options::{self, OptionsChange};
 use crate::store::following::{self, EdgeItem, FollowCap};
 
@@ -73,9 +74,16 @@ pub(crate) async fn update_follow(
     }
     check(change)?;
     super::take_tokens(app, actor, 1).await?;
+    let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
-        follow_options::set(&mut conn, actor, target, change, uuid::Uuid::new_v4()).await?
+        let mut tries = 0;
+        loop {
+            match follow_options::set(&mut conn, actor, target, change, event_id).await {
+                Err(e) if failure::run_again(&e, &mut tries) => {}
+                other => break other?,
+            }
+        }
     };
     let requested = match row.outcome.as_str() {
         "ok" => false,
@@ -123,21 +131,30 @@ pub(crate) async fn follow_with(
         event_id: uuid::Uuid::new_v4(),
     };
     let cap = FollowCap::of(&app.config);
+    let options_event = uuid::Uuid::new_v4();
     let (row, options) = {
         let mut conn = app.pg.get().await?;
-        conn.transaction::<_, diesel::result::Error, _>(async |conn| {
-            let row = following::change_set(conn, std::slice::from_ref(&item), cap)
-                .await?
-                .pop()
-                .ok_or(diesel::result::Error::NotFound)?;
-            if Refusal::check(&row.outcome).is_err() {
-                return Ok((row, None));
+        let mut tries = 0;
+        loop {
+            let ran = conn
+                .transaction::<_, diesel::result::Error, _>(async |conn| {
+                    let row = following::change_set(conn, std::slice::from_ref(&item), cap)
+                        .await?
+                        .pop()
+                        .ok_or(diesel::result::Error::NotFound)?;
+                    if Refusal::check(&row.outcome).is_err() {
+                        return Ok((row, None));
+                    }
+                    let options =
+                        follow_options::set(conn, actor, target, change, options_event).await?;
+                    Ok((row, Some(options)))
+                })
+                .await;
+            match ran {
+                Err(e) if failure::run_again(&e, &mut tries) => {}
+                other => break other?,
             }
-            let options =
-                follow_options::set(conn, actor, target, change, uuid::Uuid::new_v4()).await?;
-            Ok((row, Some(options)))
-        })
-        .await?
+        }
     };
     let edge = Edge {
         from: actor,

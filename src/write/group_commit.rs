@@ -36,10 +36,6 @@ use crate::store::failure::{self, Failure};
 use crate::store::following::{self, EdgeChangeRow, EdgeItem, FollowCap};
 use crate::store::pool::{PgConn, PgPool};
 
-/// Times a batch rolled back by a deadlock or a serialization failure is
-/// run again before its items are answered `UNAVAILABLE`.
-const RETRIES: usize = 3;
-
 /// The handle requests use; the batcher ends when the last one is dropped.
 #[derive(Clone)]
 pub(crate) struct GroupCommit {
@@ -257,10 +253,7 @@ impl Batcher {
             self.counted.batches.inc();
             self.counted.changes.inc_by(items.len() as u64);
             match following::change_set(conn, items, self.cap).await {
-                Err(e) if failure::rolled_back_to_retry(&e) && tries < RETRIES => {
-                    tries += 1;
-                    tracing::debug!(error = %e, tries, "a group-commit batch is run again");
-                }
+                Err(e) if failure::run_again(&e, &mut tries) => {}
                 other => return other,
             }
         }
