@@ -82,8 +82,12 @@ pub struct Summary {
     /// Close-friend listings across a block, removed.
     pub close_friends_removed: u64,
     /// Followers a finished move left following the moved account, brought
-    /// along (or now left behind with a code, as the move would have).
+    /// along.
     pub stranded_followers_moved: u64,
+    /// Such followers that cannot be brought along now, left behind again
+    /// with the code the move would give them (blocked, at their follow
+    /// cap…): not a repair, they still follow the moved account.
+    pub stranded_followers_left: u64,
     /// A few of the fixes, for the log.
     pub examples: Vec<String>,
 }
@@ -106,7 +110,7 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}; close friends across a block removed {}; followers stranded by a move handled {}",
+            "checked {} edges and {} users; projection rows brought forward {}, overwritten {}, orphans deleted {}; counters fixed {}; follows across a block ended {}; stray requests cancelled {}; close friends across a block removed {}; followers stranded by a move brought along {}, left behind again {}",
             self.edges_checked,
             self.users_checked,
             self.projection_updated,
@@ -116,7 +120,8 @@ impl std::fmt::Display for Summary {
             self.follows_across_ended,
             self.stray_requests_cancelled,
             self.close_friends_removed,
-            self.stranded_followers_moved
+            self.stranded_followers_moved,
+            self.stranded_followers_left
         )?;
         for example in &self.examples {
             writeln!(f, "  {example}")?;
@@ -168,7 +173,8 @@ pub async fn reconcile(
                 Repair::FollowAcross(..) => &mut summary.follows_across_ended,
                 Repair::StrayRequest(..) => &mut summary.stray_requests_cancelled,
                 Repair::ListingAcross(..) => &mut summary.close_friends_removed,
-                Repair::Stranded(..) => &mut summary.stranded_followers_moved,
+                Repair::Stranded(_, _, "brought along") => &mut summary.stranded_followers_moved,
+                Repair::Stranded(..) => &mut summary.stranded_followers_left,
             } += 1;
             users.extend(repair.users().into_iter().flatten());
             keep_examples(&mut summary, vec![repair.to_string()]);
