@@ -68,7 +68,7 @@ pub(super) const PORTABILITY: Section = Section {
         value(
             "KITH_IMPORT_FOLLOWS_PER_DAY",
             "400",
-            "follows an account's imports may make in one day (Mastodon's and X's daily follow limit); rows past it wait, reported as `FOLLOW_BUDGET`, and the import resumes when the day is over (`ImportJob.resumesAt`). Unfollows, blocks and mutes spend none",
+            "follows an account's imports may make in one day (Mastodon's and X's daily follow limit); rows past it wait, reported as `FOLLOW_BUDGET`, and the import resumes when the day is over (`ImportJob.resumesAt`). Unfollows, blocks, mutes and new options of a follow that stands spend none",
         ),
         value(
             "KITH_MOVE_FOLLOWERS_PER_SEC",

@@ -403,6 +403,8 @@ async fn batch(
                 let mut progress = Progress::default();
                 let mut recorded = Vec::with_capacity(rows.len());
                 let mut left = budget.map(|b| b.left);
+                let mut made = touched.follows_made();
+                let made_before = made;
                 for row in &rows {
                     if left == Some(0) {
                         break;
@@ -429,7 +431,11 @@ async fn batch(
                     match outcome {
                         RowOutcome::Applied => {
                             progress.applied += 1;
-                            left = left.map(|l| l - 1);
+                            // Only a follow made spends the budget, not
+                            // new options of one that stood.
+                            let spent = touched.follows_made() - made;
+                            made = touched.follows_made();
+                            left = left.map(|l| l - spent);
                         }
                         RowOutcome::Skipped => progress.skipped += 1,
                         RowOutcome::Failed(_) => progress.failed += 1,
@@ -439,7 +445,7 @@ async fn batch(
                 imports::record_rows(conn, id, &recorded).await?;
                 imports::advance(conn, id, progress).await?;
                 if let Some(budget) = budget {
-                    import_budget::spend(conn, owner, progress.applied).await?;
+                    import_budget::spend(conn, owner, made - made_before).await?;
                     if left == Some(0) && recorded.len() < rows.len() {
                         // The day's budget is spent: what is left waits.
                         import_budget::defer_rest(conn, id).await?;

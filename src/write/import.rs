@@ -126,6 +126,15 @@ pub(crate) struct Touched {
     follows: Vec<FollowOutcome>,
     ended: Vec<(UserId, UserId, Vec<EdgeChangeRow>)>,
     users: Vec<UserId>,
+    made: i32,
+}
+
+impl Touched {
+    /// Follows (and follow requests) the batch made so far: a row that
+    /// only changed the options of a follow that stood made none.
+    pub(crate) fn follows_made(&self) -> i32 {
+        self.made
+    }
 }
 
 /// The account a row names, and the options its file gave a follow.
@@ -235,6 +244,9 @@ pub(crate) async fn apply(
     };
     if outcome == RowOutcome::Applied {
         touched.users.push(target);
+        if kind == ImportKind::Following && add && row.edge_version.is_some() {
+            touched.made += 1;
+        }
         if kind == ImportKind::Following {
             let change = if add {
                 EdgeChange::Follow

@@ -911,6 +911,35 @@ async fn imports_spend_a_daily_follow_budget_and_resume_the_next_day() {
     runner.stop().await.unwrap();
 }
 
+/// A row that only changes the options of a follow that stands is applied
+/// but makes no follow: it spends none of the day's follow budget.
+#[tokio::test]
+async fn new_options_of_standing_follows_spend_no_follow_budget() {
+    let t = spawn_app_with(|c| c.portability.import_follows_per_day = 3).await;
+    let me = t.user("me").await;
+    let mut csv = "Account address,Show boosts,Notify on new posts,Languages\n".to_owned();
+    for i in 0..4 {
+        let handle = format!("old{i}");
+        let user = t.user(&handle).await;
+        assert_ok(&t.follow(me, user).await);
+        csv.push_str(&format!("{handle},true,true,\n"));
+    }
+    let job = import(&t, me, "FOLLOWING", "MERGE", &csv).await;
+    assert_eq!(
+        json!([job["state"], job["applied"], job["errors"]["totalCount"]]),
+        json!(["DONE", 4, 0]),
+        "{job}"
+    );
+    // The whole budget is left for follows.
+    let new = seeded_file(&t, "new", 3).await;
+    let job = import(&t, me, "FOLLOWING", "MERGE", &new).await;
+    assert_eq!(
+        json!([job["state"], job["applied"], job["errors"]["totalCount"]]),
+        json!(["DONE", 3, 0]),
+        "{job}"
+    );
+}
+
 /// A handle a spreadsheet would take for a formula is exported behind a
 /// `'` (OWASP's advice), and an import takes the guard off again: the round
 /// trip is exact.
