@@ -431,8 +431,7 @@ async fn batch(
                     match outcome {
                         RowOutcome::Applied => {
                             progress.applied += 1;
-                            // Only a follow made spends the budget, not
-                            // new options of one that stood.
+                            // A follow made spends it; new options do not.
                             let spent = touched.follows_made() - made;
                             made = touched.follows_made();
                             left = left.map(|l| l - spent);
