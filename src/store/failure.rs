@@ -2,8 +2,9 @@
 //! reads diesel's error kinds and PostgreSQL's messages. The API maps it to
 //! a client-visible code ([`crate::error::ApiError`]); the pipeline to
 //! retry or dead-letter ([`crate::error::PipelineError::is_permanent`]);
-//! the group commit and reconcile run a transaction again when PostgreSQL
-//! rolled it back to break a deadlock ([`Failure::RolledBack`]).
+//! the group commit and the writes outside it ([`run_again`]) and reconcile
+//! run a transaction again when PostgreSQL rolled it back to break a
+//! deadlock ([`Failure::RolledBack`]).
 
 use diesel::result::{DatabaseErrorKind as Kind, Error};
 

@@ -244,7 +244,10 @@ pub(crate) async fn apply(
     };
     if outcome == RowOutcome::Applied {
         touched.users.push(target);
-        if kind == ImportKind::Following && add && row.edge_version.is_some() {
+        // A follow or a request made; not a stray request the follow that
+        // stood had beside it, cancelled.
+        let made = row.edge_version.is_some() && row.outcome != "request_canceled";
+        if kind == ImportKind::Following && add && made {
             touched.made += 1;
         }
         if kind == ImportKind::Following {
