@@ -34,7 +34,7 @@ use crate::model::UserId;
 use crate::pipeline::projector::resync;
 use crate::store::checks::{EdgePair, EdgeScope};
 use crate::store::follower::{self, Applied, EdgeEvent};
-use crate::store::{PgConn, stats};
+use crate::store::{PgConn, failure, stats};
 
 /// Which part of the graph to reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -334,7 +334,7 @@ async fn repair_edges(
             })
             .await;
         match repaired {
-            Err(e) if attempts < DEADLOCK_RETRIES && e.is_deadlock() => attempts += 1,
+            Err(PipelineError::Postgres(ref e)) if failure::run_again(e, &mut attempts) => {}
             repaired => break repaired?,
         }
     };
@@ -357,10 +357,6 @@ async fn repair_edges(
     resync::resync_state(app, users, pairs).await
 }
 
-/// How many times a repair PostgreSQL ended to break a deadlock (with the
-/// projector's batch, which locks the same rows and counters) runs again.
-const DEADLOCK_RETRIES: u32 = 3;
-
 /// Sets the counters of `users` right where they drifted.
 pub(crate) async fn repair_counters(
     app: &App,
@@ -377,7 +373,7 @@ pub(crate) async fn repair_counters(
             })
             .await;
         match repaired {
-            Err(e) if attempts < DEADLOCK_RETRIES && e.is_deadlock() => attempts += 1,
+            Err(PipelineError::Postgres(ref e)) if failure::run_again(e, &mut attempts) => {}
             repaired => break repaired?,
         }
     };

@@ -54,13 +54,6 @@ impl PipelineError {
         use crate::store::failure::{Failure, classify};
         matches!(self, Self::Postgres(e) if classify(e) == Failure::Rejected)
     }
-
-    /// True when PostgreSQL rolled the transaction back to break a deadlock
-    /// or for a serialization failure (a follower row inserted under the
-    /// projector, say): running it again may succeed.
-    pub fn is_deadlock(&self) -> bool {
-        matches!(self, Self::Postgres(e) if crate::store::failure::rolled_back_to_retry(e))
-    }
 }
 
 impl From<bb8::RunError<diesel_async::pooled_connection::PoolError>> for PipelineError {
