@@ -2,8 +2,9 @@
 //   node tests/http-audit/apollo.mjs <http url> <user id> <expected ids, newest first, comma-separated> <late follower token>
 // Forward: the first page, then `fetchMore({ after: endCursor })` until
 // `hasNextPage` is false, while the late follower follows the user after
-// the first page (a list that changes while it is paged). Backward, with a
-// fresh cache: `last`, then `fetchMore({ before: startCursor })` until
+// the first page (a list that changes while it is paged). Once the late
+// follow shows in the list and its count (the pipeline applies it a moment
+// after its commit), backward, with a fresh cache: `last`, then `fetchMore({ before: startCursor })` until
 // `hasPreviousPage` is false. Each time the merged list in Apollo's cache
 // must be exactly the expected one (forward: without the late follower,
 // who is newer than the first page); exits 0, or 1 saying what differed.
@@ -91,6 +92,30 @@ const same = (what, got) => checkList(what, got.edges.map((e) => e.node.id), exp
   same('forward', data.user.followers);
   sub.unsubscribe();
   console.log(`forward: ${pages} pages, ${data.user.followers.edges.length} followers`);
+}
+
+// The late follow reaches the list and its count through the pipeline, a
+// moment after its commit: wait for both before paging backward.
+{
+  const newest = gql`
+    query Newest($id: ID!) {
+      user(id: $id) { id followers(first: 1) { totalCount edges { node { id } } } }
+    }
+  `;
+  const apollo = client();
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const { data } = await apollo.query({
+      query: newest,
+      variables: { id: userId },
+      fetchPolicy: 'network-only',
+    });
+    const list = data.user.followers;
+    const first = list.edges[0]?.node.id;
+    if (list.totalCount === expected.length + 1 && first && !expected.includes(first)) break;
+    if (Date.now() > deadline) fail(`the late follow is not listed after 30 s: ${JSON.stringify(list)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 // Backward from the oldest, with a fresh cache (the late follower is now
