@@ -1,14 +1,15 @@
 //! One page of a follow list: from the hot in-process cache for celebrity
 //! lists, else from the Redis list cache when it covers the page, else from
-//! PostgreSQL keyset queries (any depth). A list that is not cached is filled
-//! in the background, once: one filler per process (an in-flight set) and
-//! one across processes (the Redis claim of `lua/list_fill_begin.lua`).
+//! PostgreSQL keyset queries (any depth). A list that is not cached, or
+//! whose cached head unfollows wore down below a first page, is filled in
+//! the background, once: one filler per process (an in-flight set) and one
+//! across processes (the Redis claim of `lua/list_fill_begin.lua`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::app::App;
-use crate::cache::lists::{self, EdgeState, Fill, FillClaim, ListEntry, PageMiss};
+use crate::cache::lists::{self, Claim, EdgeState, Fill, FillClaim, ListEntry, PageMiss};
 use crate::error::ApiError;
 use crate::model::{UserId, UserStatus};
 use crate::paging::ListKey;
@@ -56,7 +57,7 @@ pub(crate) async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -
 
 /// Completes a page whose list-cache read gave `cached`: from process
 /// memory when the list is hot, else the cached page, else PostgreSQL
-/// (starting a fill when the list was not cached).
+/// (starting the fill the miss calls for: [`fill_after`]).
 pub(crate) async fn complete(
     app: &Arc<App>,
     list: ListKey,
@@ -70,10 +71,8 @@ pub(crate) async fn complete(
     }
     match cached {
         Ok(page) => return Ok((Arc::unwrap_or_clone(page), Source::Cache)),
-        // A page of nothing (`first: 0`, asked for `totalCount`) is no sign
-        // that anyone will page this list.
-        Err(Some(PageMiss::NotCached)) if request.size() > 0 => start_fill(app, list),
-        Err(_) => {}
+        Err(Some(miss)) => fill_after(app, list, request, miss),
+        Err(None) => {}
     }
     // Not kept anywhere: a replica caught up to the viewer's writes may answer.
     let page = super::replica::read(app.read.replica.as_ref(), &app.pg, async |conn| {
@@ -106,7 +105,12 @@ async fn from_hot(
         let request = PageRequest::After(None, HOT_EDGES);
         let page = match from_cache(app, list, request).await {
             Ok(page) => page,
-            Err(_) => {
+            Err(miss) => {
+                // A hot list is served from here, cached in Redis or not;
+                // only a worn cached head is worth filling again.
+                if let Some(miss @ PageMiss::NotCovered) = miss {
+                    fill_after(app, list, request, miss);
+                }
                 let mut conn = app.pg.get().await?;
                 store_lists::page(&mut conn, list, request).await?
             }
@@ -145,9 +149,31 @@ async fn from_cache(
     }
 }
 
-/// Starts filling `list` in the background (see [`start_fills`]).
-pub(crate) fn start_fill(app: &Arc<App>, list: ListKey) {
-    start_fills(app, vec![list]);
+/// Starts, in the background, the fill a cache miss of `request` calls
+/// for — none for a page of nothing (`first: 0`, asked for `totalCount`,
+/// is no sign that anyone will page the list): of a list not cached, or of
+/// one whose cached head no longer covers a page from its newest edge that
+/// a fill would. Unfollows wear a partly cached head down (a
+/// celebrity losing followers, an account moving away), and without a
+/// fill every such read would go to PostgreSQL until the list expired.
+/// Pages deeper than a fill reads stay PostgreSQL's.
+fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, miss: PageMiss) {
+    let reach = match request {
+        PageRequest::After(None, n) => Some(n),
+        PageRequest::Offset(offset, n) => Some(offset + n),
+        PageRequest::After(Some(_), _) | PageRequest::Before(..) => None,
+    };
+    if request.size() == 0 {
+        return;
+    }
+    match (miss, reach) {
+        (PageMiss::NotCached, _) => start(app, vec![list], Claim::Missing),
+        // The page needs one edge past it, to tell whether there is more.
+        (PageMiss::NotCovered, Some(reach)) if reach < fill_limits(&app.config).of(list) => {
+            start(app, vec![list], Claim::Worn(reach + 1));
+        }
+        _ => {}
+    }
 }
 
 /// Most lists one background fill takes on.
@@ -162,7 +188,12 @@ const FILLS_PER_TASK: usize = 64;
 /// of any id a client makes up: only lists of active users are filled
 /// ([`fill_many`]), and the budget bounds how fast the keys of real ones
 /// can be created, whoever asks.
-pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
+pub(crate) fn start_fills(app: &Arc<App>, lists: Vec<ListKey>) {
+    start(app, lists, Claim::Missing);
+}
+
+/// [`start_fills`], claiming as `claim` says.
+fn start(app: &Arc<App>, mut lists: Vec<ListKey>, claim: Claim) {
     if lists.is_empty() {
         return;
     }
@@ -200,7 +231,7 @@ pub(crate) fn start_fills(app: &Arc<App>, mut lists: Vec<ListKey>) {
                     .list_fills_skipped("memory", active.len() - room);
                 active.truncate(room);
             }
-            fill_many(&app, &active, false).await
+            fill_many(&app, &active, claim).await
         };
         if let Err(error) = filled.await {
             if error.is_redis_out_of_memory() {
@@ -238,18 +269,23 @@ pub(crate) async fn fits_in_memory(app: &App, sizes: &[u64]) -> Result<usize, Ap
 /// Fills `list` with its newest edges, unless another filler holds the
 /// claim (or, unless `rebuild`, the list is cached already).
 pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiError> {
-    Ok(fill_many(app, &[list], rebuild).await? == 1)
+    let claim = if rebuild {
+        Claim::Rebuild
+    } else {
+        Claim::Missing
+    };
+    Ok(fill_many(app, &[list], claim).await? == 1)
 }
 
 /// Fills each of `lists` with its newest edges, unless another filler holds
-/// its claim (or, unless `rebuild`, it is cached already); returns how many
+/// its claim (or `claim` does not take it as it is cached); returns how many
 /// were filled. One Redis round trip claims them all, one statement per
 /// kind of list reads them, one round trip commits them. (Fills that reads
 /// start are only of lists of active users: [`start_fills`].)
 pub(crate) async fn fill_many(
     app: &App,
     lists: &[ListKey],
-    rebuild: bool,
+    claim: Claim,
 ) -> Result<usize, ApiError> {
     if lists.is_empty() {
         return Ok(0);
@@ -258,7 +294,7 @@ pub(crate) async fn fill_many(
     // Never hold a connection of one pool while waiting for the other's.
     let claims = {
         let mut redis = app.redis.get().await?;
-        lists::begin_fills(&mut *redis, &app.keys, lists, &token, rebuild).await?
+        lists::begin_fills(&mut *redis, &app.keys, lists, &token, claim).await?
     };
     let granted: Vec<ListKey> = lists
         .iter()

@@ -156,6 +156,88 @@ async fn a_partial_cache_serves_its_window_and_postgres_the_rest() {
     assert_eq!(page.items, expected[100..140]);
 }
 
+/// Unfollows wear a partly cached head down (a celebrity losing followers,
+/// an account moving away). The first read it no longer covers is served
+/// by PostgreSQL and fills the list afresh, so the reads after it come from
+/// the cache again; a page deeper than a fill reads fills nothing.
+#[tokio::test]
+async fn a_cached_head_unfollows_wore_down_is_filled_again() {
+    let t = spawn_app_with(|c| c.caches.list_cache_size = 30).await;
+    let target = t.user("target").await;
+    let expected = seed_followers(&t, target, "f", 60, 7).await;
+    let list = ListKey::Followers(target);
+    fill(&t, list).await;
+    let first = PageRequest::After(None, 10);
+    let app = &t.app;
+    let read = |request| async move { pages::page(app, list, request, None).await.unwrap() };
+    assert_eq!(read(first).await.1, Source::Cache);
+
+    // A page past the 30 newest a fill reads: PostgreSQL's, and no refill
+    // (which would drop a member PostgreSQL does not have).
+    let [zset, ..] = t.app.keys.list(list);
+    let stray = expected[0].user;
+    let mut redis = t.app.redis.get().await.unwrap();
+    let _: () = redis::cmd("ZREM")
+        .arg(&zset)
+        .arg(format!("{:019}", stray.get()))
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    let deep = PageRequest::Offset(30, 10);
+    let (page, source) = read(deep).await;
+    assert_eq!(
+        (source, page.items.as_slice()),
+        (Source::Postgres, &expected[30..40])
+    );
+    t.fills_finished().await;
+    assert_eq!(t.cached_list(list).await.map(|l| l.len()), Some(29));
+    assert_eq!(
+        read(first).await.0.items,
+        expected[1..11],
+        "nothing refilled"
+    );
+    assert!(pages::fill(&t.app, list, true).await.unwrap());
+
+    // The 25 newest unfollow, through the pipeline: the cached head keeps
+    // 5 of its 30. The newest one's follow, as it was, arrives late.
+    let (_, version) = t.edge(stray, target).await.unwrap();
+    let late = kith::testing::cache::lists::EdgeState {
+        list,
+        other: stray,
+        active: true,
+        followed_at_ms: expected[0].followed_at_ms,
+        version,
+    };
+    let relay = t.start_relay();
+    let projector = t.start_projector(Arc::new(Default::default()));
+    for gone in &expected[..25] {
+        assert_ok(&t.unfollow(gone.user, target).await);
+    }
+    eventually("the unfollows to be projected", 60, || async {
+        (t.cached_list(list).await.map(|l| l.len()) == Some(5)).then_some(())
+    })
+    .await;
+    let (page, source) = read(first).await;
+    assert_eq!(
+        (source, page.items.as_slice()),
+        (Source::Postgres, &expected[25..35])
+    );
+    t.fills_finished().await;
+    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
+        .await
+        .unwrap();
+    for (request, at) in [(first, 25), (PageRequest::Offset(10, 10), 35)] {
+        let (page, source) = read(request).await;
+        assert_eq!(
+            (source, page.items.as_slice()),
+            (Source::Cache, &expected[at..at + 10])
+        );
+    }
+    assert_eq!(t.cached_list(list).await.map(|l| l.len()), Some(30));
+    relay.stop().await.unwrap();
+    projector.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_expired_cache_is_never_read_as_the_whole_list() {
     let t = spawn_app().await;

@@ -40,14 +40,27 @@ pub enum FillClaim {
     Busy,
 }
 
-/// Claims the fill of each of `lists` under `token` in one round trip;
-/// `rebuild` claims cached lists too.
+/// Which lists a fill claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// A list that is not cached.
+    Missing,
+    /// Also a partly cached list whose covered head holds fewer than this
+    /// many edges: unfollows wore it down below a page it used to serve.
+    /// It is filled afresh, keeping its versions (tombstones included).
+    Worn(usize),
+    /// Any list, from nothing (a repair).
+    Rebuild,
+}
+
+/// Claims the fill of each of `lists` under `token` in one round trip, as
+/// `claim` says.
 pub(crate) async fn begin_fills(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     lists: &[ListKey],
     token: &str,
-    rebuild: bool,
+    claim: Claim,
 ) -> redis::RedisResult<Vec<FillClaim>> {
     if lists.is_empty() {
         return Ok(Vec::new());
@@ -60,8 +73,16 @@ pub(crate) async fn begin_fills(
                 .key(keys.list_tombstones(*list))
                 .arg(token)
                 .arg(FILL_LEASE.as_millis() as u64)
-                .arg(if rebuild { "1" } else { "0" })
-                .arg(TOMBSTONE_GRACE.as_millis() as u64),
+                .arg(match claim {
+                    Claim::Missing => "0",
+                    Claim::Worn(_) => "worn",
+                    Claim::Rebuild => "1",
+                })
+                .arg(TOMBSTONE_GRACE.as_millis() as u64)
+                .arg(match claim {
+                    Claim::Worn(edges) => edges,
+                    Claim::Missing | Claim::Rebuild => 0,
+                }),
         );
     }
     // Run twice only if Redis knew no script: then nothing was claimed.
@@ -84,7 +105,12 @@ pub async fn begin_fill(
     token: &str,
     rebuild: bool,
 ) -> redis::RedisResult<FillClaim> {
-    let mut claims = begin_fills(conn, keys, &[list], token, rebuild).await?;
+    let claim = if rebuild {
+        Claim::Rebuild
+    } else {
+        Claim::Missing
+    };
+    let mut claims = begin_fills(conn, keys, &[list], token, claim).await?;
     Ok(claims.pop().unwrap_or(FillClaim::Busy))
 }
 

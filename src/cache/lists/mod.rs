@@ -27,7 +27,7 @@ mod newest;
 
 use crate::model::UserId;
 use crate::paging::{Page, PageRequest, Position};
-pub(crate) use fill::begin_fills;
+pub(crate) use fill::{Claim, begin_fills};
 pub use fill::{Fill, FillClaim, ListEntry, begin_fill, commit_fill, commit_fills};
 pub use inspect::{Coverage, cached_members, coverages};
 pub(crate) use inspect::{ListSnapshot, snapshot};
