@@ -25,7 +25,10 @@
 //! the rest for its run (and gives every process all the cores back at
 //! the end; `scripts/stack clean` does too, after a bench that was killed).
 //! `KITH_BENCH_MOVE_CORES=shared` leaves every process on every core, as
-//! the machine runs them otherwise.
+//! the machine runs them otherwise. `KITH_BENCH_MOVE_SHAPE=split` runs
+//! Kith as production would, `kith serve` with a `kith relay` and a
+//! `kith project` of their own (pinned beside PostgreSQL and the broker),
+//! instead of one `kith run`.
 //!
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
 //! for a clean measure). Run `cargo bench --bench account_move`; writes
@@ -101,15 +104,33 @@ async fn number(app: &kith::app::App, sql: &str) -> i64 {
     row.n
 }
 
-/// Redis round trips made by reads so far, from Kith's `/metrics`.
-async fn read_redis_calls(metrics: SocketAddr) -> f64 {
+/// The Redis round trips reads made and the PostgreSQL statements the
+/// process made so far, from Kith's `/metrics`.
+async fn work(metrics: SocketAddr) -> (f64, f64) {
     let mut conn = Conn::open(metrics).await.expect("connect");
     let (_, body) = conn.send("GET", "/metrics", None, "").await.expect("GET");
-    String::from_utf8_lossy(&body)
-        .lines()
-        .find_map(|l| l.strip_prefix("kith_read_redis_round_trips_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("the read round trips counter")
+    let text = String::from_utf8_lossy(&body);
+    let counter = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    };
+    (
+        counter("kith_read_redis_round_trips_total"),
+        counter("kith_postgres_statements_total"),
+    )
+}
+
+/// The CPU group of `kith relay` and `kith project` when they run apart.
+const PIPELINE: &str = "kith pipeline";
+
+/// CPU seconds so far of each group, and of the pipeline's processes.
+fn cpu(kith_pid: u32, pipeline: &[u32]) -> procs::Cpu {
+    let mut cpu = procs::cpu(kith_pid);
+    cpu.0
+        .insert(PIPELINE, pipeline.iter().map(|p| procs::cpu_of(*p)).sum());
+    cpu
 }
 
 fn latency(outcome: &mut Outcome) -> (f64, f64) {
@@ -171,35 +192,54 @@ async fn main() {
         seeded.elapsed().as_secs_f64()
     );
 
-    // The release `kith run`, a process of its own.
-    let (addr, metrics) = {
-        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        (a.local_addr().unwrap(), b.local_addr().unwrap())
+    // The release Kith: one `kith run`, or (`KITH_BENCH_MOVE_SHAPE=split`)
+    // `kith serve` with a `kith relay` and a `kith project` beside it.
+    let split = std::env::var("KITH_BENCH_MOVE_SHAPE").is_ok_and(|v| v == "split");
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
     };
+    let (addr, metrics) = (free(), free());
     std::fs::create_dir_all("target/bench-reports").unwrap();
-    let log = std::fs::File::create("target/bench-reports/account-move-kith.log").unwrap();
-    let c = &app.config;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
-        .arg("run")
-        .env("DATABASE_URL", &c.database.url)
-        .env("DATABASE_SESSION_URL", c.session_url())
-        .env("REDIS_URL", &c.redis.url)
-        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
-        .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
-        .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
-        .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
-        .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
-        .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
-        .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
-        .env("KITH_HTTP_ADDR", addr.to_string())
-        .env("KITH_METRICS_ADDR", metrics.to_string())
-        .env("KITH_AUTO_MIGRATE", "false")
-        .env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("kith starts");
+    let kith = |command: &str, http: SocketAddr, metrics: SocketAddr| {
+        let log = std::fs::File::create(format!(
+            "target/bench-reports/account-move-kith-{command}.log"
+        ))
+        .unwrap();
+        let c = &app.config;
+        std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
+            .arg(command)
+            .env("DATABASE_URL", &c.database.url)
+            .env("DATABASE_SESSION_URL", c.session_url())
+            .env("REDIS_URL", &c.redis.url)
+            .env("KITH_REDIS_PREFIX", &c.redis.prefix)
+            .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
+            .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
+            .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
+            .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
+            .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+            .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
+            .env("KITH_HTTP_ADDR", http.to_string())
+            .env("KITH_METRICS_ADDR", metrics.to_string())
+            .env("KITH_AUTO_MIGRATE", "false")
+            .env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("kith starts")
+    };
+    let mut child = kith(if split { "serve" } else { "run" }, addr, metrics);
+    let mut pipeline: Vec<std::process::Child> = if split {
+        ["relay", "project"]
+            .iter()
+            .map(|command| kith(command, free(), free()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let pipeline_pids: Vec<u32> = pipeline.iter().map(std::process::Child::id).collect();
     let ready = Instant::now();
     loop {
         if let Ok(mut conn) = Conn::open(addr).await
@@ -214,7 +254,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let pid = child.id();
-    let mut cores = Cores::split(pid);
+    let mut cores = Cores::split(pid, &pipeline_pids);
     let tokens = app.auth.tokens.clone();
     let token = move |user: i64| {
         tokens.issue(
@@ -233,8 +273,8 @@ async fn main() {
 
     // 2. Warm-up, then the baseline.
     load::closed_loop(addr, 4, Duration::from_secs(5), None, reads.clone()).await;
-    let calls_before = read_redis_calls(metrics).await;
-    let cpu_before = procs::cpu(pid);
+    let work_before = work(metrics).await;
+    let cpu_before = cpu(pid, &pipeline_pids);
     let mut baseline = load::open_loop(
         addr,
         rate,
@@ -243,8 +283,10 @@ async fn main() {
         reads.clone(),
     )
     .await;
-    let baseline_cpu = procs::cpu(pid).since(&cpu_before);
-    let mut calls_outside = read_redis_calls(metrics).await - calls_before;
+    let baseline_cpu = cpu(pid, &pipeline_pids).since(&cpu_before);
+    let work_after_baseline = work(metrics).await;
+    let mut calls_outside = work_after_baseline.0 - work_before.0;
+    let statements_before = work_after_baseline.1 - work_before.1;
 
     // 3. The move, with the reads going on until it has ended and the
     //    pipeline has carried it to the caches.
@@ -255,7 +297,7 @@ async fn main() {
         json!({ "id": gid(old) }),
     )
     .await;
-    let cpu_start = procs::cpu(pid);
+    let cpu_start = cpu(pid, &pipeline_pids);
     let started = Instant::now();
     let answer = call(
         addr,
@@ -265,7 +307,7 @@ async fn main() {
     )
     .await;
     let move_id = answer["data"]["moveAccount"]["move"]["id"].clone();
-    let calls_start = read_redis_calls(metrics).await;
+    let calls_start = work(metrics).await.0;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
         let stop = stop.clone();
@@ -319,10 +361,10 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let through_secs = started.elapsed().as_secs_f64();
-    let move_cpu = procs::cpu(pid).since(&cpu_start);
+    let move_cpu = cpu(pid, &pipeline_pids).since(&cpu_start);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut during = reading.await.expect("reads");
-    let calls_during = read_redis_calls(metrics).await - calls_start;
+    let calls_during = work(metrics).await.0 - calls_start;
 
     // The counts, as a profile reads them once the move is through (the
     // counter records follow the projector's by a moment).
@@ -349,14 +391,23 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let calls_start = read_redis_calls(metrics).await;
+    let work_start = work(metrics).await;
     let mut after =
         load::open_loop(addr, rate, Duration::from_secs(baseline_secs), 16, reads).await;
-    calls_outside += read_redis_calls(metrics).await - calls_start;
-    child.kill().ok();
-    child.wait().ok();
+    let work_end = work(metrics).await;
+    calls_outside += work_end.0 - work_start.0;
+    let statements_after = work_end.1 - work_start.1;
+    for child in std::iter::once(&mut child).chain(&mut pipeline) {
+        child.kill().ok();
+        child.wait().ok();
+    }
     cores.release();
 
+    let statements = |n: f64, outcome: &Outcome| n / outcome.requests().max(1) as f64;
+    let (statements_before, statements_after) = (
+        statements(statements_before, &baseline),
+        statements(statements_after, &after),
+    );
     let (before_p50, before_p99) = latency(&mut baseline);
     let (after_p50, after_p99) = latency(&mut after);
     baseline.merge(after);
@@ -377,9 +428,14 @@ async fn main() {
     let share = |g: &str| {
         (move_cpu.of(g) - baseline_cpu.of(g) * through_secs / baseline_secs as f64).max(0.0)
     };
-    let cpu_rows: String = procs::GROUPS
+    let groups: Vec<&str> = procs::GROUPS
         .iter()
-        .filter(|g| **g != "bench")
+        .copied()
+        .filter(|g| *g != "bench")
+        .chain(split.then_some(PIPELINE))
+        .collect();
+    let cpu_rows: String = groups
+        .iter()
         .map(|g| {
             format!(
                 "| {g} | {:.1} s | {:.1} s | {:.1} s | {:.3} ms |\n",
@@ -390,14 +446,10 @@ async fn main() {
             )
         })
         .collect();
-    let total_cpu: f64 = procs::GROUPS
-        .iter()
-        .filter(|g| **g != "bench")
-        .map(|g| share(g))
-        .sum();
+    let total_cpu: f64 = groups.iter().map(|g| share(g)).sum();
     let report = format!(
         "# An account move\n\n\
-         `cargo bench --bench account_move`: the release `kith run` on the local stack; the old \
+         `cargo bench --bench account_move`: the release {} on the local stack; the old \
          account has {followers} followers (seeded), the new one {before_new} ({overlap} follow \
          both); the move at `KITH_MOVE_FOLLOWERS_PER_SEC={pace}`; profile reads of both accounts \
          over TCP at {rate} a second, open loop. Cores: {}.\n\n\
@@ -415,9 +467,15 @@ async fn main() {
          | outside a move (both) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
          | during the move | {move_p50:.2} ms | {move_p99:.2} ms | {} | {} |\n\
          | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n\n\
-         The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads; a \
-         profile read makes no PostgreSQL statement): {calls_outside:.2} Redis round trips \
-         outside a move, {calls_during:.2} during it.\n",
+         The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads): \
+         {calls_outside:.2} Redis round trips outside a move, {calls_during:.2} during it. \
+         PostgreSQL statements of the process serving the reads (`kith_postgres_statements_total`, \
+         with its own jobs' — {}), per read: {statements_before:.3} before the move, \
+         {statements_after:.3} after it.\n",
+        match split {
+            true => "`kith serve` (`kith relay` and `kith project` beside it)",
+            false => "`kith run`",
+        },
         cores.describe(),
         job["state"],
         job_secs,
@@ -437,6 +495,10 @@ async fn main() {
         within(move_p50, base_p50),
         ratio(move_p99, base_p99),
         within(move_p99, base_p99),
+        match split {
+            true => "the move runner",
+            false => "the move runner, the relay and the projector",
+        },
     );
     common::write_report("account-move.md", &report);
     println!("{report}");
@@ -449,8 +511,9 @@ async fn main() {
     );
 }
 
-/// Where the bench's processes run: Kith, Redis and the bench on the first
-/// half of the cores, PostgreSQL and the broker on the rest; or all on all.
+/// Where the bench's processes run: Kith's API, Redis and the bench on the
+/// first half of the cores, PostgreSQL, the broker and Kith's pipeline
+/// processes (when apart) on the rest; or all on all.
 struct Cores {
     /// The CPUs of every core (`"0-N"`), `None` when nothing was pinned.
     all: Option<String>,
@@ -459,12 +522,13 @@ struct Cores {
     /// The two halves, as the report names them.
     halves: (String, String),
     kith_pid: u32,
+    pipeline: Vec<u32>,
 }
 
 impl Cores {
     /// Pins the processes unless `KITH_BENCH_MOVE_CORES=shared` or the
     /// machine has a single core.
-    fn split(kith_pid: u32) -> Self {
+    fn split(kith_pid: u32, pipeline: &[u32]) -> Self {
         // The CPUs this bench may use, which need not be 0..n-1.
         let cpus = procs::allowed_cpus();
         let n = cpus.len();
@@ -481,15 +545,19 @@ impl Cores {
             pinned: false,
             halves,
             kith_pid,
+            pipeline: pipeline.to_vec(),
         };
         if shared || n < 2 {
             return cores;
         }
-        let pinned = procs::pin(kith_pid, |group| match group {
+        let mut pinned = procs::pin(kith_pid, |group| match group {
             "kith" | "redis" | "bench" => Some(cores.halves.0.clone()),
             "postgres" | "broker" => Some(cores.halves.1.clone()),
             _ => None,
         });
+        for pid in pipeline {
+            pinned &= procs::pin_one(*pid, &cores.halves.1);
+        }
         cores.all = Some(list(&cpus));
         cores.pinned = true;
         assert!(pinned, "taskset could not pin the processes");
@@ -497,10 +565,14 @@ impl Cores {
     }
 
     fn describe(&self) -> String {
+        let pipeline = match self.pipeline.is_empty() {
+            true => "",
+            false => ", Kith's relay and projector",
+        };
         match self.pinned {
             true => format!(
-                "Kith, Redis and the reads on CPU {}, PostgreSQL and the broker on CPU {} \
-                 (`KITH_BENCH_MOVE_CORES=shared` to share them)",
+                "Kith's API, Redis and the reads on CPU {}, PostgreSQL{pipeline} and the \
+                 broker on CPU {} (`KITH_BENCH_MOVE_CORES=shared` to share them)",
                 self.halves.0, self.halves.1
             ),
             false => "every process on every core".to_owned(),
@@ -511,6 +583,9 @@ impl Cores {
     fn release(&mut self) {
         if let Some(all) = self.all.take() {
             procs::pin(self.kith_pid, |_| Some(all.clone()));
+            for pid in &self.pipeline {
+                procs::pin_one(*pid, &all);
+            }
         }
     }
 }

@@ -103,16 +103,32 @@ pub fn pin(kith_pid: u32, cpus_of: impl Fn(&str) -> Option<String>) -> bool {
     processes(kith_pid)
         .into_iter()
         .filter_map(|(pid, group, _)| Some((pid, cpus_of(group)?)))
-        .map(|(pid, cpus)| {
-            std::process::Command::new("taskset")
-                .args(["-a", "-p", "-c", &cpus, &pid.to_string()])
-                .stdout(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
+        .map(|(pid, cpus)| pin_one(pid, &cpus))
         .filter(|pinned| !pinned)
         .count()
         == 0
+}
+
+/// Every thread of process `pid` on `cpus`; whether it took.
+#[allow(
+    dead_code,
+    reason = "the account-move bench's, which shares this module"
+)]
+pub fn pin_one(pid: u32, cpus: &str) -> bool {
+    std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// CPU seconds process `pid` has used so far (0 once it is gone).
+#[allow(
+    dead_code,
+    reason = "the account-move bench's, which shares this module"
+)]
+pub fn cpu_of(pid: u32) -> f64 {
+    stat(&pid.to_string()).map_or(0.0, |(_, _, ticks)| ticks as f64 / ticks_per_second())
 }
 
 impl Cpu {
