@@ -21,7 +21,7 @@ use crate::cache::lists::{self, Member, MembersCalls, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::paging::ListKey;
-use crate::paging::Position;
+use crate::paging::{PageRequest, Position};
 use crate::store::following;
 use crate::store::lists as store_lists;
 
@@ -246,7 +246,12 @@ pub(crate) async fn walk_each(
                 uncached.push(*list);
                 misses.push(*list);
             }
-            _ => misses.push(*list),
+            Some(Err(miss @ lists::PageMiss::NotCovered)) => {
+                let newest = PageRequest::After(None, limits[list]);
+                super::pages::fill_after(app, *list, newest, miss);
+                misses.push(*list);
+            }
+            None => misses.push(*list),
         }
     }
     super::pages::start_fills(app, uncached);

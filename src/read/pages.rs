@@ -157,7 +157,7 @@ async fn from_cache(
 /// celebrity losing followers, an account moving away), and without a
 /// fill every such read would go to PostgreSQL until the list expired.
 /// Pages deeper than a fill reads stay PostgreSQL's.
-fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, miss: PageMiss) {
+pub(crate) fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, miss: PageMiss) {
     let reach = match request {
         PageRequest::After(None, n) => Some(n),
         PageRequest::Offset(offset, n) => Some(offset + n),
