@@ -230,8 +230,9 @@ async fn main() {
             .spawn()
             .expect("kith starts")
     };
-    let mut child = kith(if split { "serve" } else { "run" }, addr, metrics);
-    let mut pipeline: Vec<std::process::Child> = if split {
+    let serving = kith(if split { "serve" } else { "run" }, addr, metrics);
+    let pid = serving.id();
+    let pipeline: Vec<std::process::Child> = if split {
         ["relay", "project"]
             .iter()
             .map(|command| kith(command, free(), free()))
@@ -240,8 +241,10 @@ async fn main() {
         Vec::new()
     };
     let pipeline_pids: Vec<u32> = pipeline.iter().map(std::process::Child::id).collect();
+    let mut kiths = Kiths(std::iter::once(serving).chain(pipeline).collect());
     let ready = Instant::now();
     loop {
+        kiths.check();
         if let Ok(mut conn) = Conn::open(addr).await
             && let Ok((200, _)) = conn.send("GET", "/readyz", None, "").await
         {
@@ -253,7 +256,6 @@ async fn main() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let pid = child.id();
     let mut cores = Cores::split(pid, &pipeline_pids);
     let tokens = app.auth.tokens.clone();
     let token = move |user: i64| {
@@ -354,6 +356,7 @@ async fn main() {
         if backlog == 0 && counted == truth_new {
             break;
         }
+        kiths.check();
         assert!(
             started.elapsed() < Duration::from_secs(3600),
             "the pipeline did not drain"
@@ -397,10 +400,7 @@ async fn main() {
     let work_end = work(metrics).await;
     calls_outside += work_end.0 - work_start.0;
     let statements_after = work_end.1 - work_start.1;
-    for child in std::iter::once(&mut child).chain(&mut pipeline) {
-        child.kill().ok();
-        child.wait().ok();
-    }
+    drop(kiths);
     cores.release();
 
     let statements = |n: f64, outcome: &Outcome| n / outcome.requests().max(1) as f64;
@@ -509,6 +509,34 @@ async fn main() {
         before_new + job["moved"].as_i64().unwrap_or(-1),
         "every follower moved counts once"
     );
+}
+
+/// The Kith processes of the run, killed when the bench ends, even by a
+/// panic: a `kith project` left behind would share the next run's
+/// partitions.
+struct Kiths(Vec<std::process::Child>);
+
+impl Kiths {
+    /// Panics when one of them has exited: the figures would be wrong.
+    fn check(&mut self) {
+        for child in &mut self.0 {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "kith {} exited ({status}): see target/bench-reports",
+                    child.id()
+                );
+            }
+        }
+    }
+}
+
+impl Drop for Kiths {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
 }
 
 /// Where the bench's processes run: Kith's API, Redis and the bench on the

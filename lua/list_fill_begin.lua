@@ -61,7 +61,7 @@ end
 redis.call('DEL', KEYS[1])
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[2], KEYS[4])
-elseif ARGV[3] ~= 'worn' and redis.call('EXISTS', KEYS[2]) == 1 then
+elseif not (marker and ARGV[3] == 'worn') and redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('RENAME', KEYS[2], KEYS[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end

@@ -21,7 +21,7 @@ use crate::cache::lists::{self, Member, MembersCalls, Membership};
 use crate::error::ApiError;
 use crate::model::UserId;
 use crate::paging::ListKey;
-use crate::paging::{PageRequest, Position};
+use crate::paging::Position;
 use crate::store::following;
 use crate::store::lists as store_lists;
 
@@ -232,7 +232,7 @@ pub(crate) async fn walk_each(
     }
     let replies = super::batch::query(app, &pipe).await;
     let mut out = HashMap::with_capacity(walks.len());
-    let mut uncached = Vec::new();
+    let (mut uncached, mut worn) = (Vec::new(), Vec::new());
     for (i, list) in cached.iter().enumerate() {
         let page = replies.as_ref().and_then(|r| {
             r.get(i * lists::NEWEST_REPLIES..(i + 1) * lists::NEWEST_REPLIES)
@@ -246,15 +246,15 @@ pub(crate) async fn walk_each(
                 uncached.push(*list);
                 misses.push(*list);
             }
-            Some(Err(miss @ lists::PageMiss::NotCovered)) => {
-                let newest = PageRequest::After(None, limits[list]);
-                super::pages::fill_after(app, *list, newest, miss);
+            Some(Err(lists::PageMiss::NotCovered)) => {
+                worn.push((*list, limits[list]));
                 misses.push(*list);
             }
             None => misses.push(*list),
         }
     }
     super::pages::start_fills(app, uncached);
+    super::pages::start_worn(app, worn);
     if misses.is_empty() {
         return Ok(out);
     }

@@ -152,11 +152,8 @@ async fn from_cache(
 /// Starts, in the background, the fill a cache miss of `request` calls
 /// for — none for a page of nothing (`first: 0`, asked for `totalCount`,
 /// is no sign that anyone will page the list): of a list not cached, or of
-/// one whose cached head no longer covers a page from its newest edge that
-/// a fill would. Unfollows wear a partly cached head down (a
-/// celebrity losing followers, an account moving away), and without a
-/// fill every such read would go to PostgreSQL until the list expired.
-/// Pages deeper than a fill reads stay PostgreSQL's.
+/// one whose cached head no longer covers a page from its newest edge
+/// ([`start_worn`]).
 pub(crate) fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, miss: PageMiss) {
     let reach = match request {
         PageRequest::After(None, n) => Some(n),
@@ -168,12 +165,34 @@ pub(crate) fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, mi
     }
     match (miss, reach) {
         (PageMiss::NotCached, _) => start(app, vec![list], Claim::Missing),
-        // The page needs one edge past it, to tell whether there is more.
-        (PageMiss::NotCovered, Some(reach)) if reach < fill_limits(&app.config).of(list) => {
-            start(app, vec![list], Claim::Worn(reach + 1));
-        }
-        _ => {}
+        (PageMiss::NotCovered, Some(reach)) => start_worn(app, vec![(list, reach)]),
+        (PageMiss::NotCovered, None) => {}
     }
+}
+
+/// Fills again, together, the lists whose cached heads no longer cover
+/// the newest edges each was read to (`(list, reach)`). Unfollows wear a
+/// partly cached head down (a celebrity losing followers, an account
+/// moving away); without a fill every such read would go to PostgreSQL
+/// until the list expired. Only reads within the newest half of what a
+/// fill reads count: deeper ones stay PostgreSQL's, so a refill (which
+/// reads the list's newest edges again) comes after at least half of
+/// them left.
+pub(crate) fn start_worn(app: &Arc<App>, reads: Vec<(ListKey, usize)>) {
+    let limits = fill_limits(&app.config);
+    let worn: Vec<(ListKey, usize)> = reads
+        .into_iter()
+        .filter(|(list, reach)| *reach < limits.of(*list) / 2)
+        .collect();
+    // Each list missed at its own reach: at the deepest, each still does.
+    let Some(deepest) = worn.iter().map(|(_, reach)| reach + 1).max() else {
+        return;
+    };
+    start(
+        app,
+        worn.into_iter().map(|(list, _)| list).collect(),
+        Claim::Worn(deepest),
+    );
 }
 
 /// Most lists one background fill takes on.
