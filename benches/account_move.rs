@@ -204,29 +204,9 @@ async fn main() {
     let (addr, metrics) = (free(), free());
     std::fs::create_dir_all("target/bench-reports").unwrap();
     let kith = |command: &str, http: SocketAddr, metrics: SocketAddr| {
-        let log = std::fs::File::create(format!(
-            "target/bench-reports/account-move-kith-{command}.log"
-        ))
-        .unwrap();
-        let c = &app.config;
-        std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
-            .arg(command)
-            .env("DATABASE_URL", &c.database.url)
-            .env("DATABASE_SESSION_URL", c.session_url())
-            .env("REDIS_URL", &c.redis.url)
-            .env("KITH_REDIS_PREFIX", &c.redis.prefix)
-            .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
-            .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
-            .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
-            .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
-            .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
-            .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
-            .env("KITH_HTTP_ADDR", http.to_string())
-            .env("KITH_METRICS_ADDR", metrics.to_string())
-            .env("KITH_AUTO_MIGRATE", "false")
+        let log = format!("target/bench-reports/account-move-kith-{command}.log");
+        common::kith_command(&app.config, command, http, metrics, log.as_ref())
             .env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
             .spawn()
             .expect("kith starts")
     };

@@ -39,6 +39,46 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The release `kith <command>` on `config`'s stores (its schema, Redis
+/// prefix, topics and group), serving on `http` and `metrics`, writing its
+/// output to `log`, migrations left to the bench. The caller adds its own
+/// settings and spawns it.
+#[allow(
+    dead_code,
+    reason = "only the benches that run Kith as a process of its own call it"
+)]
+pub fn kith_command(
+    config: &Config,
+    command: &str,
+    http: std::net::SocketAddr,
+    metrics: std::net::SocketAddr,
+    log: &std::path::Path,
+) -> std::process::Command {
+    let log = std::fs::File::create(log).unwrap();
+    let mut kith = std::process::Command::new(env!("CARGO_BIN_EXE_kith"));
+    kith.arg(command)
+        .env("DATABASE_URL", &config.database.url)
+        .env("DATABASE_SESSION_URL", config.session_url())
+        .env(
+            "KITH_PG_STATEMENT_CACHE",
+            config.database.pg_statement_cache.to_string(),
+        )
+        .env("REDIS_URL", &config.redis.url)
+        .env("KITH_REDIS_PREFIX", &config.redis.prefix)
+        .env("KITH_FOLLOW_TOPIC", &config.pipeline.follow_topic)
+        .env("KITH_CONTENT_TOPIC", &config.pipeline.content_topic)
+        .env("KITH_DEAD_LETTER_TOPIC", &config.pipeline.dead_letter_topic)
+        .env("KITH_CONSUMER_GROUP", &config.pipeline.consumer_group)
+        .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
+        .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
+        .env("KITH_HTTP_ADDR", http.to_string())
+        .env("KITH_METRICS_ADDR", metrics.to_string())
+        .env("KITH_AUTO_MIGRATE", "false")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    kith
+}
+
 /// An isolated app for write benches: no rate limit to speak of, a pool of
 /// 32, and `users` users `b0`… with ids 1…`users`.
 #[allow(

@@ -268,29 +268,8 @@ pub async fn spawn_kith(
     redis_url: &str,
     log: &std::path::Path,
 ) -> Child {
-    let log = std::fs::File::create(log).unwrap();
-    let c = &run.app.config;
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kith"))
-        .arg(command)
-        .env("DATABASE_URL", &c.database.url)
-        .env("DATABASE_SESSION_URL", c.session_url())
-        .env(
-            "KITH_PG_STATEMENT_CACHE",
-            c.database.pg_statement_cache.to_string(),
-        )
+    let child = common::kith_command(&run.app.config, command, addr, metrics, log)
         .env("REDIS_URL", redis_url)
-        .env("KITH_REDIS_PREFIX", &c.redis.prefix)
-        .env("KITH_FOLLOW_TOPIC", &c.pipeline.follow_topic)
-        .env("KITH_CONTENT_TOPIC", &c.pipeline.content_topic)
-        .env("KITH_DEAD_LETTER_TOPIC", &c.pipeline.dead_letter_topic)
-        .env("KITH_CONSUMER_GROUP", &c.pipeline.consumer_group)
-        .env("KITH_TOPIC_REPLICATION_FACTOR", "1")
-        .env("KITH_TOPIC_MIN_INSYNC_REPLICAS", "1")
-        .env("KITH_HTTP_ADDR", addr.to_string())
-        .env("KITH_METRICS_ADDR", metrics.to_string())
-        .env("KITH_AUTO_MIGRATE", "false")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
         .spawn()
         .expect("kith starts");
     let child = Child(child);

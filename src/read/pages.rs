@@ -155,14 +155,14 @@ async fn from_cache(
 /// one whose cached head no longer covers a page from its newest edge
 /// ([`start_worn`]).
 pub(crate) fn fill_after(app: &Arc<App>, list: ListKey, request: PageRequest, miss: PageMiss) {
+    if request.size() == 0 {
+        return;
+    }
     let reach = match request {
         PageRequest::After(None, n) => Some(n),
         PageRequest::Offset(offset, n) => Some(offset + n),
         PageRequest::After(Some(_), _) | PageRequest::Before(..) => None,
     };
-    if request.size() == 0 {
-        return;
-    }
     match (miss, reach) {
         (PageMiss::NotCached, _) => start(app, vec![list], Claim::Missing),
         (PageMiss::NotCovered, Some(reach)) => start_worn(app, vec![(list, reach)]),
@@ -288,12 +288,7 @@ pub(crate) async fn fits_in_memory(app: &App, sizes: &[u64]) -> Result<usize, Ap
 /// Fills `list` with its newest edges, unless another filler holds the
 /// claim (or, unless `rebuild`, the list is cached already).
 pub async fn fill(app: &App, list: ListKey, rebuild: bool) -> Result<bool, ApiError> {
-    let claim = if rebuild {
-        Claim::Rebuild
-    } else {
-        Claim::Missing
-    };
-    Ok(fill_many(app, &[list], claim).await? == 1)
+    Ok(fill_many(app, &[list], Claim::of(rebuild)).await? == 1)
 }
 
 /// Fills each of `lists` with its newest edges, unless another filler holds

@@ -217,6 +217,15 @@ async fn a_cached_head_unfollows_wore_down_is_filled_again() {
         (t.cached_list(list).await.map(|l| l.len()) == Some(5)).then_some(())
     })
     .await;
+    // A read within the fill's reach but past its newest half fills
+    // nothing: the head stays as it is.
+    let (page, source) = read(PageRequest::Offset(15, 5)).await;
+    assert_eq!(
+        (source, page.items.as_slice()),
+        (Source::Postgres, &expected[40..45])
+    );
+    t.fills_finished().await;
+    assert_eq!(t.cached_list(list).await.map(|l| l.len()), Some(5));
     let (page, source) = read(first).await;
     assert_eq!(
         (source, page.items.as_slice()),

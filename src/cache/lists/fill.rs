@@ -53,6 +53,17 @@ pub(crate) enum Claim {
     Rebuild,
 }
 
+impl Claim {
+    /// [`Claim::Rebuild`] when `rebuild`, else [`Claim::Missing`].
+    pub(crate) fn of(rebuild: bool) -> Self {
+        if rebuild {
+            Self::Rebuild
+        } else {
+            Self::Missing
+        }
+    }
+}
+
 /// Claims the fill of each of `lists` under `token` in one round trip, as
 /// `claim` says.
 pub(crate) async fn begin_fills(
@@ -105,12 +116,7 @@ pub async fn begin_fill(
     token: &str,
     rebuild: bool,
 ) -> redis::RedisResult<FillClaim> {
-    let claim = if rebuild {
-        Claim::Rebuild
-    } else {
-        Claim::Missing
-    };
-    let mut claims = begin_fills(conn, keys, &[list], token, claim).await?;
+    let mut claims = begin_fills(conn, keys, &[list], token, Claim::of(rebuild)).await?;
     Ok(claims.pop().unwrap_or(FillClaim::Busy))
 }
 
