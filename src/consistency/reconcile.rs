@@ -287,57 +287,51 @@ async fn repair_edges(
     behind.sort_by_key(|e| (e.to, e.from));
     // The projector's batch locks the same rows and counters: a repair
     // PostgreSQL ends to break a deadlock runs again.
-    let mut attempts = 0;
-    let fixed = loop {
+    let fixed = failure::rerun!({
         let mut conn = app.pg.get().await?;
-        let repaired = conn
-            .transaction::<_, PipelineError, _>(async |conn| {
-                let mut touched: BTreeSet<UserId> = BTreeSet::new();
-                let mut fixed = (0u64, 0u64, 0u64, Vec::new(), 0u64);
-                for (event, applied) in behind
-                    .iter()
-                    .zip(follower::apply_many(conn, &behind).await?)
-                {
-                    if let Applied::Changed { .. } = applied {
-                        touched.insert(event.to);
-                        fixed.0 += 1;
-                        fixed.3.push(format!(
-                            "projection {} -> {} brought to version {}",
-                            event.from, event.to, event.version
-                        ));
-                    }
+        conn.transaction::<_, PipelineError, _>(async |conn| {
+            let mut touched: BTreeSet<UserId> = BTreeSet::new();
+            let mut fixed = (0u64, 0u64, 0u64, Vec::new(), 0u64);
+            for (event, applied) in behind
+                .iter()
+                .zip(follower::apply_many(conn, &behind).await?)
+            {
+                if let Applied::Changed { .. } = applied {
+                    touched.insert(event.to);
+                    fixed.0 += 1;
+                    fixed.3.push(format!(
+                        "projection {} -> {} brought to version {}",
+                        event.from, event.to, event.version
+                    ));
                 }
-                for truth in &same_version {
-                    if follower::overwrite(conn, truth).await?.is_some() {
-                        touched.extend(UserId::new(truth.to_user_id));
-                        fixed.1 += 1;
-                        fixed.3.push(format!(
-                            "projection {} -> {} overwritten at version {}",
-                            truth.from_user_id, truth.to_user_id, truth.version
-                        ));
-                    }
+            }
+            for truth in &same_version {
+                if follower::overwrite(conn, truth).await?.is_some() {
+                    touched.extend(UserId::new(truth.to_user_id));
+                    fixed.1 += 1;
+                    fixed.3.push(format!(
+                        "projection {} -> {} overwritten at version {}",
+                        truth.from_user_id, truth.to_user_id, truth.version
+                    ));
                 }
-                for (from, to) in &orphans {
-                    if follower::delete_orphan(conn, *from, *to).await?.is_some() {
-                        touched.insert(*to);
-                        fixed.2 += 1;
-                        fixed
-                            .3
-                            .push(format!("projection {from} -> {to} deleted (no truth edge)"));
-                    }
+            }
+            for (from, to) in &orphans {
+                if follower::delete_orphan(conn, *from, *to).await?.is_some() {
+                    touched.insert(*to);
+                    fixed.2 += 1;
+                    fixed
+                        .3
+                        .push(format!("projection {from} -> {to} deleted (no truth edge)"));
                 }
-                let touched: Vec<UserId> = touched.into_iter().collect();
-                let counters = stats::repair_counts(conn, &touched).await?;
-                fixed.4 = counters.len() as u64;
-                fixed.3.extend(counters.iter().map(describe_fix));
-                Ok(fixed)
-            })
-            .await;
-        match repaired {
-            Err(PipelineError::Postgres(ref e)) if failure::run_again(e, &mut attempts) => {}
-            repaired => break repaired?,
-        }
-    };
+            }
+            let touched: Vec<UserId> = touched.into_iter().collect();
+            let counters = stats::repair_counts(conn, &touched).await?;
+            fixed.4 = counters.len() as u64;
+            fixed.3.extend(counters.iter().map(describe_fix));
+            Ok(fixed)
+        })
+        .await
+    })?;
     summary.projection_updated += fixed.0;
     summary.projection_overwritten += fixed.1;
     summary.orphans_deleted += fixed.2;
@@ -364,19 +358,13 @@ pub(crate) async fn repair_counters(
     summary: &mut Summary,
 ) -> Result<(), PipelineError> {
     summary.users_checked += users.len() as u64;
-    let mut attempts = 0;
-    let fixes = loop {
+    let fixes = failure::rerun!({
         let mut conn = app.pg.get().await?;
-        let repaired = conn
-            .transaction::<_, PipelineError, _>(async |conn| {
-                Ok(stats::repair_counts(conn, users).await?)
-            })
-            .await;
-        match repaired {
-            Err(PipelineError::Postgres(ref e)) if failure::run_again(e, &mut attempts) => {}
-            repaired => break repaired?,
-        }
-    };
+        conn.transaction::<_, PipelineError, _>(async |conn| {
+            Ok(stats::repair_counts(conn, users).await?)
+        })
+        .await
+    })?;
     if fixes.is_empty() {
         return Ok(());
     }

@@ -73,3 +73,12 @@ impl From<diesel::ConnectionError> for PipelineError {
         Self::PostgresConnection(e.to_string())
     }
 }
+
+impl crate::store::failure::FromPostgres for PipelineError {
+    fn postgres(&self) -> Option<&diesel::result::Error> {
+        match self {
+            Self::Postgres(e) => Some(e),
+            _ => None,
+        }
+    }
+}

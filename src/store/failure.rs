@@ -2,7 +2,7 @@
 //! reads diesel's error kinds and PostgreSQL's messages. The API maps it to
 //! a client-visible code ([`crate::error::ApiError`]); the pipeline to
 //! retry or dead-letter ([`crate::error::PipelineError::is_permanent`]);
-//! the group commit and the writes outside it ([`run_again`]) and reconcile
+//! the group commit, the writes outside it and reconcile ([`rerun`])
 //! run a transaction again when PostgreSQL rolled it back to break a
 //! deadlock ([`Failure::RolledBack`]).
 
@@ -47,13 +47,13 @@ pub(crate) fn rolled_back_to_retry(e: &Error) -> bool {
     classify(e) == Failure::RolledBack
 }
 
-/// Times a transaction PostgreSQL rolled back is run again ([`run_again`]).
+/// Times a transaction PostgreSQL rolled back is run again ([`rerun`]).
 pub(crate) const RETRIES: u32 = 3;
 
 /// Whether a transaction that failed with `e` is to run again, its
 /// `tries` so far counted: while PostgreSQL rolls it back to break a
 /// deadlock or for a serialization failure, up to [`RETRIES`] times (such a
-/// rollback is not the caller's to see).
+/// rollback is not the caller's to see). Called by [`rerun`].
 pub(crate) fn run_again(e: &Error, tries: &mut u32) -> bool {
     if !rolled_back_to_retry(e) || *tries >= RETRIES {
         return false;
@@ -62,6 +62,41 @@ pub(crate) fn run_again(e: &Error, tries: &mut u32) -> bool {
     tracing::debug!(error = %e, tries = *tries, "a transaction is run again");
     true
 }
+
+/// An error that may be PostgreSQL's, for [`rerun`] to look at.
+pub(crate) trait FromPostgres {
+    /// PostgreSQL's error, if this is one.
+    fn postgres(&self) -> Option<&Error>;
+}
+
+impl FromPostgres for Error {
+    fn postgres(&self) -> Option<&Error> {
+        Some(self)
+    }
+}
+
+/// Runs `$transaction` — an expression for one statement, or a
+/// transaction of its own, evaluated anew for each run — and runs it again
+/// while PostgreSQL rolls it back to break a deadlock or for a
+/// serialization failure, up to [`RETRIES`] times: such a rollback
+/// committed nothing, and is not the caller's to see. Its value is the
+/// last run's result. What the expression takes from outside (event ids,
+/// tokens) stands for every run. (A macro, not a function taking an async
+/// closure: the futures of those are not yet known to be `Send`.)
+macro_rules! rerun {
+    ($transaction:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $transaction {
+                Err(e)
+                    if $crate::store::failure::FromPostgres::postgres(&e)
+                        .is_some_and(|pg| $crate::store::failure::run_again(pg, &mut tries)) => {}
+                done => break done,
+            }
+        }
+    }};
+}
+pub(crate) use rerun;
 
 /// Classifies `e`.
 pub(crate) fn classify(e: &Error) -> Failure {
@@ -112,6 +147,34 @@ mod tests {
         let mut tries = 0;
         assert!(!run_again(&db(Kind::UniqueViolation, "dup"), &mut tries));
         assert_eq!(tries, 0);
+    }
+
+    #[test]
+    fn rerun_runs_a_rolled_back_transaction_again_then_gives_up() {
+        let mut runs = 0;
+        let done = rerun!({
+            runs += 1;
+            if runs < 3 {
+                Err(db(Kind::SerializationFailure, "could not serialize access"))
+            } else {
+                Ok(runs)
+            }
+        });
+        assert_eq!(done.ok(), Some(3));
+        let mut runs = 0;
+        let failed: Result<(), Error> = rerun!({
+            runs += 1;
+            Err(db(Kind::Unknown, "deadlock detected"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(runs, RETRIES + 1, "the first run and its retries");
+        let mut runs = 0;
+        let rejected: Result<(), Error> = rerun!({
+            runs += 1;
+            Err(db(Kind::UniqueViolation, "duplicate key"))
+        });
+        assert!(rejected.is_err());
+        assert_eq!(runs, 1, "a rejection is not run again");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::error::ApiError;
 use crate::model::{User, UserId};
 use crate::paging::ListKey;
 use crate::store::blocks;
+use crate::store::failure;
 use crate::store::following::{EdgeChangeRow, PairState};
 
 use super::follow::{Refusal, described_user};
@@ -42,16 +43,22 @@ pub(crate) async fn change_block(
     super::take_tokens(app, actor, 1).await?;
     let rows = {
         let mut conn = app.pg.get().await?;
-        blocks::change(
-            &mut conn,
-            actor,
-            target,
-            block,
+        let (event_id, unfollow_ids) = (
             uuid::Uuid::new_v4(),
             [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()],
-            app.config.writes.max_blocks,
-        )
-        .await?
+        );
+        failure::rerun!({
+            blocks::change(
+                &mut conn,
+                actor,
+                target,
+                block,
+                event_id,
+                unfollow_ids,
+                app.config.writes.max_blocks,
+            )
+            .await
+        })?
     };
     let mut rows = rows.into_iter();
     let first = rows.next().ok_or_else(|| {

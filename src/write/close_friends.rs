@@ -39,9 +39,8 @@ pub(crate) async fn change_close_friend(
     let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
-        let mut tries = 0;
-        loop {
-            let ran = close_friends::change(
+        failure::rerun!({
+            close_friends::change(
                 &mut conn,
                 actor,
                 target,
@@ -49,12 +48,8 @@ pub(crate) async fn change_close_friend(
                 event_id,
                 app.config.writes.max_close_friends,
             )
-            .await;
-            match ran {
-                Err(e) if failure::run_again(&e, &mut tries) => {}
-                other => break other?,
-            }
-        }
+            .await
+        })?
     };
     if row.outcome != "ok" {
         return Err(Refusal::of(&row.outcome).into());

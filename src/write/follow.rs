@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::{User, UserId, UserStatus};
 use crate::paging::ListKey;
+use crate::store::failure;
 use crate::store::following::{self, EdgeChangeRow, EdgeItem, PairState};
 use crate::store::stats::UserStats;
 
@@ -112,7 +113,7 @@ pub(crate) async fn remove_follower(
     let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
-        following::remove_follower(&mut conn, owner, follower, event_id).await?
+        failure::rerun!({ following::remove_follower(&mut conn, owner, follower, event_id).await })?
     };
     let edge = Edge {
         from: follower,
@@ -215,7 +216,8 @@ pub(crate) async fn change_edges(
         Vec::new()
     } else {
         let mut conn = app.pg.get().await?;
-        following::change_set(&mut conn, &items, following::FollowCap::of(&app.config)).await?
+        let cap = following::FollowCap::of(&app.config);
+        failure::rerun!(following::change_set(&mut conn, &items, cap).await)?
     };
     let mut applied = Vec::new();
     for ((row, item), (_, index)) in rows.into_iter().zip(items).zip(&valid) {

@@ -77,13 +77,7 @@ pub(crate) async fn update_follow(
     let event_id = uuid::Uuid::new_v4();
     let row = {
         let mut conn = app.pg.get().await?;
-        let mut tries = 0;
-        loop {
-            match follow_options::set(&mut conn, actor, target, change, event_id).await {
-                Err(e) if failure::run_again(&e, &mut tries) => {}
-                other => break other?,
-            }
-        }
+        failure::rerun!({ follow_options::set(&mut conn, actor, target, change, event_id).await })?
     };
     let requested = match row.outcome.as_str() {
         "ok" => false,
@@ -134,27 +128,21 @@ pub(crate) async fn follow_with(
     let options_event = uuid::Uuid::new_v4();
     let (row, options) = {
         let mut conn = app.pg.get().await?;
-        let mut tries = 0;
-        loop {
-            let ran = conn
-                .transaction::<_, diesel::result::Error, _>(async |conn| {
-                    let row = following::change_set(conn, std::slice::from_ref(&item), cap)
-                        .await?
-                        .pop()
-                        .ok_or(diesel::result::Error::NotFound)?;
-                    if Refusal::check(&row.outcome).is_err() {
-                        return Ok((row, None));
-                    }
-                    let options =
-                        follow_options::set(conn, actor, target, change, options_event).await?;
-                    Ok((row, Some(options)))
-                })
-                .await;
-            match ran {
-                Err(e) if failure::run_again(&e, &mut tries) => {}
-                other => break other?,
-            }
-        }
+        failure::rerun!({
+            conn.transaction::<_, diesel::result::Error, _>(async |conn| {
+                let row = following::change_set(conn, std::slice::from_ref(&item), cap)
+                    .await?
+                    .pop()
+                    .ok_or(diesel::result::Error::NotFound)?;
+                if Refusal::check(&row.outcome).is_err() {
+                    return Ok((row, None));
+                }
+                let options =
+                    follow_options::set(conn, actor, target, change, options_event).await?;
+                Ok((row, Some(options)))
+            })
+            .await
+        })?
     };
     let edge = Edge {
         from: actor,

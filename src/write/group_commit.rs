@@ -248,15 +248,11 @@ impl Batcher {
         conn: &mut PgConn,
         items: &[EdgeItem],
     ) -> Result<Vec<EdgeChangeRow>, diesel::result::Error> {
-        let mut tries = 0;
-        loop {
+        failure::rerun!({
             self.counted.batches.inc();
             self.counted.changes.inc_by(items.len() as u64);
-            match following::change_set(conn, items, self.cap).await {
-                Err(e) if failure::run_again(&e, &mut tries) => {}
-                other => return other,
-            }
-        }
+            following::change_set(conn, items, self.cap).await
+        })
     }
 }
 

@@ -7,6 +7,7 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::UserId;
+use crate::store::failure;
 use crate::store::following::{self, EdgeItem, FollowCap};
 use crate::store::moves::{self, MoveRow, Progress};
 use crate::store::{PgConn, aliases, users};
@@ -90,7 +91,7 @@ pub(crate) async fn start(app: &App, from: UserId, to: UserId) -> Result<MoveRow
             });
         }
     }
-    let opened = moves::open(&mut conn, from, to, events).await?;
+    let opened = failure::rerun!(moves::open(&mut conn, from, to, events).await)?;
     let id = match (opened.outcome.as_str(), opened.move_id) {
         ("ok", Some(id)) => id,
         ("actor_unknown", _) => {

@@ -4,6 +4,7 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{User, UserId};
+use crate::store::failure;
 use crate::store::following::PairState;
 use crate::store::mutes;
 
@@ -49,15 +50,8 @@ pub(crate) async fn change_mute(
     super::take_tokens(app, actor, 1).await?;
     let row = {
         let mut conn = app.pg.get().await?;
-        mutes::change(
-            &mut conn,
-            actor,
-            target,
-            mute,
-            seconds,
-            uuid::Uuid::new_v4(),
-        )
-        .await?
+        let event_id = uuid::Uuid::new_v4();
+        failure::rerun!({ mutes::change(&mut conn, actor, target, mute, seconds, event_id).await })?
     };
     if row.outcome != "ok" {
         return Err(Refusal::of(&row.outcome).into());

@@ -11,6 +11,7 @@ use crate::error::ApiError;
 use crate::error::PipelineError;
 use crate::model::UserId;
 use crate::paging::ListKey;
+use crate::store::failure;
 use crate::store::following::PairState;
 use crate::store::requests;
 
@@ -35,16 +36,19 @@ pub(crate) async fn answer(
     super::take_tokens(app, owner, 1).await?;
     let row = {
         let mut conn = app.pg.get().await?;
-        requests::answer(
-            &mut conn,
-            owner,
-            requester,
-            accept,
-            uuid::Uuid::new_v4(),
-            uuid::Uuid::new_v4(),
-            crate::store::following::FollowCap::of(&app.config),
-        )
-        .await?
+        let event_ids = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        failure::rerun!({
+            requests::answer(
+                &mut conn,
+                owner,
+                requester,
+                accept,
+                event_ids.0,
+                event_ids.1,
+                crate::store::following::FollowCap::of(&app.config),
+            )
+            .await
+        })?
     };
     if row.outcome != "answered" && row.outcome != "ok" {
         return Err(Refusal::of(&row.outcome).into());

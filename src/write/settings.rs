@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::{User, UserId, UserStatus};
+use crate::store::failure;
 use crate::store::users::{self, SettingsChange};
 
 /// Sets the settings given (`None`: left as they are) on `actor`'s own
@@ -20,7 +21,8 @@ pub(crate) async fn update_settings(
 ) -> Result<User, ApiError> {
     super::take_tokens(app, actor, 1).await?;
     let mut conn = app.pg.get().await?;
-    let user = users::update_settings(&mut conn, actor, change, uuid::Uuid::new_v4()).await?;
+    let event_id = uuid::Uuid::new_v4();
+    let user = failure::rerun!(users::update_settings(&mut conn, actor, change, event_id).await)?;
     app.read.forget_users(&[actor]);
     let Some(user) = user else {
         return Err(match users::status_of(&mut conn, actor).await? {

@@ -638,3 +638,63 @@ async fn a_blocked_viewer_reads_nothing_of_the_blockers_lists() {
         "{r}"
     );
 }
+
+/// A block PostgreSQL rolls back to break a deadlock runs again: its caller
+/// sees the block made, not the deadlock. A transaction holds the actor's
+/// row, which a new block locks to count it, and once the block waits for
+/// it, asks for the pair's lock the block holds: a deadlock, which
+/// PostgreSQL breaks by rolling back the block, whose wait began first.
+#[tokio::test]
+async fn a_block_rolled_back_to_break_a_deadlock_runs_again() {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+
+    #[derive(diesel::QueryableByName)]
+    struct Waiting {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    let t = Arc::new(spawn_app().await);
+    let (a, b) = (t.user("a").await, t.user("b").await);
+    let mut holder = t.conn().await;
+    let r = holder
+        .transaction::<_, diesel::result::Error, _>(async |conn| {
+            diesel::sql_query(format!(
+                "SELECT 1 FROM users WHERE id = {a} FOR NO KEY UPDATE"
+            ))
+            .execute(conn)
+            .await?;
+            let blocking = {
+                let t = t.clone();
+                tokio::spawn(async move { block(&t, a, b).await })
+            };
+            // The block holds the pair's lock and waits for the row.
+            eventually("the block waiting, with the pair's lock", 10, || async {
+                let mut watch = t.conn().await;
+                let waiting: Waiting = diesel::sql_query(
+                    "SELECT count(*) AS n FROM pg_stat_activity s
+                      WHERE s.wait_event_type = 'Lock' AND s.query LIKE '%kith_block%'
+                        AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = s.pid
+                                     AND l.locktype = 'advisory' AND l.granted)",
+                )
+                .get_result(&mut *watch)
+                .await
+                .unwrap();
+                (waiting.n == 1).then_some(())
+            })
+            .await;
+            diesel::sql_query(format!("SELECT kith_lock_pair({a}, {b})"))
+                .execute(conn)
+                .await?;
+            Ok(blocking)
+        })
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_ok(&r);
+    assert_eq!(r["data"]["block"]["changed"], true, "{r}");
+    assert_eq!(
+        r["data"]["block"]["viewerRelation"]["blocking"], true,
+        "{r}"
+    );
+}
