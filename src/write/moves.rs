@@ -34,8 +34,7 @@ pub(crate) async fn add_alias(
     if users::find(&mut conn, alias).await?.is_none() {
         return Err(ApiError::NotFound("user"));
     }
-    let added = aliases::add_alias(&mut conn, user, alias, MAX_ALIASES)
-        .await?
+    let added = failure::rerun!(aliases::add_alias(&mut conn, user, alias, MAX_ALIASES).await)?
         .ok_or_else(|| {
             ApiError::invalid(format!(
                 "an account has at most {MAX_ALIASES} aliases: remove one first"
@@ -54,7 +53,7 @@ pub(crate) async fn remove_alias(
     super::take_tokens(app, user, 1).await?;
     let mut conn = app.pg.get().await?;
     active(&mut conn, user).await?;
-    let removed = aliases::remove_alias(&mut conn, user, alias).await?;
+    let removed = failure::rerun!(aliases::remove_alias(&mut conn, user, alias).await)?;
     Ok((removed, aliases::aliases(&mut conn, user).await?))
 }
 

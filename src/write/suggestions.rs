@@ -4,6 +4,7 @@
 use crate::app::App;
 use crate::error::ApiError;
 use crate::model::UserId;
+use crate::store::failure;
 use crate::store::suggestions;
 
 /// Leaves `target` out of `actor`'s suggestions (again: for the whole
@@ -22,13 +23,8 @@ pub(crate) async fn dismiss(app: &App, actor: UserId, target: UserId) -> Result<
     super::take_tokens(app, actor, 1).await?;
     {
         let mut conn = app.pg.get().await?;
-        suggestions::dismiss(
-            &mut conn,
-            actor,
-            target,
-            app.config.suggestions.dismiss_secs,
-        )
-        .await?;
+        let secs = app.config.suggestions.dismiss_secs;
+        failure::rerun!(suggestions::dismiss(&mut conn, actor, target, secs).await)?;
     }
     super::forget_suggestions(app, actor).await;
     Ok(())
