@@ -121,7 +121,8 @@ pub(crate) async fn run_writes(
     .await
 }
 
-/// Script calls one round trip of [`run_writes_paced`] carries at most.
+/// Commands (script calls, mostly) one round trip of [`run_writes_paced`]
+/// carries at most.
 /// Redis runs a round trip's scripts one after another, and a read that
 /// arrives meanwhile waits for them: a move's batch of 200 followers sent
 /// whole held Redis for about ten milliseconds. Trips of 8 calls served
@@ -129,15 +130,22 @@ pub(crate) async fn run_writes(
 /// CPU.
 const WRITES_PER_TRIP: usize = 64;
 
+/// The longest pause after a trip of [`run_writes_paced`]: a trip slowed
+/// by something else (a Redis fork, a lost packet) does not hold the
+/// batch back as long again.
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// [`run_writes`] for a batch too big to hold Redis at once, as the
-/// projector's: in round trips of at most [`WRITES_PER_TRIP`] script
-/// calls, in order, each followed by a pause as long as the trip took, so
-/// that the batch takes at most half of Redis's time and the reads between
-/// its trips are served with little wait. A batch that fits one trip is
-/// sent at once, without a pause. In runs of a move of 20,000 followers
+/// projector's (and reconcile's repairs, which go through it): in round
+/// trips of at most [`WRITES_PER_TRIP`] commands, in order, each followed
+/// by a pause as long as the trip took (at most [`MAX_PAUSE`]), so that
+/// the batch takes at most half of Redis's time and the reads between its
+/// trips are served with little wait. A batch that fits one trip is sent
+/// at once, without a pause. In runs of a move of 20,000 followers
 /// (`account_move`), the p99 of the reads served meanwhile went from
 /// 1.80–1.93× their own to 1.37–1.47×, for no more of Redis's CPU; trips
-/// sent without the pauses left it at 1.55–1.69× (docs/performance.md).
+/// of 8 sent without the pauses left it at 1.55–1.69×
+/// (docs/performance.md).
 pub(crate) async fn run_writes_paced(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
@@ -148,7 +156,7 @@ pub(crate) async fn run_writes_paced(
         let started = tokio::time::Instant::now();
         run_writes(conn, trip).await?;
         if i < last {
-            tokio::time::sleep(started.elapsed()).await;
+            tokio::time::sleep(started.elapsed().min(MAX_PAUSE)).await;
         }
     }
     Ok(())
