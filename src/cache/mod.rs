@@ -150,6 +150,9 @@ pub(crate) async fn run_writes_paced(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
 ) -> redis::RedisResult<()> {
+    if pipe.len() <= WRITES_PER_TRIP {
+        return run_writes(conn, pipe).await;
+    }
     let trips = trips(pipe, WRITES_PER_TRIP);
     let last = trips.len().saturating_sub(1);
     for (i, trip) in trips.iter().enumerate() {
