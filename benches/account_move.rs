@@ -5,18 +5,20 @@
 //! 1. Seeds a graph (`kith seed-data`'s generator): the old account is its
 //!    celebrity, with the followers; the new one an ordinary account.
 //! 2. Reads both accounts' profiles at a steady rate (open loop,
-//!    `KITH_BENCH_MOVE_READS_PER_SEC`, 40 a second) for
+//!    `KITH_BENCH_MOVE_READS_PER_SEC`, 40 a second, half each) for
 //!    `KITH_BENCH_MOVE_BASELINE_SECS` (30) outside any move: the baseline.
 //! 3. The new account claims the old, the old one moves, and the same reads
 //!    go on until the move has ended and the pipeline has carried every
 //!    follow to the caches. The move runs at `KITH_MOVE_FOLLOWERS_PER_SEC`
 //!    (the service's setting, 200 by default; set it to try another pace).
-//! 4. Reads the same way for as long again once the move is through: the
-//!    baseline is both samples, before and after.
+//! 4. Reads the same way for as long again once the move is through.
 //! 5. Reports how long the move took, the CPU each process spent on it
 //!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
-//!    during the move against the baseline, and the Redis round trips a
-//!    read made in each; then checks the counts.
+//!    during the move against outside it, and the Redis round trips a read
+//!    made in each; then checks the counts. Each profile is set against
+//!    its own reads of the same work: the new account's before and after
+//!    the move, the old one's before it only (once moved, its profile lists
+//!    a follower or none instead of twenty).
 //!
 //! In production PostgreSQL and the broker run on machines of their own;
 //! here they share the cores with Kith, Redis and the reads. So that the
@@ -133,8 +135,84 @@ fn cpu(kith_pid: u32, pipeline: &[u32]) -> procs::Cpu {
     cpu
 }
 
-fn latency(outcome: &mut Outcome) -> (f64, f64) {
-    (outcome.percentile_ms(50.0), outcome.percentile_ms(99.0))
+/// The reads of one phase: of the old account's profile, of the new one's.
+type Phase = [Outcome; 2];
+
+/// Reads both profiles for `duration`, open loop, at `rate` a second in
+/// all: half each, taking turns (the new account's a read later), each
+/// timed apart so that each profile's figures are its own.
+async fn read_both(addr: SocketAddr, rate: f64, duration: Duration, ids: [i64; 2]) -> Phase {
+    let profile = |id: i64| -> MakeCall {
+        let body = json!({ "query": PROFILE, "variables": { "id": gid(id) } }).to_string();
+        Arc::new(move |_| Call {
+            token: None,
+            body: body.clone(),
+        })
+    };
+    let (old, new) = tokio::join!(
+        load::open_loop(addr, rate / 2.0, duration, 8, profile(ids[0])),
+        async {
+            tokio::time::sleep(Duration::from_secs_f64(1.0 / rate)).await;
+            load::open_loop(addr, rate / 2.0, duration, 8, profile(ids[1])).await
+        },
+    );
+    [old, new]
+}
+
+/// The reads sent in `phases`.
+fn requests(phases: &[&Phase]) -> u64 {
+    phases
+        .iter()
+        .flat_map(|p| p.iter())
+        .map(Outcome::requests)
+        .sum()
+}
+
+/// A line of the reads' table: the latencies of some of them, together.
+struct Row {
+    what: &'static str,
+    p50: f64,
+    p99: f64,
+    requests: u64,
+    failed: u64,
+}
+
+impl Row {
+    fn of(what: &'static str, parts: &[&Outcome]) -> Self {
+        let mut all = Outcome::default();
+        for part in parts {
+            all.latencies.extend(&part.latencies);
+            for (cause, n) in &part.errors {
+                *all.errors.entry(cause.clone()).or_default() += n;
+            }
+        }
+        Self {
+            what,
+            p50: all.percentile_ms(50.0),
+            p99: all.percentile_ms(99.0),
+            requests: parts.iter().map(|p| p.requests()).sum(),
+            failed: parts.iter().map(|p| p.failed()).sum(),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "| {} | {:.2} ms | {:.2} ms | {} | {} |\n",
+            self.what, self.p50, self.p99, self.requests, self.failed
+        )
+    }
+
+    /// `row`'s latencies over `base`'s, and whether within 10%.
+    fn against(what: &str, row: &Self, base: &Self) -> String {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        let within = |r: f64| if r <= 1.10 { "yes" } else { "no" };
+        let (p50, p99) = (ratio(row.p50, base.p50), ratio(row.p99, base.p99));
+        format!(
+            "| {what} | {p50:.2}× (within 10%: {}) | {p99:.2}× (within 10%: {}) | | |\n",
+            within(p50),
+            within(p99)
+        )
+    }
 }
 
 #[tokio::main]
@@ -254,17 +332,10 @@ async fn main() {
     });
 
     // 2. Warm-up, then the baseline.
-    load::closed_loop(addr, 4, Duration::from_secs(5), None, reads.clone()).await;
+    load::closed_loop(addr, 4, Duration::from_secs(5), None, reads).await;
     let work_before = work(metrics).await;
     let cpu_before = cpu(pid, &pipeline_pids);
-    let mut baseline = load::open_loop(
-        addr,
-        rate,
-        Duration::from_secs(baseline_secs),
-        16,
-        reads.clone(),
-    )
-    .await;
+    let before = read_both(addr, rate, Duration::from_secs(baseline_secs), [old, new]).await;
     let baseline_cpu = cpu(pid, &pipeline_pids).since(&cpu_before);
     let work_after_baseline = work(metrics).await;
     let mut calls_outside = work_after_baseline.0 - work_before.0;
@@ -293,15 +364,12 @@ async fn main() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
         let stop = stop.clone();
-        let reads = reads.clone();
         tokio::spawn(async move {
-            let mut all = Outcome::default();
+            let mut all = Phase::default();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let part =
-                    load::open_loop(addr, rate, Duration::from_secs(5), 16, reads.clone()).await;
-                all.latencies.extend(part.latencies);
-                for (cause, n) in part.errors {
-                    *all.errors.entry(cause).or_default() += n;
+                let part = read_both(addr, rate, Duration::from_secs(5), [old, new]).await;
+                for (all, part) in all.iter_mut().zip(part) {
+                    all.merge(part);
                 }
             }
             all
@@ -346,7 +414,7 @@ async fn main() {
     let through_secs = started.elapsed().as_secs_f64();
     let move_cpu = cpu(pid, &pipeline_pids).since(&cpu_start);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut during = reading.await.expect("reads");
+    let during = reading.await.expect("reads");
     let calls_during = work(metrics).await.0 - calls_start;
 
     // The counts, as a profile reads them once the move is through (the
@@ -375,31 +443,61 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let work_start = work(metrics).await;
-    let mut after =
-        load::open_loop(addr, rate, Duration::from_secs(baseline_secs), 16, reads).await;
+    let after = read_both(addr, rate, Duration::from_secs(baseline_secs), [old, new]).await;
     let work_end = work(metrics).await;
     calls_outside += work_end.0 - work_start.0;
     let statements_after = work_end.1 - work_start.1;
     drop(kiths);
     cores.release();
 
-    let statements = |n: f64, outcome: &Outcome| n / outcome.requests().max(1) as f64;
+    let per_read = |n: f64, phases: &[&Phase]| n / requests(phases).max(1) as f64;
     let (statements_before, statements_after) = (
-        statements(statements_before, &baseline),
-        statements(statements_after, &after),
+        per_read(statements_before, &[&before]),
+        per_read(statements_after, &[&after]),
     );
-    let (before_p50, before_p99) = latency(&mut baseline);
-    let (after_p50, after_p99) = latency(&mut after);
-    baseline.merge(after);
-    let per_read = |calls: f64, outcome: &Outcome| calls / outcome.requests().max(1) as f64;
     let (calls_outside, calls_during) = (
-        per_read(calls_outside, &baseline),
-        per_read(calls_during, &during),
+        per_read(calls_outside, &[&before, &after]),
+        per_read(calls_during, &[&during]),
     );
-    let (base_p50, base_p99) = latency(&mut baseline);
-    let (move_p50, move_p99) = latency(&mut during);
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
-    let within = |a: f64, b: f64| if ratio(a, b) <= 1.10 { "yes" } else { "no" };
+    let [old_before, new_before] = &before;
+    let [old_during, new_during] = &during;
+    let [old_after, new_after] = &after;
+    let reads_table = [
+        Row::of("old account, before the move", &[old_before]),
+        Row::of("old account, during the move", &[old_during]),
+        Row::of(
+            "old account, after the move (a follower or none)",
+            &[old_after],
+        ),
+        Row::of(
+            "new account, before and after the move",
+            &[new_before, new_after],
+        ),
+        Row::of("new account, during the move", &[new_during]),
+        Row::of(
+            "both, outside a move (before and after)",
+            &[old_before, new_before, old_after, new_after],
+        ),
+        Row::of("both, during the move", &[old_during, new_during]),
+    ];
+    let [
+        _,
+        old_move,
+        _,
+        new_outside,
+        new_move,
+        both_outside,
+        both_move,
+    ] = &reads_table;
+    let reads_rows: String = reads_table
+        .iter()
+        .map(Row::line)
+        .chain([
+            Row::against("old account: during ÷ before", old_move, &reads_table[0]),
+            Row::against("new account: during ÷ outside", new_move, new_outside),
+            Row::against("both: during ÷ outside", both_move, both_outside),
+        ])
+        .collect();
     let moved = job["moved"].as_i64().unwrap_or(0)
         + job["requested"].as_i64().unwrap_or(0)
         + job["skipped"].as_i64().unwrap_or(0);
@@ -441,12 +539,11 @@ async fn main() {
          | CPU of the machine's services for the move (the reads' share taken out) | {total_cpu:.1} s ({:.2} ms a follower) |\n\n\
          | process | CPU while the move ran | of it the reads' (the baseline's rate) | the move's | per follower |\n|---|---|---|---|---|\n\
          {cpu_rows}\n\
-         | profile reads (both accounts) | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
-         | before the move ({baseline_secs} s) | {before_p50:.2} ms | {before_p99:.2} ms | | |\n\
-         | after the move ({baseline_secs} s) | {after_p50:.2} ms | {after_p99:.2} ms | | |\n\
-         | outside a move (both) | {base_p50:.2} ms | {base_p99:.2} ms | {} | {} |\n\
-         | during the move | {move_p50:.2} ms | {move_p99:.2} ms | {} | {} |\n\
-         | during / outside | {:.2}× (within 10%: {}) | {:.2}× (within 10%: {}) | | |\n\n\
+         | profile reads ({baseline_secs} s before and after the move) | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
+         {reads_rows}\n\
+         Once moved, the old account has a follower or none: its profile's reads after the move \
+         list one follower instead of twenty, so its reads during the move are compared with \
+         those before it only.\n\n\
          The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads): \
          {calls_outside:.2} Redis round trips outside a move, {calls_during:.2} during it. \
          PostgreSQL statements of the process serving the reads (`kith_postgres_statements_total`, \
@@ -467,14 +564,6 @@ async fn main() {
         counts.0,
         counts.1,
         total_cpu * 1000.0 / moved.max(1) as f64,
-        baseline.requests(),
-        baseline.failed(),
-        during.requests(),
-        during.failed(),
-        ratio(move_p50, base_p50),
-        within(move_p50, base_p50),
-        ratio(move_p99, base_p99),
-        within(move_p99, base_p99),
         match split {
             true => "the move runner",
             false => "the move runner, the relay and the projector",
