@@ -30,7 +30,7 @@ use crate::model::{UserId, UserStatus};
 use crate::paging::ListKey;
 use crate::shutdown::Shutdown;
 use crate::store::following::Changed;
-use crate::store::{PgConn, following, hidden_edges, outbox, stats, users};
+use crate::store::{PgConn, failure, following, hidden_edges, outbox, stats, users};
 
 /// Edges changed per transaction.
 const BATCH: i64 = 500;
@@ -69,7 +69,7 @@ pub async fn set_status(
 ) -> Result<Summary, PipelineError> {
     let previous = {
         let mut conn = app.pg.get().await?;
-        users::set_status(&mut conn, user, status).await?
+        failure::rerun!(users::set_status(&mut conn, user, status).await)?
     };
     // Shown at once here; other processes drop it as PostgreSQL's notice arrives.
     app.read.forget_users(&[user]);
@@ -168,29 +168,31 @@ fn followings_deltas(changed: &[Changed], delta: i64) -> Vec<(UserId, i64)> {
 /// remembered. Returns how many.
 async fn hide_batch(app: &App, user: UserId) -> Result<Vec<Changed>, PipelineError> {
     let mut conn = app.pg.get().await?;
-    conn.transaction::<_, PipelineError, _>(async |conn| {
-        // A restore that overtook this change stops it.
-        if users::status_of(conn, user).await? == Some(UserStatus::Active) {
-            return Ok(Vec::new());
-        }
-        let pairs = following::lock_active_edges_of(conn, user, BATCH).await?;
-        if pairs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let changed = following::deactivate_many(conn, &pairs).await?;
-        // The followers' counts are set from the truth (rows locked, then
-        // counted), not lowered by deltas: a count that had drifted low is
-        // set right instead of failing the batch on the `>= 0` check.
-        let followers: Vec<UserId> = changed
-            .iter()
-            .filter_map(|c| UserId::new(c.from_user_id))
-            .collect();
-        stats::repair_counts(conn, &followers).await?;
-        outbox::append_many(conn, &events(FollowEventType::FollowCanceled, &changed)).await?;
-        hidden_edges::insert(conn, user, &changed).await?;
-        Ok(changed)
-    })
-    .await
+    failure::rerun!(
+        conn.transaction::<_, PipelineError, _>(async |conn| {
+            // A restore that overtook this change stops it.
+            if users::status_of(conn, user).await? == Some(UserStatus::Active) {
+                return Ok(Vec::new());
+            }
+            let pairs = following::lock_active_edges_of(conn, user, BATCH).await?;
+            if pairs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let changed = following::deactivate_many(conn, &pairs).await?;
+            // The followers' counts are set from the truth (rows locked, then
+            // counted), not lowered by deltas: a count that had drifted low is
+            // set right instead of failing the batch on the `>= 0` check.
+            let followers: Vec<UserId> = changed
+                .iter()
+                .filter_map(|c| UserId::new(c.from_user_id))
+                .collect();
+            stats::repair_counts(conn, &followers).await?;
+            outbox::append_many(conn, &events(FollowEventType::FollowCanceled, &changed)).await?;
+            hidden_edges::insert(conn, user, &changed).await?;
+            Ok(changed)
+        })
+        .await
+    )
 }
 
 /// One transaction: up to [`BATCH`] hidden edges of `user` made active again
@@ -198,8 +200,10 @@ async fn hide_batch(app: &App, user: UserId) -> Result<Vec<Changed>, PipelineErr
 /// Returns (edges restored, hidden edges dealt with).
 async fn restore_batch(app: &App, user: UserId) -> Result<(Vec<Changed>, u64), PipelineError> {
     let mut conn = app.pg.get().await?;
-    conn.transaction::<_, PipelineError, _>(async |conn| restore_in(conn, user).await)
-        .await
+    failure::rerun!(
+        conn.transaction::<_, PipelineError, _>(async |conn| restore_in(conn, user).await)
+            .await
+    )
 }
 
 async fn restore_in(conn: &mut PgConn, user: UserId) -> Result<(Vec<Changed>, u64), PipelineError> {

@@ -102,13 +102,8 @@ pub(crate) async fn accept_all(app: &App, owner: UserId) -> Result<u64, Pipeline
     loop {
         let batch = {
             let mut conn = app.pg.get().await?;
-            requests::accept_batch(
-                &mut conn,
-                owner,
-                BATCH,
-                crate::store::following::FollowCap::of(&app.config),
-            )
-            .await?
+            let cap = crate::store::following::FollowCap::of(&app.config);
+            failure::rerun!(requests::accept_batch(&mut conn, owner, BATCH, cap).await)?
         };
         if batch.is_empty() {
             return Ok(accepted);
