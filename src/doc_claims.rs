@@ -142,6 +142,15 @@ fn claims() -> Vec<(&'static str, String)> {
     };
     vec![
         (
+            "docs/architecture.md",
+            format!(
+                "(a note lasts {} s, renewed by reads at most every {} s; up to {} lists,",
+                crate::read::heads::READ_LATELY.as_secs(),
+                crate::read::heads::RENEW_AFTER.as_secs(),
+                thousands(crate::read::heads::CAPACITY as usize)
+            ),
+        ),
+        (
             "docs/api.md",
             format!(
                 "Each such field costs {} complexity points besides its page.",

@@ -105,9 +105,9 @@ async fn receive(app: &Arc<App>, batch: LiveBatch) {
     app.live.deliver(batch);
 }
 
-/// Loads, in the background, the user rows of the newcomers a first page
-/// read here lately would now show (`src/read/heads.rs`), before a read
-/// asks for them — unless they are held, the user cache cannot serve now,
+/// Loads, in the background, the user rows of a batch's newest arrivals
+/// to the lists whose first page was read here lately
+/// (`src/read/heads.rs`), before a read asks for them — unless they are held, the user cache cannot serve now,
 /// or a warming runs already (best effort: a read loads what this did not).
 fn warm_newcomers(app: &Arc<App>, batch: &LiveBatch) {
     let users = app.read.users();

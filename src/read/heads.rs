@@ -7,11 +7,13 @@
 //! celebrity's followers — shows members never read here on every page,
 //! and the first read after each change went to PostgreSQL for them.
 //!
-//! So this process notes the lists whose first page it served in the last
-//! minute, and how deep; when a projector's batch adds members to one of
+//! So this process notes the lists whose first page was asked of it
+//! lately, and how deep; when a projector's batch adds members to one of
 //! them (told by the live updates' listener), the listener loads the rows
-//! of the newest arrivals at once, in the background — at most a page of
-//! them per noted list and batch — so that the next read finds them held.
+//! of the batch's newest arrivals at once, in the background — at most a
+//! page of them per noted list and batch — so that the next read finds
+//! them held. (An arrival with an old follow time, a restored follow, may
+//! be loaded and not shown.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,19 +22,21 @@ use std::time::{Duration, Instant};
 use crate::model::{IdHasher, UserId};
 use crate::paging::{ListKey, PageRequest};
 
-/// How long a list counts as read here after its first page was served.
-const READ_LATELY: Duration = Duration::from_secs(60);
+/// How long a note lasts: a list counts as read here lately until this
+/// long after its note was made or renewed.
+pub(crate) const READ_LATELY: Duration = Duration::from_secs(60);
 
-/// How old a note may grow before a read of the list renews it: a list
-/// read all the time is written to the notes once in this long, not at
-/// every read.
-const RENEW_AFTER: Duration = Duration::from_secs(15);
+/// How old a note may grow before a read of the list renews it (to that
+/// read's page): a list read all the time is written to the notes once in
+/// this long, not at every read.
+pub(crate) const RENEW_AFTER: Duration = Duration::from_secs(15);
 
 /// Lists whose heads are noted at most (the least read leave first).
-const CAPACITY: u64 = 10_000;
+pub(crate) const CAPACITY: u64 = 10_000;
 
-/// The lists whose first page this process served lately: each with the
-/// largest such page, and when it was noted.
+/// The lists whose first page was asked of this process lately: each with
+/// the largest such page since its note was made or renewed, and when
+/// that was.
 pub(crate) struct RecentHeads {
     notes: moka::sync::Cache<ListKey, (usize, Instant), IdHasher>,
     /// One warming at a time: one that PostgreSQL holds up is not joined by
@@ -53,25 +57,34 @@ impl Default for RecentHeads {
 }
 
 impl RecentHeads {
-    /// Notes that `request` of `list` was served, if it is a first page.
-    pub(crate) fn served(&self, list: ListKey, request: PageRequest) {
+    /// Notes that `request` of `list` was asked for, if it is a first
+    /// page. (Two reads at once may note the smaller page: a note is a
+    /// hint.)
+    pub(crate) fn asked(&self, list: ListKey, request: PageRequest) {
         let size = match request {
             PageRequest::After(None, n) | PageRequest::Offset(0, n) => n,
             _ => return,
         };
-        let noted = self.notes.get(&list);
-        let stale = noted.is_none_or(|(held, at)| held < size || at.elapsed() > RENEW_AFTER);
-        if size > 0 && stale {
-            let size = noted.map_or(size, |(held, _)| held.max(size));
-            self.notes.insert(list, (size, Instant::now()));
+        if size == 0 {
+            return;
+        }
+        match self.notes.get(&list) {
+            Some((held, at)) if at.elapsed() <= RENEW_AFTER => {
+                if held < size {
+                    self.notes.insert(list, (size, at));
+                }
+            }
+            // New, or old enough to be renewed: as this read's page.
+            _ => self.notes.insert(list, (size, Instant::now())),
         }
     }
 
     /// Of `changes` — a list, a member whose edge in it changed, its
     /// follow time (ms), whether it is in the list now; in the order they
-    /// happened — the members a first page of a list read lately would now
-    /// show: those in it after their last change, newest first (ties as a
-    /// page orders them, larger id first), as many as its page held.
+    /// happened — the newest arrivals to the lists read lately: for each
+    /// such list, the members in it after their last change, newest first
+    /// (ties as a page orders them, larger id first), as many as its noted
+    /// page.
     pub(crate) fn newcomers(
         &self,
         changes: impl IntoIterator<Item = (ListKey, UserId, i64, bool)>,
@@ -124,13 +137,13 @@ mod tests {
         let heads = RecentHeads::default();
         let (star, quiet, paged) = (user(1), user(2), user(3));
         let followers = ListKey::Followers(star);
-        heads.served(followers, PageRequest::After(None, 3));
+        heads.asked(followers, PageRequest::After(None, 3));
         // A smaller page later does not make the noted one smaller.
-        heads.served(followers, PageRequest::After(None, 1));
-        heads.served(ListKey::Following(star), PageRequest::Offset(0, 5));
+        heads.asked(followers, PageRequest::After(None, 1));
+        heads.asked(ListKey::Following(star), PageRequest::Offset(0, 5));
         // Not first pages: nothing noted.
-        heads.served(ListKey::Followers(paged), PageRequest::Offset(3, 5));
-        heads.served(ListKey::Followers(paged), PageRequest::Before(None, 5));
+        heads.asked(ListKey::Followers(paged), PageRequest::Offset(3, 5));
+        heads.asked(ListKey::Followers(paged), PageRequest::Before(None, 5));
         let changes = [
             (followers, user(10), 100, true),
             (followers, user(11), 300, true),
