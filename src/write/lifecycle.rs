@@ -108,7 +108,7 @@ async fn settle_account(
         };
         if n == 0 {
             let mut conn = app.pg.get().await?;
-            users::transition_done(&mut conn, user, status).await?;
+            failure::rerun!(users::transition_done(&mut conn, user, status).await)?;
             return Ok(());
         }
     }
