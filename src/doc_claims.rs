@@ -144,10 +144,9 @@ fn claims() -> Vec<(&'static str, String)> {
         (
             "docs/architecture.md",
             format!(
-                "(a note lasts {} s, renewed by reads at most every {} s; up to {} lists,",
-                crate::read::heads::READ_LATELY.as_secs(),
-                crate::read::heads::RENEW_AFTER.as_secs(),
-                thousands(crate::read::heads::CAPACITY as usize)
+                "in round trips of at most {} commands, with a pause between two trips as long as the one before it took (at most {} ms;",
+                crate::cache::WRITES_PER_TRIP,
+                crate::cache::MAX_PAUSE.as_millis()
             ),
         ),
         (

@@ -128,17 +128,18 @@ pub(crate) async fn run_writes(
 /// whole held Redis for about ten milliseconds. Trips of 8 calls served
 /// the reads no better than trips of 64, for half as much again of Redis's
 /// CPU.
-const WRITES_PER_TRIP: usize = 64;
+pub(crate) const WRITES_PER_TRIP: usize = 64;
 
 /// The longest pause after a trip of [`run_writes_paced`]: a trip slowed
 /// by something else (a Redis fork, a lost packet) does not hold the
 /// batch back as long again.
-const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+pub(crate) const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// [`run_writes`] for a batch too big to hold Redis at once, as the
 /// projector's (and reconcile's repairs, which go through it): in round
-/// trips of at most [`WRITES_PER_TRIP`] commands, in order, each followed
-/// by a pause as long as the trip took (at most [`MAX_PAUSE`]), so that
+/// trips of at most [`WRITES_PER_TRIP`] commands, in order, with a pause
+/// between two trips as long as the one before it took (at most
+/// [`MAX_PAUSE`]), so that
 /// the batch takes at most half of Redis's time and the reads between its
 /// trips are served with little wait. A batch that fits one trip is sent
 /// at once, without a pause. In runs of a move of 20,000 followers

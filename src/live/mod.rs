@@ -25,7 +25,6 @@ use futures_util::StreamExt as _;
 
 use self::hub::LiveBatch;
 use crate::app::App;
-use crate::model::UserId;
 use crate::paging::ListKey;
 use crate::shutdown::Shutdown;
 
@@ -96,48 +95,10 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     }
 }
 
-async fn receive(app: &Arc<App>, batch: LiveBatch) {
+async fn receive(app: &App, batch: LiveBatch) {
     for change in &batch.follows {
         app.read.forget_list(&ListKey::Followers(change.to)).await;
         app.read.forget_list(&ListKey::Following(change.from)).await;
     }
-    warm_newcomers(app, &batch);
     app.live.deliver(batch);
-}
-
-/// Loads, in the background, the user rows of a batch's newest arrivals
-/// to the lists whose first page was read here lately
-/// (`src/read/heads.rs`), before a read asks for them — unless they are held, the user cache cannot serve now,
-/// or a warming runs already (best effort: a read loads what this did not).
-fn warm_newcomers(app: &Arc<App>, batch: &LiveBatch) {
-    let users = app.read.users();
-    if !users.is_serving() {
-        return;
-    }
-    let changes = batch.follows.iter().flat_map(|c| {
-        [
-            (ListKey::Followers(c.to), c.from, c.followed_at_ms, c.active),
-            (ListKey::Following(c.from), c.to, c.followed_at_ms, c.active),
-        ]
-    });
-    let missing: Vec<UserId> = app
-        .read
-        .heads()
-        .newcomers(changes)
-        .into_iter()
-        .filter(|id| users.get(*id).is_none())
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let Some(permit) = app.read.heads().warming() else {
-        return;
-    };
-    let app = app.clone();
-    tokio::spawn(async move {
-        let _permit = permit;
-        if let Err(error) = app.read.users().by_ids(&app.pg, &missing).await {
-            tracing::debug!(%error, "newcomers to list heads read here not loaded");
-        }
-    });
 }

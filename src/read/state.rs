@@ -32,8 +32,6 @@ pub struct ReadModel {
     pub(super) users: Arc<UserCache>,
     /// Notify followers lists held in process, kept by PostgreSQL's notices.
     pub(super) notify: Arc<super::notify::NotifyCache>,
-    /// The lists whose first page was served here lately.
-    pub(super) heads: super::heads::RecentHeads,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
     pub(super) hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
     /// Computed intersections of two lists (`commonFollowing`,
@@ -80,7 +78,6 @@ impl ReadModel {
                 config.caches.notify_cache_members,
             ),
             replica,
-            heads: super::heads::RecentHeads::default(),
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.caches.hot_page_ttl_ms))
@@ -117,12 +114,6 @@ impl ReadModel {
     /// accounts behind tokens.
     pub fn users(&self) -> &Arc<UserCache> {
         &self.users
-    }
-
-    /// The lists whose first page was served here lately, whose
-    /// newcomers the live updates warm.
-    pub(crate) fn heads(&self) -> &super::heads::RecentHeads {
-        &self.heads
     }
 
     /// Notify followers lists held in process.
