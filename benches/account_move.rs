@@ -30,7 +30,10 @@
 //! the machine runs them otherwise. `KITH_BENCH_MOVE_SHAPE=split` runs
 //! Kith as production would, `kith serve` with a `kith relay` and a
 //! `kith project` of their own (pinned beside PostgreSQL and the broker),
-//! instead of one `kith run`.
+//! instead of one `kith run`. `KITH_BENCH_MOVE_USERS=warm` loads every
+//! user's row into the serving process's cache before the baseline (and
+//! keeps it there for the run), so that no read loads one from PostgreSQL:
+//! it tells what the reads pay for rows they had not held.
 //!
 //! Needs the local stack (`scripts/stack up`; `scripts/stack clean` first
 //! for a clean measure). Run `cargo bench --bench account_move`; writes
@@ -142,6 +145,18 @@ type Phase = [Outcome; 2];
 /// all: half each, taking turns (the new account's a read later), each
 /// timed apart so that each profile's figures are its own.
 async fn read_both(addr: SocketAddr, rate: f64, duration: Duration, ids: [i64; 2]) -> Phase {
+    let each = (rate / 2.0 * duration.as_secs_f64()) as u64;
+    read_both_while(addr, rate, ids, move |i| i < each).await
+}
+
+/// Reads both profiles as [`read_both`] does, for as long as `more(i)`
+/// holds of each one's next read `i`.
+async fn read_both_while(
+    addr: SocketAddr,
+    rate: f64,
+    ids: [i64; 2],
+    more: impl Fn(u64) -> bool + Clone,
+) -> Phase {
     let profile = |id: i64| -> MakeCall {
         let body = json!({ "query": PROFILE, "variables": { "id": gid(id) } }).to_string();
         Arc::new(move |_| Call {
@@ -150,10 +165,10 @@ async fn read_both(addr: SocketAddr, rate: f64, duration: Duration, ids: [i64; 2
         })
     };
     let (old, new) = tokio::join!(
-        load::open_loop(addr, rate / 2.0, duration, 8, profile(ids[0])),
+        load::open_loop_while(addr, rate / 2.0, 8, profile(ids[0]), more.clone()),
         async {
             tokio::time::sleep(Duration::from_secs_f64(1.0 / rate)).await;
-            load::open_loop(addr, rate / 2.0, duration, 8, profile(ids[1])).await
+            load::open_loop_while(addr, rate / 2.0, 8, profile(ids[1]), more).await
         },
     );
     [old, new]
@@ -181,10 +196,7 @@ impl Row {
     fn of(what: &'static str, parts: &[&Outcome]) -> Self {
         let mut all = Outcome::default();
         for part in parts {
-            all.latencies.extend(&part.latencies);
-            for (cause, n) in &part.errors {
-                *all.errors.entry(cause.clone()).or_default() += n;
-            }
+            all.merge(part);
         }
         Self {
             what,
@@ -281,12 +293,16 @@ async fn main() {
     };
     let (addr, metrics) = (free(), free());
     std::fs::create_dir_all("target/bench-reports").unwrap();
+    let warm_users = std::env::var("KITH_BENCH_MOVE_USERS").is_ok_and(|v| v == "warm");
     let kith = |command: &str, http: SocketAddr, metrics: SocketAddr| {
         let log = format!("target/bench-reports/account-move-kith-{command}.log");
-        common::kith_command(&app.config, command, http, metrics, log.as_ref())
-            .env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
-            .spawn()
-            .expect("kith starts")
+        let mut kith = common::kith_command(&app.config, command, http, metrics, log.as_ref());
+        kith.env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string());
+        if warm_users {
+            kith.env("KITH_USER_CACHE_TTL_SECS", "86400")
+                .env("KITH_USER_CACHE_CAPACITY", (followers + 20_000).to_string());
+        }
+        kith.spawn().expect("kith starts")
     };
     let serving = kith(if split { "serve" } else { "run" }, addr, metrics);
     let pid = serving.id();
@@ -331,6 +347,21 @@ async fn main() {
     }
     });
 
+    if warm_users {
+        // Every user's row in the serving process's cache, so that no read
+        // of the run loads one from PostgreSQL.
+        let all = followers + 20_000;
+        for first in (1..=all).step_by(100) {
+            let ids: Vec<String> = (first..=(first + 99).min(all)).map(gid).collect();
+            call(
+                addr,
+                &token(new),
+                "query($ids: [ID!]!) { users(ids: $ids) { id } }",
+                json!({ "ids": ids }),
+            )
+            .await;
+        }
+    }
     // 2. Warm-up, then the baseline.
     load::closed_loop(addr, 4, Duration::from_secs(5), None, reads).await;
     let work_before = work(metrics).await;
@@ -364,16 +395,9 @@ async fn main() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
         let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut all = Phase::default();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let part = read_both(addr, rate, Duration::from_secs(5), [old, new]).await;
-                for (all, part) in all.iter_mut().zip(part) {
-                    all.merge(part);
-                }
-            }
-            all
-        })
+        tokio::spawn(read_both_while(addr, rate, [old, new], move |_| {
+            !stop.load(std::sync::atomic::Ordering::Relaxed)
+        }))
     };
     let watch =
         "query($id: ID!) { accountMove(id: $id) { state total moved requested skipped failed } }";
@@ -531,7 +555,7 @@ async fn main() {
          `cargo bench --bench account_move`: the release {} on the local stack; the old \
          account has {followers} followers (seeded), the new one {before_new} ({overlap} follow \
          both); the move at `KITH_MOVE_FOLLOWERS_PER_SEC={pace}`; profile reads of both accounts \
-         over TCP at {rate} a second, open loop. Cores: {}.\n\n\
+         over TCP at {rate} a second, open loop. Cores: {}. User rows: {}.\n\n\
          | what | figure |\n|---|---|\n\
          | the move's job: {} | {:.1} s ({:.0} followers a second) |\n\
          | moved / requested / already following / left behind | {} / {} / {} / {} |\n\
@@ -555,6 +579,12 @@ async fn main() {
             false => "`kith run`",
         },
         cores.describe(),
+        match warm_users {
+            true =>
+                "every one held in the serving process from before the baseline \
+                     (`KITH_BENCH_MOVE_USERS=warm`)",
+            false => "loaded as the reads ask for them",
+        },
         job["state"],
         job_secs,
         moved as f64 / job_secs,

@@ -156,10 +156,10 @@ impl Outcome {
     }
 
     /// Adds `other`'s requests to these.
-    pub fn merge(&mut self, other: Outcome) {
-        self.latencies.extend(other.latencies);
-        for (k, v) in other.errors {
-            *self.errors.entry(k).or_default() += v;
+    pub fn merge(&mut self, other: &Outcome) {
+        self.latencies.extend(&other.latencies);
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
         }
     }
 
@@ -241,7 +241,7 @@ pub async fn closed_loop(
     }
     let mut total = Outcome::default();
     while let Some(done) = workers.join_next().await {
-        total.merge(done.expect("client"));
+        total.merge(&done.expect("client"));
     }
     total.elapsed = started.elapsed();
     total
@@ -250,7 +250,7 @@ pub async fn closed_loop(
 /// Requests at a fixed `rate` for `duration`, each timed from when it was
 /// due (not from when a connection was free), so that a stall shows in the
 /// latencies instead of quietly lowering the rate. At most `connections`
-/// are in flight.
+/// are in flight, over connections opened before the first request.
 pub async fn open_loop(
     addr: SocketAddr,
     rate: f64,
@@ -258,14 +258,33 @@ pub async fn open_loop(
     connections: usize,
     make: MakeCall,
 ) -> Outcome {
+    let total = (rate * duration.as_secs_f64()) as u64;
+    open_loop_while(addr, rate, connections, make, |i| i < total).await
+}
+
+/// The same as [`open_loop`], for as long as `more(i)` holds of the next
+/// request `i`: one set of connections throughout, so that a long phase
+/// read in parts does not open new ones (and time their handshakes) at
+/// each part.
+pub async fn open_loop_while(
+    addr: SocketAddr,
+    rate: f64,
+    connections: usize,
+    make: MakeCall,
+    more: impl Fn(u64) -> bool,
+) -> Outcome {
+    // The connections are opened before the clock starts: a phase times
+    // requests, not handshakes (one that breaks is opened again, timed).
     let (pool_tx, pool_rx) = async_channel(connections);
     for _ in 0..connections {
-        pool_tx.send(None).await.expect("pool");
+        pool_tx
+            .send(Conn::open(addr).await.ok())
+            .await
+            .expect("pool");
     }
-    let total = (rate * duration.as_secs_f64()) as u64;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..total {
+    for i in (0..).take_while(|i| more(*i)) {
         let due = started + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due.into()).await;
         let (make, pool_tx, pool_rx) = (make.clone(), pool_tx.clone(), pool_rx.clone());
