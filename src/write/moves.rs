@@ -240,6 +240,10 @@ pub(crate) struct Brought {
     pub failures: Vec<(i64, &'static str)>,
     /// The follows and unfollows it made, for the caches.
     pub follows: Vec<FollowOutcome>,
+    /// The followers it brought to the new account (a follow made, one
+    /// there already, or a request): not those left behind, nor those that
+    /// no longer followed the old account when it looked.
+    pub brought: Vec<UserId>,
 }
 
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
@@ -387,6 +391,7 @@ async fn bring(
         progress,
         failures,
         follows,
+        brought: leaving,
     }))
 }
 
@@ -435,14 +440,22 @@ pub(crate) async fn bring_stranded(
         drop(conn);
         let Some(brought) = brought else { continue };
         after_batch(app, &brought.follows).await;
-        for follower in followers.iter().filter_map(|f| UserId::new(f.id)) {
-            let left = brought
-                .failures
-                .iter()
-                .find(|(id, _)| *id == follower.get())
-                .map_or("brought along", |(_, code)| *code);
-            out.push((follower, from, left));
-        }
+        // A follower that stopped following the old account meanwhile was
+        // not stranded any more: nothing was done for it, so nothing is
+        // reported.
+        let mut done: Vec<_> = brought
+            .brought
+            .iter()
+            .map(|&follower| (follower, from, "brought along"))
+            .chain(
+                brought
+                    .failures
+                    .iter()
+                    .filter_map(|&(id, code)| Some((UserId::new(id)?, from, code))),
+            )
+            .collect();
+        done.sort_by_key(|(follower, _, _)| *follower);
+        out.extend(done);
     }
     Ok(out)
 }
