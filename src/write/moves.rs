@@ -242,7 +242,8 @@ pub(crate) struct Brought {
     pub follows: Vec<FollowOutcome>,
     /// The followers it brought to the new account (a follow made, one
     /// there already, or a request): not those left behind, nor those that
-    /// no longer followed the old account when it looked.
+    /// no longer followed the old account when it looked, nor those at the
+    /// follow cap whose new account changed meanwhile (left for the sweep).
     pub brought: Vec<UserId>,
 }
 
@@ -424,11 +425,18 @@ pub(crate) async fn bring_stranded(
             .transaction::<_, ApiError, _>(async |conn| {
                 match bring(app, conn, (from, to), &followers).await? {
                     Ok(brought) => {
-                        // Each was left behind once at most: its row (if
-                        // any) goes, and is written again if it is left
-                        // behind again, counted once.
+                        // Each was left behind once at most: the row (if
+                        // any) of each the batch handled goes, and is
+                        // written again if it is left behind again, counted
+                        // once. One the batch did not handle (it no longer
+                        // followed the old account) keeps its record.
                         let id = group[0].move_id;
-                        let ids: Vec<i64> = followers.iter().map(|f| f.id).collect();
+                        let ids: Vec<i64> = brought
+                            .brought
+                            .iter()
+                            .map(|u| u.get())
+                            .chain(brought.failures.iter().map(|(id, _)| *id))
+                            .collect();
                         moves::forget_left_behind(conn, id, &ids).await?;
                         moves::advance(conn, id, brought.progress, &brought.failures).await?;
                         Ok(Some(brought))
