@@ -287,6 +287,10 @@ pub async fn open_loop_while(
     for i in (0..).take_while(|i| more(*i)) {
         let due = started + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due.into()).await;
+        // A condition that turned false while waiting sends nothing more.
+        if !more(i) {
+            break;
+        }
         let (make, pool_tx, pool_rx) = (make.clone(), pool_tx.clone(), pool_rx.clone());
         tasks.spawn(async move {
             let mut conn: Option<Conn> = pool_rx.lock().await.recv().await.expect("pool");
