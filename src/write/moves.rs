@@ -247,6 +247,25 @@ pub(crate) struct Brought {
     pub brought: Vec<UserId>,
 }
 
+impl Brought {
+    /// Each follower the batch brought (`brought along`) or left behind
+    /// (with its code), in follower order.
+    fn handled(&self) -> Vec<(UserId, &'static str)> {
+        let mut handled: Vec<_> = self
+            .brought
+            .iter()
+            .map(|&follower| (follower, "brought along"))
+            .chain(
+                self.failures
+                    .iter()
+                    .filter_map(|&(id, code)| Some((UserId::new(id)?, code))),
+            )
+            .collect();
+        handled.sort_by_key(|(follower, _)| *follower);
+        handled
+    }
+}
+
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
 /// follows `to` and, unless refused, unfollows `from`. Every pair of
 /// theirs with either account is locked first, in one pass, and who still
@@ -431,12 +450,8 @@ pub(crate) async fn bring_stranded(
                         // once. One the batch did not handle (it no longer
                         // followed the old account) keeps its record.
                         let id = group[0].move_id;
-                        let ids: Vec<i64> = brought
-                            .brought
-                            .iter()
-                            .map(|u| u.get())
-                            .chain(brought.failures.iter().map(|(id, _)| *id))
-                            .collect();
+                        let ids: Vec<i64> =
+                            brought.handled().iter().map(|(f, _)| f.get()).collect();
                         moves::forget_left_behind(conn, id, &ids).await?;
                         moves::advance(conn, id, brought.progress, &brought.failures).await?;
                         Ok(Some(brought))
@@ -451,19 +466,12 @@ pub(crate) async fn bring_stranded(
         // A follower that stopped following the old account meanwhile was
         // not stranded any more: nothing was done for it, so nothing is
         // reported.
-        let mut done: Vec<_> = brought
-            .brought
-            .iter()
-            .map(|&follower| (follower, from, "brought along"))
-            .chain(
-                brought
-                    .failures
-                    .iter()
-                    .filter_map(|&(id, code)| Some((UserId::new(id)?, from, code))),
-            )
-            .collect();
-        done.sort_by_key(|(follower, _, _)| *follower);
-        out.extend(done);
+        out.extend(
+            brought
+                .handled()
+                .into_iter()
+                .map(|(follower, outcome)| (follower, from, outcome)),
+        );
     }
     Ok(out)
 }
