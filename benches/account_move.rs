@@ -236,14 +236,15 @@ async fn main() {
     let app = common::isolated_app(&name, |c| c.database.statement_timeout_ms = 0).await;
     let pace = app.config.portability.move_followers_per_sec;
 
-    // 1. The graph.
+    // 1. The graph: the followers and 20,000 more users.
+    let users = followers + 20_000;
     let seeded = Instant::now();
     let summary = {
         let mut conn = app.pg.get().await.unwrap();
         kith::testing::store::seed::generate(
             &mut conn,
             &kith::testing::store::seed::Plan {
-                users: followers + 20_000,
+                users,
                 edges: followers + 100_000,
                 celebrities: 1,
                 celebrity_followers: followers,
@@ -300,7 +301,7 @@ async fn main() {
         kith.env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string());
         if warm_users {
             kith.env("KITH_USER_CACHE_TTL_SECS", "86400")
-                .env("KITH_USER_CACHE_CAPACITY", (followers + 20_000).to_string());
+                .env("KITH_USER_CACHE_CAPACITY", users.to_string());
         }
         kith.spawn().expect("kith starts")
     };
@@ -350,9 +351,8 @@ async fn main() {
     if warm_users {
         // Every user's row in the serving process's cache, so that no read
         // of the run loads one from PostgreSQL.
-        let all = followers + 20_000;
-        for first in (1..=all).step_by(100) {
-            let ids: Vec<String> = (first..=(first + 99).min(all)).map(gid).collect();
+        for first in (1..=users).step_by(100) {
+            let ids: Vec<String> = (first..=(first + 99).min(users)).map(gid).collect();
             call(
                 addr,
                 &token(new),
