@@ -154,7 +154,7 @@ pub(crate) async fn bring_stranded(
     app: &App,
     user: Option<UserId>,
 ) -> Result<Vec<(UserId, UserId, &'static str)>, PipelineError> {
-    crate::write::moves::bring_stranded(app, user, LIMIT)
+    crate::write::move_repair::bring_stranded(app, user, LIMIT)
         .await
         .map_err(|e| PipelineError::Repair(e.detail()))
 }

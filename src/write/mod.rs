@@ -10,6 +10,7 @@ pub(crate) mod group_commit;
 pub(crate) mod import;
 pub(crate) mod lifecycle;
 pub(crate) mod move_cap;
+pub(crate) mod move_repair;
 pub(crate) mod move_runner;
 pub(crate) mod moves;
 pub(crate) mod mute;

@@ -152,7 +152,7 @@ pub(crate) struct Batch {
 pub(crate) struct Stopped(pub &'static str);
 
 /// Why [`bring`] brought nobody.
-enum Halt {
+pub(super) enum Halt {
     /// The move cannot go on: it ends `failed`.
     Stopped(Stopped),
     /// The new account cannot be followed for now (suspended): the move
@@ -247,31 +247,12 @@ pub(crate) struct Brought {
     pub brought: Vec<UserId>,
 }
 
-impl Brought {
-    /// Each follower the batch brought (`brought along`) or left behind
-    /// (with its code), in follower order.
-    fn handled(&self) -> Vec<(UserId, &'static str)> {
-        let mut handled: Vec<_> = self
-            .brought
-            .iter()
-            .map(|&follower| (follower, "brought along"))
-            .chain(
-                self.failures
-                    .iter()
-                    .filter_map(|&(id, code)| Some((UserId::new(id)?, code))),
-            )
-            .collect();
-        handled.sort_by_key(|(follower, _)| *follower);
-        handled
-    }
-}
-
 /// Brings `followers` of `from` to `to` in `conn`'s transaction: each
 /// follows `to` and, unless refused, unfollows `from`. Every pair of
 /// theirs with either account is locked first, in one pass, and who still
 /// follows `from` is read after: an unfollow that came between is not
 /// made a follow of `to`.
-async fn bring(
+pub(super) async fn bring(
     app: &App,
     conn: &mut PgConn,
     (from, to): (UserId, UserId),
@@ -415,67 +396,6 @@ async fn bring(
     }))
 }
 
-/// Brings along the followers a finished move of their account left
-/// where no move leaves anyone: following the moved account, though not
-/// among those the move left behind (a follower suspended during the move
-/// and restored after it, whose restore brought its follow back; or a
-/// fault). For `kith reconcile`: each pair brought along (or now left
-/// behind, with its code), `(follower, old account, outcome)`.
-pub(crate) async fn bring_stranded(
-    app: &App,
-    user: Option<UserId>,
-    limit: i64,
-) -> Result<Vec<(UserId, UserId, &'static str)>, ApiError> {
-    use diesel_async::AsyncConnection as _;
-
-    let stranded = {
-        let mut conn = app.pg.get().await?;
-        moves::stranded(&mut conn, user.map(UserId::get), limit).await?
-    };
-    let mut out = Vec::new();
-    for group in stranded.chunk_by(|a, b| a.move_id == b.move_id) {
-        let (Some(from), Some(to)) = (UserId::new(group[0].from_id), UserId::new(group[0].to_id))
-        else {
-            continue;
-        };
-        let followers: Vec<moves::Follower> = group.iter().map(|s| s.follower.clone()).collect();
-        let mut conn = app.pg.get().await?;
-        let brought = conn
-            .transaction::<_, ApiError, _>(async |conn| {
-                match bring(app, conn, (from, to), &followers).await? {
-                    Ok(brought) => {
-                        // Each was left behind once at most: the row (if
-                        // any) of each the batch handled goes, and is
-                        // written again if it is left behind again, counted
-                        // once. One the batch did not handle (it no longer
-                        // followed the old account) keeps its record.
-                        let id = group[0].move_id;
-                        let ids: Vec<i64> =
-                            brought.handled().iter().map(|(f, _)| f.get()).collect();
-                        moves::forget_left_behind(conn, id, &ids).await?;
-                        moves::advance(conn, id, brought.progress, &brought.failures).await?;
-                        Ok(Some(brought))
-                    }
-                    Err(Halt::Stopped(_) | Halt::Paused) => Ok(None),
-                }
-            })
-            .await?;
-        drop(conn);
-        let Some(brought) = brought else { continue };
-        after_batch(app, &brought.follows).await;
-        // A follower that stopped following the old account meanwhile was
-        // not stranded any more: nothing was done for it, so nothing is
-        // reported.
-        out.extend(
-            brought
-                .handled()
-                .into_iter()
-                .map(|(follower, outcome)| (follower, from, outcome)),
-        );
-    }
-    Ok(out)
-}
-
 /// How long after a batch of `n` followers its job is due again.
 fn pace_ms(app: &App, n: usize) -> i64 {
     let rate = f64::from(app.config.portability.move_followers_per_sec.max(1));
@@ -492,6 +412,14 @@ pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
     if follows.is_empty() {
         return;
     }
+    // Told first: each process loads the rows its readers of the two
+    // accounts' first pages are about to see, while the pipeline brings
+    // the batch to the caches.
+    let coming = follows
+        .iter()
+        .filter_map(|f| f.event.as_ref().map(crate::live::hub::FollowChange::from))
+        .collect();
+    crate::live::announce(app, coming).await;
     let followers: Vec<UserId> = follows
         .iter()
         .filter_map(|f| f.event.as_ref().map(|e| e.from))
