@@ -11,7 +11,7 @@
 use crate::model::UserId;
 
 /// One user's list: whom they follow, or who follows them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ListKey {
     /// Whom the user follows (`uf:flws:{uid}`), from the truth table.
     Following(UserId),

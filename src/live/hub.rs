@@ -20,6 +20,13 @@ pub struct LiveBatch {
     /// Follow transitions the batch applied.
     #[serde(default)]
     pub follows: Vec<FollowChange>,
+    /// Follow transitions committed that the caches do not show yet: told
+    /// by a move's runner as its batch commits, so that each process loads
+    /// the rows of users its readers are about to see
+    /// ([`crate::read::heads`]). Not handed to subscriptions: the batch that
+    /// applies them tells them in `follows`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coming: Vec<FollowChange>,
 }
 
 /// One follow transition.
@@ -38,6 +45,19 @@ pub struct FollowChange {
     pub followed_at_ms: i64,
     /// When the transition happened, ms.
     pub occurred_at_ms: i64,
+}
+
+impl From<&crate::events::follow::FollowEvent> for FollowChange {
+    fn from(e: &crate::events::follow::FollowEvent) -> Self {
+        Self {
+            from: e.from,
+            to: e.to,
+            active: e.event_type == crate::events::follow::FollowEventType::FollowCreated,
+            version: e.version,
+            followed_at_ms: e.followed_at_ms,
+            occurred_at_ms: e.occurred_at_ms,
+        }
+    }
 }
 
 /// How many batches concerning one user a slow subscription may fall

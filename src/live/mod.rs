@@ -9,6 +9,11 @@
 //! that re-queries on an event never reads older data than the event — and
 //! hands the batch to its subscriptions through a broadcast channel.
 //!
+//! A move's runner also tells of each batch as it commits, before the
+//! pipeline brings it to the caches ([`announce`]): each process loads the
+//! rows of the users its readers are about to see at the heads of the two
+//! accounts' lists ([`crate::read::heads`]).
+//!
 //! Delivery is best effort, at most once: a message published while a
 //! replica is not listening (Redis away, the replica starting) is not
 //! replayed, and the follow transitions of a batch whose projector died
@@ -23,7 +28,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 
-use self::hub::LiveBatch;
+use self::hub::{FollowChange, LiveBatch};
 use crate::app::App;
 use crate::paging::ListKey;
 use crate::shutdown::Shutdown;
@@ -34,19 +39,36 @@ pub(crate) async fn publish(app: &App, batch: &LiveBatch) {
     if batch.counters.is_empty() && batch.follows.is_empty() {
         return;
     }
-    let published = async {
-        let payload = serde_json::to_string(batch).map_err(|e| e.to_string())?;
-        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        redis::cmd("PUBLISH")
-            .arg(app.keys.live_channel())
-            .arg(payload)
-            .query_async::<()>(&mut *redis)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    if let Err(error) = published.await {
+    if let Err(error) = send(app, batch).await {
         tracing::warn!(%error, "live update not published; subscribers miss this batch");
     }
+}
+
+/// Tells every process of follow transitions just committed that the
+/// caches do not show yet (best effort, as [`publish`]): each loads the
+/// rows its readers are about to see ([`crate::read::heads`]).
+pub(crate) async fn announce(app: &App, coming: Vec<FollowChange>) {
+    if coming.is_empty() {
+        return;
+    }
+    let batch = LiveBatch {
+        coming,
+        ..LiveBatch::default()
+    };
+    if let Err(error) = send(app, &batch).await {
+        tracing::debug!(%error, "coming follows not announced");
+    }
+}
+
+async fn send(app: &App, batch: &LiveBatch) -> Result<(), String> {
+    let payload = serde_json::to_string(batch).map_err(|e| e.to_string())?;
+    let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+    redis::cmd("PUBLISH")
+        .arg(app.keys.live_channel())
+        .arg(payload)
+        .query_async::<()>(&mut *redis)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// How long a lost subscription waits before subscribing again.
@@ -95,10 +117,33 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     }
 }
 
-async fn receive(app: &App, batch: LiveBatch) {
-    for change in &batch.follows {
-        app.read.forget_list(&ListKey::Followers(change.to)).await;
-        app.read.forget_list(&ListKey::Following(change.from)).await;
+async fn receive(app: &Arc<App>, mut batch: LiveBatch) {
+    let coming = std::mem::take(&mut batch.coming);
+    if !coming.is_empty() {
+        crate::read::heads::load_coming(
+            app,
+            coming.iter().flat_map(|c| {
+                [
+                    (ListKey::Followers(c.to), c.from, c.followed_at_ms, c.active),
+                    (ListKey::Following(c.from), c.to, c.followed_at_ms, c.active),
+                ]
+            }),
+        );
+        if batch.counters.is_empty() && batch.follows.is_empty() {
+            return;
+        }
+    }
+    // A move's batch changes one list hundreds of times: each is forgotten
+    // once.
+    let mut lists: Vec<ListKey> = batch
+        .follows
+        .iter()
+        .flat_map(|c| [ListKey::Followers(c.to), ListKey::Following(c.from)])
+        .collect();
+    lists.sort_unstable();
+    lists.dedup();
+    for list in &lists {
+        app.read.forget_list(list).await;
     }
     app.live.deliver(batch);
 }

@@ -6,6 +6,7 @@ pub(crate) mod batch;
 pub(crate) mod boundaries;
 pub(crate) mod counters;
 pub(crate) mod filtered;
+pub(crate) mod heads;
 pub(crate) mod intersect;
 pub(crate) mod listener;
 pub(crate) mod notify;

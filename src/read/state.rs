@@ -32,6 +32,8 @@ pub struct ReadModel {
     pub(super) users: Arc<UserCache>,
     /// Notify followers lists held in process, kept by PostgreSQL's notices.
     pub(super) notify: Arc<super::notify::NotifyCache>,
+    /// The lists whose first page was served here lately.
+    pub(super) heads: super::heads::RecentHeads,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
     pub(super) hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
     /// Computed intersections of two lists (`commonFollowing`,
@@ -78,6 +80,7 @@ impl ReadModel {
                 config.caches.notify_cache_members,
             ),
             replica,
+            heads: super::heads::RecentHeads::default(),
             hot_lists: moka::future::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.caches.hot_page_ttl_ms))
@@ -116,6 +119,12 @@ impl ReadModel {
         &self.users
     }
 
+    /// The lists whose first page was served here lately, whose coming
+    /// members' rows are loaded before a read shows them.
+    pub(crate) fn heads(&self) -> &super::heads::RecentHeads {
+        &self.heads
+    }
+
     /// Notify followers lists held in process.
     pub fn notify(&self) -> &Arc<super::notify::NotifyCache> {
         &self.notify
@@ -149,7 +158,9 @@ impl ReadModel {
     /// Forgets the newest edges held of `list` (its cache in Redis was
     /// rewritten).
     pub(crate) async fn forget_list(&self, list: &ListKey) {
-        self.hot_lists.invalidate(list).await;
+        if self.hot_lists.contains_key(list) {
+            self.hot_lists.invalidate(list).await;
+        }
     }
 
     /// Whether Redis was past `KITH_FILL_MEMORY_LIMIT` at the last look,

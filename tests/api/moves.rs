@@ -11,7 +11,7 @@ use kith::testing::pipeline::projector::ProjectorHooks;
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    TestApp, assert_consistent, assert_ok, error_code, eventually, settled, spawn_app_with,
+    TestApp, assert_consistent, assert_ok, error_code, eventually, replica, settled, spawn_app_with,
 };
 
 fn gid(user: UserId) -> String {
@@ -448,6 +448,75 @@ async fn a_move_resumes_where_its_last_batch_left_it() {
         "{r}"
     );
     assert_consistent(&t.verify(0).await);
+}
+
+/// Where the first pages of the two accounts' followers were read, a
+/// move's batch has the rows they are about to show loaded before the
+/// pipeline brings it to the caches (none runs here once the move starts):
+/// the newcomer at the head of the new account's list, and the follower
+/// rising into the old account's page as another leaves it.
+#[tokio::test]
+async fn a_moves_batch_loads_the_rows_its_first_pages_are_about_to_show() {
+    let t = spawn_app_with(|c| c.portability.move_followers_per_sec = 1).await;
+    t.users_cached().await;
+    let (old, new) = (t.user("old").await, t.user("new").await);
+    let mut fans = Vec::new();
+    for i in 0..4 {
+        let f = t.user(&format!("fan{i}")).await;
+        assert_ok(&t.follow(f, old).await);
+        fans.push(f);
+    }
+    assert_ok(&alias(&t, new, old).await);
+    {
+        let _relay = t.start_relay();
+        let _projector = t.start_projector(Arc::new(ProjectorHooks::default()));
+        settled(&t, &[old], 60).await;
+    }
+    let first_page = "query($id: ID!) { user(id: $id) {
+        followers(first: 2) { edges { node { handle } } } } }";
+    let handles = |r: &Value| -> Vec<Value> {
+        r["data"]["user"]["followers"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["handle"].clone())
+            .collect()
+    };
+    for user in [old, new] {
+        assert_ok(
+            &t.execute(Viewer::Anonymous, first_page, json!({ "id": gid(user) }))
+                .await,
+        );
+    }
+    t.fills_finished().await;
+    let r = t
+        .execute(Viewer::Anonymous, first_page, json!({ "id": gid(old) }))
+        .await;
+    assert_eq!(handles(&r), vec![json!("fan3"), json!("fan2")], "{r}");
+    assert!(
+        t.cached_list(kith::testing::paging::ListKey::Followers(old))
+            .await
+            .is_some()
+    );
+    t.app.read.forget_users(&fans);
+    let _listener = replica(&t, t.app.clone(), false).await;
+    assert_ok(&move_to(&t, old, new).await);
+    // Followers go in id order, one a second: the first batch brings fan0
+    // to the new account's head, and leaves the old account's head to be
+    // read a member deeper, down to fan1.
+    let _runner = t.start_imports();
+    eventually("the coming rows held", 30, || async {
+        let users = t.app.read.users();
+        [fans[0], fans[1]]
+            .iter()
+            .all(|f| users.get(*f).is_some())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        t.app.read.users().get(fans[3]).is_some(),
+        "the old account's head as it was is loaded with it"
+    );
 }
 
 #[tokio::test]

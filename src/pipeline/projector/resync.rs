@@ -11,7 +11,6 @@ use crate::cache;
 use crate::cache::counters::CounterRecord;
 use crate::cache::lists::EdgeState;
 use crate::error::PipelineError;
-use crate::events::follow::FollowEventType;
 use crate::live::hub::{FollowChange, LiveBatch};
 use crate::model::UserId;
 use crate::store::{follower, following, stats};
@@ -34,20 +33,14 @@ pub(crate) fn live_batch(items: &[Item]) -> LiveBatch {
     let follows = items
         .iter()
         .filter_map(|item| match &item.action {
-            Action::Apply(Event::Follow(e)) => Some(FollowChange {
-                from: e.from,
-                to: e.to,
-                active: e.event_type == FollowEventType::FollowCreated,
-                version: e.version,
-                followed_at_ms: e.followed_at_ms,
-                occurred_at_ms: e.occurred_at_ms,
-            }),
+            Action::Apply(Event::Follow(e)) => Some(FollowChange::from(e)),
             _ => None,
         })
         .collect();
     LiveBatch {
         counters: users.into_iter().collect(),
         follows,
+        coming: Vec::new(),
     }
 }
 
