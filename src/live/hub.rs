@@ -9,9 +9,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::error::ApiError;
+use crate::events::follow::{FollowEvent, FollowEventType};
 use crate::model::UserId;
 
-/// What one projector batch changed, as published.
+/// What one projector batch changed, as published; or a move's batch as
+/// it commits, in `coming` alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LiveBatch {
     /// Users whose counters the batch set.
@@ -47,12 +49,12 @@ pub struct FollowChange {
     pub occurred_at_ms: i64,
 }
 
-impl From<&crate::events::follow::FollowEvent> for FollowChange {
-    fn from(e: &crate::events::follow::FollowEvent) -> Self {
+impl From<&FollowEvent> for FollowChange {
+    fn from(e: &FollowEvent) -> Self {
         Self {
             from: e.from,
             to: e.to,
-            active: e.event_type == crate::events::follow::FollowEventType::FollowCreated,
+            active: e.event_type == FollowEventType::FollowCreated,
             version: e.version,
             followed_at_ms: e.followed_at_ms,
             occurred_at_ms: e.occurred_at_ms,

@@ -21,6 +21,7 @@
 //! the caches and publishes the counters only). Events carry the edge's
 //! `version`, so a client can order them.
 
+mod coming;
 pub(crate) mod hub;
 
 use std::sync::Arc;
@@ -46,7 +47,7 @@ pub(crate) async fn publish(app: &App, batch: &LiveBatch) {
 
 /// Tells every process of follow transitions just committed that the
 /// caches do not show yet (best effort, as [`publish`]): each loads the
-/// rows its readers are about to see ([`crate::read::heads`]).
+/// rows its readers are about to see ([`coming`]).
 pub(crate) async fn announce(app: &App, coming: Vec<FollowChange>) {
     if coming.is_empty() {
         return;
@@ -76,7 +77,9 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 
 /// Listens for the projectors' batches until `shutdown`, re-subscribing
 /// when the connection is lost; each batch drops this process's stale
-/// in-process lists, then goes to its subscriptions.
+/// in-process lists, then goes to its subscriptions. A move's batch told
+/// as it commits (`coming`) has the rows it is about to show loaded
+/// ([`coming`]).
 pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let channel = app.keys.live_channel();
     let target = crate::cache::cluster::Target::parse(&app.config.redis.url);
@@ -120,15 +123,7 @@ pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
 async fn receive(app: &Arc<App>, mut batch: LiveBatch) {
     let coming = std::mem::take(&mut batch.coming);
     if !coming.is_empty() {
-        crate::read::heads::load_coming(
-            app,
-            coming.iter().flat_map(|c| {
-                [
-                    (ListKey::Followers(c.to), c.from, c.followed_at_ms, c.active),
-                    (ListKey::Following(c.from), c.to, c.followed_at_ms, c.active),
-                ]
-            }),
-        );
+        coming::load(app, &coming);
         if batch.counters.is_empty() && batch.follows.is_empty() {
             return;
         }

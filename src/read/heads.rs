@@ -13,21 +13,22 @@
 //! batch as it commits, before the pipeline brings the batch to the caches
 //! ([`crate::live::announce`]); a process that noted one of the lists then
 //! loads, in the background, the rows it lacks of the members that list's
-//! first page is about to show: the arrivals (the pipeline brings a batch
-//! to the caches in several trips, so any of them may head the list for a
-//! while), and for a list losing members, its cached head as deep as its
-//! page plus as many as leave. A read that comes after finds them held.
+//! first page is about to show ([`Coming`]): the arrivals (the pipeline
+//! brings a batch to the caches in several trips, so any of them may head
+//! the list for a while), and for a list that more members leave than
+//! join, its cached head as deep as its page plus as many more as leave.
+//! A read that comes after finds them held.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::app::App;
-use crate::cache::lists;
 use crate::model::{IdHasher, UserId};
 use crate::paging::{ListKey, PageRequest};
 
-/// How long a list counts as read here after its first page was served.
+/// How long a list counts as read here after its first page was served
+/// (its note is renewed every [`RENEW_AFTER`] at most, so a list read all
+/// the time stays noted).
 const READ_LATELY: Duration = Duration::from_secs(60);
 
 /// How old a note may grow before a read of the list renews it: a list
@@ -96,12 +97,17 @@ impl RecentHeads {
         }
     }
 
+    /// Leave to load coming rows, unless a load runs already.
+    pub(crate) fn loading(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.loading.clone().try_acquire_owned().ok()
+    }
+
     /// What `changes` (in the order they happen) do to the heads read here
     /// lately. Arriving: the members in a noted list after their last
     /// change, newest first (ties as a page orders them, larger id first),
-    /// [`ARRIVALS`] of each list at most. Thinning: each noted list some members
-    /// leave, read as deep as its page plus those leaving, at most twice
-    /// its page.
+    /// [`ARRIVALS`] of each list at most. Thinning: each noted list more
+    /// members leave than arrive, read as deep as its page plus as many
+    /// more as leave, at most twice its page.
     pub(crate) fn coming(&self, changes: impl IntoIterator<Item = Change>) -> Coming {
         let mut sizes: HashMap<ListKey, Option<usize>> = HashMap::new();
         let mut last: HashMap<(ListKey, UserId), (i64, bool)> = HashMap::new();
@@ -123,6 +129,17 @@ impl RecentHeads {
             }
         }
         let size = |list: &ListKey| sizes.get(list).copied().flatten().unwrap_or(0);
+        // Members rise into a page only when more leave it than arrive (a
+        // move's follower, who follows the new account as it unfollows the
+        // old, sees nobody rise into whom it follows).
+        let mut thinning: Vec<(ListKey, usize)> = leaving
+            .into_iter()
+            .filter_map(|(list, n)| {
+                let net = n.saturating_sub(arrived.get(&list).map_or(0, Vec::len));
+                (net > 0).then(|| (list, size(&list) + net.min(size(&list))))
+            })
+            .collect();
+        thinning.sort_unstable_by_key(|(list, _)| *list);
         let mut arriving: Vec<UserId> = arrived
             .into_values()
             .flat_map(|mut members| {
@@ -132,74 +149,8 @@ impl RecentHeads {
             .collect();
         arriving.sort_unstable();
         arriving.dedup();
-        let mut thinning: Vec<(ListKey, usize)> = leaving
-            .into_iter()
-            .map(|(list, n)| (list, size(&list) + n.min(size(&list))))
-            .collect();
-        thinning.sort_unstable_by_key(|(list, _)| *list);
         Coming { arriving, thinning }
     }
-}
-
-/// Loads, in the background, the rows of the members that `changes` are
-/// about to bring into the first pages read here lately, unless they are
-/// held, the user cache cannot serve now, or a load runs already (best
-/// effort: a read loads what this did not).
-pub(crate) fn load_coming(app: &Arc<App>, changes: impl IntoIterator<Item = Change>) {
-    let users = app.read.users();
-    if !users.is_serving() {
-        return;
-    }
-    let Coming {
-        mut arriving,
-        thinning,
-    } = app.read.heads().coming(changes);
-    arriving.retain(|id| users.get(*id).is_none());
-    if arriving.is_empty() && thinning.is_empty() {
-        return;
-    }
-    let Ok(permit) = app.read.heads().loading.clone().try_acquire_owned() else {
-        return;
-    };
-    let app = app.clone();
-    tokio::spawn(async move {
-        let _permit = permit;
-        let mut missing = arriving;
-        missing.extend(rising(&app, &thinning).await);
-        missing.sort_unstable();
-        missing.dedup();
-        if missing.is_empty() {
-            return;
-        }
-        if let Err(error) = app.read.users().by_ids(&app.pg, &missing).await {
-            tracing::debug!(%error, "rows coming to list heads read here not loaded");
-        }
-    });
-}
-
-/// Of each list's cached head as deep as asked, the members whose rows
-/// are not held (none of a list not cached that deep).
-async fn rising(app: &App, thinning: &[(ListKey, usize)]) -> Vec<UserId> {
-    if thinning.is_empty() {
-        return Vec::new();
-    }
-    let mut pipe = redis::pipe();
-    for &(list, depth) in thinning {
-        lists::queue_newest(&mut pipe, &app.keys, list, depth);
-    }
-    let replies: Vec<redis::Value> = match app.redis.get().await {
-        Ok(mut redis) => pipe.query_async(&mut *redis).await.unwrap_or_default(),
-        Err(_) => return Vec::new(),
-    };
-    let users = app.read.users();
-    thinning
-        .iter()
-        .zip(replies.chunks_exact(lists::NEWEST_REPLIES))
-        .filter_map(|(&(_, depth), replies)| lists::parse_newest(replies, depth).ok())
-        .flat_map(|page| page.items)
-        .map(|position| position.user)
-        .filter(|id| users.get(*id).is_none())
-        .collect()
 }
 
 #[cfg(test)]
@@ -238,6 +189,8 @@ mod tests {
             (ListKey::Followers(quiet), user(21), 600, false),
             (ListKey::Followers(paged), user(30), 600, true),
             (ListKey::Following(star), user(40), 10, true),
+            // One leaves whom the star follows as one arrives: nobody rises.
+            (ListKey::Following(star), user(41), 10, false),
             // Three leave a head of two: read it twice as deep at most.
             (ListKey::Followers(old), user(50), 10, false),
             (ListKey::Followers(old), user(51), 10, false),
@@ -249,7 +202,8 @@ mod tests {
             heads.coming(changes),
             Coming {
                 arriving: vec![user(10), user(11), user(12), user(13), user(15), user(40)],
-                thinning: vec![(followers, 4), (ListKey::Followers(old), 4)],
+                // The star's followers lose one and gain five: none rise.
+                thinning: vec![(ListKey::Followers(old), 4)],
             }
         );
         // Past ARRIVALS, the newest; a tie as a page orders it, larger id

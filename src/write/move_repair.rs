@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::moves;
 
-use super::moves::{Brought, Halt, after_batch};
+use super::moves::{Brought, Halt, after_batch, bring};
 
 impl Brought {
     /// Each follower the batch brought (`brought along`) or left behind
@@ -55,7 +55,7 @@ pub(crate) async fn bring_stranded(
         let mut conn = app.pg.get().await?;
         let brought = conn
             .transaction::<_, ApiError, _>(async |conn| {
-                match super::moves::bring(app, conn, (from, to), &followers).await? {
+                match bring(app, conn, (from, to), &followers).await? {
                     Ok(brought) => {
                         // Each was left behind once at most: the row (if
                         // any) of each the batch handled goes, and is

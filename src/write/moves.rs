@@ -407,22 +407,24 @@ fn pace_ms(app: &App, n: usize) -> i64 {
 /// Its follows are nobody's own write, waiting to read itself: the
 /// projector brings them to the caches, once, rather than this and then
 /// the projector again (half of what a move costs Redis, on the core the
-/// reads need).
+/// reads need). Every process is told of them meanwhile
+/// ([`crate::live::announce`]).
 pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
     if follows.is_empty() {
         return;
     }
-    // Told first: each process loads the rows its readers of the two
-    // accounts' first pages are about to see, while the pipeline brings
-    // the batch to the caches.
-    let coming = follows
-        .iter()
-        .filter_map(|f| f.event.as_ref().map(crate::live::hub::FollowChange::from))
-        .collect();
-    crate::live::announce(app, coming).await;
     let followers: Vec<UserId> = follows
         .iter()
         .filter_map(|f| f.event.as_ref().map(|e| e.from))
         .collect();
     super::after_commit_for(app, &[], &[], &followers).await;
+    // Every process loads the rows its readers of the two accounts' first
+    // pages are about to see, while the pipeline brings the batch to the
+    // caches (one round trip, against the relay's, the broker's and the
+    // projector's).
+    let coming = follows
+        .iter()
+        .filter_map(|f| f.event.as_ref().map(crate::live::hub::FollowChange::from))
+        .collect();
+    crate::live::announce(app, coming).await;
 }

@@ -1,0 +1,99 @@
+//! The rows of users a move's batch is about to show at the heads of lists
+//! read here lately, loaded as the batch is told ([`super::announce`]),
+//! before the pipeline brings it to the caches ([`crate::read::heads`]).
+
+use std::sync::Arc;
+
+use super::hub::FollowChange;
+use crate::app::App;
+use crate::cache::lists;
+use crate::model::UserId;
+use crate::paging::ListKey;
+use crate::read::heads::Coming;
+
+/// Loads, in the background, the rows of the members that `coming` is
+/// about to bring into the first pages read here lately, unless they are
+/// held, the user cache cannot serve now, or a load runs already (best
+/// effort: a read loads what this did not).
+pub(super) fn load(app: &Arc<App>, coming: &[FollowChange]) {
+    let users = app.read.users();
+    if !users.is_serving() {
+        return;
+    }
+    let changes = coming.iter().flat_map(|c| {
+        [
+            (ListKey::Followers(c.to), c.from, c.followed_at_ms, c.active),
+            (ListKey::Following(c.from), c.to, c.followed_at_ms, c.active),
+        ]
+    });
+    let Coming {
+        mut arriving,
+        thinning,
+    } = app.read.heads().coming(changes);
+    arriving.retain(|id| users.get(*id).is_none());
+    if arriving.is_empty() && thinning.is_empty() {
+        return;
+    }
+    let Some(permit) = app.read.heads().loading() else {
+        return;
+    };
+    let app = app.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut missing = arriving;
+        missing.extend(rising(&app, &thinning).await);
+        missing.sort_unstable();
+        missing.dedup();
+        // A change to any user noticed while the rows were read keeps them
+        // all out of the cache (`UserCache::insert`): read again, once.
+        for _ in 0..2 {
+            if missing.is_empty() {
+                return;
+            }
+            let users = app.read.users();
+            let seen = users.generation();
+            if let Err(error) = users.by_ids(&app.pg, &missing).await {
+                tracing::debug!(%error, "rows coming to list heads read here not loaded");
+                return;
+            }
+            missing.retain(|id| users.get(*id).is_none());
+            if users.generation() == seen {
+                return;
+            }
+        }
+    });
+}
+
+/// Of each list's cached head as deep as asked, the members whose rows
+/// are not held (none of a list not cached that deep).
+async fn rising(app: &App, thinning: &[(ListKey, usize)]) -> Vec<UserId> {
+    if thinning.is_empty() {
+        return Vec::new();
+    }
+    let mut pipe = redis::pipe();
+    for &(list, depth) in thinning {
+        lists::queue_newest(&mut pipe, &app.keys, list, depth);
+    }
+    let read = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        pipe.query_async::<Vec<redis::Value>>(&mut *redis)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let replies = match read.await {
+        Ok(replies) => replies,
+        Err(error) => {
+            tracing::debug!(%error, "heads of lists losing members not read");
+            return Vec::new();
+        }
+    };
+    let users = app.read.users();
+    thinning
+        .iter()
+        .zip(replies.chunks_exact(lists::NEWEST_REPLIES))
+        .filter_map(|(&(_, depth), replies)| lists::parse_newest(replies, depth).ok())
+        .flat_map(|page| page.items)
+        .map(|position| position.user)
+        .filter(|id| users.get(*id).is_none())
+        .collect()
+}
