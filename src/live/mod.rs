@@ -11,8 +11,8 @@
 //!
 //! A move's runner also tells of each batch as it commits, before the
 //! pipeline brings it to the caches ([`announce`]): each process loads the
-//! rows of the users its readers are about to see at the heads of the two
-//! accounts' lists ([`crate::read::heads`]).
+//! rows of the users its readers are about to see at the heads of the
+//! lists the batch changes ([`crate::read::heads`]).
 //!
 //! Delivery is best effort, at most once: a message published while a
 //! replica is not listening (Redis away, the replica starting) is not

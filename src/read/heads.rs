@@ -77,8 +77,8 @@ pub(crate) struct Coming {
     /// Members about to arrive at a head read here lately: the newest
     /// [`ARRIVALS`] of each list.
     pub arriving: Vec<UserId>,
-    /// Lists about to lose members, each with how deep to read its head
-    /// for the members rising into its first page.
+    /// Lists that more members are about to leave than join, each with how
+    /// deep to read its head for the members rising into its first page.
     pub thinning: Vec<(ListKey, usize)>,
 }
 
@@ -131,7 +131,9 @@ impl RecentHeads {
         let size = |list: &ListKey| sizes.get(list).copied().flatten().unwrap_or(0);
         // Members rise into a page only when more leave it than arrive (a
         // move's follower, who follows the new account as it unfollows the
-        // old, sees nobody rise into whom it follows).
+        // old, sees nobody rise into whom it follows). This holds for
+        // arrivals at the head, as a move's follows are (made now); only
+        // moves announce their batches.
         let mut thinning: Vec<(ListKey, usize)> = leaving
             .into_iter()
             .filter_map(|(list, n)| {
@@ -171,6 +173,7 @@ mod tests {
         heads.served(followers, PageRequest::After(None, 1));
         heads.served(ListKey::Following(star), PageRequest::Offset(0, 5));
         heads.served(ListKey::Followers(old), PageRequest::After(None, 2));
+        heads.served(ListKey::Following(old), PageRequest::After(None, 3));
         // Not first pages: nothing noted.
         heads.served(ListKey::Followers(paged), PageRequest::Offset(3, 5));
         heads.served(ListKey::Followers(paged), PageRequest::Before(None, 5));
@@ -191,6 +194,11 @@ mod tests {
             (ListKey::Following(star), user(40), 10, true),
             // One leaves whom the star follows as one arrives: nobody rises.
             (ListKey::Following(star), user(41), 10, false),
+            // Three leave and one joins a head of three: read it two deeper.
+            (ListKey::Following(old), user(60), 10, false),
+            (ListKey::Following(old), user(61), 10, false),
+            (ListKey::Following(old), user(62), 10, false),
+            (ListKey::Following(old), user(63), 10, true),
             // Three leave a head of two: read it twice as deep at most.
             (ListKey::Followers(old), user(50), 10, false),
             (ListKey::Followers(old), user(51), 10, false),
@@ -201,9 +209,17 @@ mod tests {
         assert_eq!(
             heads.coming(changes),
             Coming {
-                arriving: vec![user(10), user(11), user(12), user(13), user(15), user(40)],
+                arriving: vec![
+                    user(10),
+                    user(11),
+                    user(12),
+                    user(13),
+                    user(15),
+                    user(40),
+                    user(63)
+                ],
                 // The star's followers lose one and gain five: none rise.
-                thinning: vec![(ListKey::Followers(old), 4)],
+                thinning: vec![(ListKey::Following(old), 5), (ListKey::Followers(old), 4)],
             }
         );
         // Past ARRIVALS, the newest; a tie as a page orders it, larger id

@@ -418,8 +418,8 @@ pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
         .filter_map(|f| f.event.as_ref().map(|e| e.from))
         .collect();
     super::after_commit_for(app, &[], &[], &followers).await;
-    // Every process loads the rows its readers of the two accounts' first
-    // pages are about to see, while the pipeline brings the batch to the
+    // Every process loads the rows its readers of the first pages the
+    // batch changes are about to see, while the pipeline brings it to the
     // caches (one round trip, against the relay's, the broker's and the
     // projector's).
     let coming = follows
