@@ -144,8 +144,8 @@ fn claims() -> Vec<(&'static str, String)> {
         (
             "docs/architecture.md",
             format!(
-                "in round trips of at most {} commands, with a pause between two trips as long as the one before it took (at most {} ms;",
-                crate::cache::WRITES_PER_TRIP,
+                "in round trips of at most {} KiB of commands, with a pause between two trips as long as the one before it took (at most {} ms;",
+                crate::cache::TRIP_BYTES / 1024,
                 crate::cache::MAX_PAUSE.as_millis()
             ),
         ),

@@ -110,21 +110,30 @@ pub(crate) fn store_script() -> &'static redis::Script {
     &SET_IF_NEWER
 }
 
-/// Queues "store each record unless a newer one is cached" on `pipe`.
+/// Most records one script call stores: a call holds Redis for its whole
+/// run, and other clients' commands wait for it.
+const RECORDS_PER_CALL: usize = 64;
+
+/// Queues "store each record unless a newer one is cached" on `pipe`: in
+/// calls of at most [`RECORDS_PER_CALL`] records when `together` (one Redis
+/// server), else one call per record (Redis Cluster, where the keys of one
+/// call must share a slot).
 pub(crate) fn queue_store(
     pipe: &mut redis::Pipeline,
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
+    together: bool,
 ) {
-    for (user, record) in records {
-        pipe.invoke_script(
-            SET_IF_NEWER
-                .key(keys.counter_record(*user))
+    let per_call = if together { RECORDS_PER_CALL } else { 1 };
+    for part in records.chunks(per_call) {
+        let mut call = SET_IF_NEWER.prepare_invoke();
+        call.arg(RECORD_TTL.as_millis() as u64);
+        for (user, record) in part {
+            call.key(keys.counter_record(*user))
                 .arg(&record.encode()[..])
-                .arg(record.version)
-                .arg(RECORD_TTL.as_millis() as u64),
-        )
-        .ignore();
+                .arg(record.version);
+        }
+        pipe.invoke_script(&call).ignore();
     }
 }
 
@@ -252,5 +261,33 @@ mod tests {
         assert_eq!(CounterRecord::decode(&other_format), None);
         // The format before it had one: five counts and the version, 28 bytes.
         assert_eq!(CounterRecord::decode(&bytes[1..]), None);
+    }
+
+    #[test]
+    fn records_go_many_to_a_call_on_one_server_one_each_on_a_cluster() {
+        let keys = RedisKeys::new("t:");
+        let records: Vec<(UserId, CounterRecord)> = (1..=130)
+            .map(|n| {
+                let record = CounterRecord {
+                    followings: 1,
+                    followers: 2,
+                    posts: 3,
+                    likes_received: 4,
+                    favs_received: 5,
+                    version: n as u64,
+                };
+                (UserId::new(n).unwrap(), record)
+            })
+            .collect();
+        let calls = |together| {
+            let mut pipe = redis::pipe();
+            queue_store(&mut pipe, &keys, &records, together);
+            let last = pipe.cmd_iter().last().map(|c| c.args_iter().count());
+            (pipe.len(), last)
+        };
+        // EVALSHA, the hash, the key count, then per record its key, its
+        // bytes and its version after the TTL.
+        assert_eq!(calls(true), (3, Some(3 + 1 + 2 * 3)));
+        assert_eq!(calls(false), (130, Some(3 + 1 + 3)));
     }
 }

@@ -19,16 +19,19 @@ use crate::model::UserId;
 
 /// Writes counter records and edge states through to the caches in one round
 /// trip; each write applies only if newer (and, for lists, only if cached).
+/// `together`: one Redis server, where one script call may write the keys
+/// of many users (not Redis Cluster, where a call's keys share a slot).
 pub async fn write_through(
     conn: &mut impl ConnectionLike,
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
+    together: bool,
 ) -> redis::RedisResult<()> {
     if records.is_empty() && edges.is_empty() {
         return Ok(());
     }
-    run_writes(conn, &write_through_pipe(keys, records, edges)).await
+    run_writes(conn, &write_through_pipe(keys, records, edges, together)).await
 }
 
 /// The pipeline of [`write_through`], for callers that add to it.
@@ -36,9 +39,10 @@ pub(crate) fn write_through_pipe(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
+    together: bool,
 ) -> redis::Pipeline {
     let mut pipe = redis::pipe();
-    queue_write_through(&mut pipe, keys, records, edges);
+    queue_write_through(&mut pipe, keys, records, edges, together);
     pipe
 }
 
@@ -48,9 +52,10 @@ fn queue_write_through(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
+    together: bool,
 ) {
-    counters::queue_store(pipe, keys, records);
-    lists::queue_apply(pipe, keys, edges);
+    counters::queue_store(pipe, keys, records, together);
+    lists::queue_apply(pipe, keys, edges, together);
 }
 
 /// [`write_through`] for a Redis past what caches may take: counter
@@ -64,6 +69,7 @@ pub(crate) fn shed_pipe(
     keys: &RedisKeys,
     records: &[(UserId, CounterRecord)],
     edges: &[EdgeState],
+    together: bool,
 ) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     let mut dropped = std::collections::HashSet::new();
@@ -74,7 +80,7 @@ pub(crate) fn shed_pipe(
         let [members, _, coverage] = keys.list(list);
         pipe.cmd("DEL").arg(members).arg(coverage).ignore();
     }
-    queue_write_through(&mut pipe, keys, records, edges);
+    queue_write_through(&mut pipe, keys, records, edges, together);
     pipe
 }
 
@@ -121,14 +127,15 @@ pub(crate) async fn run_writes(
     .await
 }
 
-/// Commands (script calls, mostly) one round trip of [`run_writes_paced`]
-/// carries at most.
-/// Redis runs a round trip's scripts one after another, and a read that
-/// arrives meanwhile waits for them: a move's batch of 200 followers sent
-/// whole held Redis for about ten milliseconds. Trips of 8 calls served
-/// the reads no better than trips of 64, for half as much again of Redis's
-/// CPU.
-pub(crate) const WRITES_PER_TRIP: usize = 64;
+/// How much one round trip of [`run_writes_paced`] carries at most, in
+/// bytes of commands: what Redis parses and applies grows with the records
+/// and edge states (60–80 bytes each) a call carries, whether it carries
+/// one or 64. Redis runs a round trip's scripts one after another, and a
+/// read that arrives meanwhile waits for them: a move's batch of 200
+/// followers sent whole held Redis for about ten milliseconds. Trips of 64
+/// calls of one record or list each (10–24 KiB) served the reads as well
+/// as trips of 8 calls, for less of Redis's CPU.
+pub(crate) const TRIP_BYTES: usize = 16 * 1024;
 
 /// The longest pause after a trip of [`run_writes_paced`]: a trip slowed
 /// by something else (a Redis fork, a lost packet) does not hold the
@@ -137,25 +144,24 @@ pub(crate) const MAX_PAUSE: std::time::Duration = std::time::Duration::from_mill
 
 /// [`run_writes`] for a batch too big to hold Redis at once, as the
 /// projector's (and reconcile's repairs, which go through it): in round
-/// trips of at most [`WRITES_PER_TRIP`] commands, in order, with a pause
-/// between two trips as long as the one before it took (at most
-/// [`MAX_PAUSE`]), so that
-/// the batch takes at most half of Redis's time and the reads between its
-/// trips are served with little wait. A batch that fits one trip is sent
-/// at once, without a pause. In runs of a move of 20,000 followers
-/// (`account_move`), the p99 of the reads served meanwhile went from
-/// 1.80–1.93× their own to 1.37–1.47×, for no more of Redis's CPU; trips
-/// of 8 sent without the pauses left it at 1.55–1.69×
-/// (docs/performance.md).
+/// trips of at most [`TRIP_BYTES`] (or one command, if longer), in order,
+/// with a pause between two trips as long as the one before it took (at
+/// most [`MAX_PAUSE`]), so that the batch takes at most half of Redis's
+/// time and the reads between its trips are served with little wait. A
+/// batch that fits one trip is sent at once, without a pause. In runs of a
+/// move of 20,000 followers (`account_move`), the p99 of the reads served
+/// meanwhile went from 1.80–1.93× their own to 1.37–1.47×, for no more of
+/// Redis's CPU; trips of 8 calls sent without the pauses left it at
+/// 1.55–1.69× (docs/performance.md).
 pub(crate) async fn run_writes_paced(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
 ) -> redis::RedisResult<()> {
-    if pipe.len() <= WRITES_PER_TRIP {
+    let trips = trips(pipe, TRIP_BYTES);
+    if trips.len() <= 1 {
         return run_writes(conn, pipe).await;
     }
-    let trips = trips(pipe, WRITES_PER_TRIP);
-    let last = trips.len().saturating_sub(1);
+    let last = trips.len() - 1;
     for (i, trip) in trips.iter().enumerate() {
         let started = tokio::time::Instant::now();
         run_writes(conn, trip).await?;
@@ -166,20 +172,26 @@ pub(crate) async fn run_writes_paced(
     Ok(())
 }
 
-/// `pipe`'s commands, in order, in pipelines of at most `size` (their
-/// answers ignored, as [`run_writes`] takes none).
-fn trips(pipe: &redis::Pipeline, size: usize) -> Vec<redis::Pipeline> {
-    let commands: Vec<&redis::Cmd> = pipe.cmd_iter().collect();
-    commands
-        .chunks(size.max(1))
-        .map(|part| {
-            let mut trip = redis::pipe();
-            for command in part {
-                trip.add_command((*command).clone()).ignore();
-            }
-            trip
-        })
-        .collect()
+/// `pipe`'s commands, in order, in pipelines of at most `bytes` of
+/// commands each (a longer command alone), their answers ignored, as
+/// [`run_writes`] takes none.
+fn trips(pipe: &redis::Pipeline, bytes: usize) -> Vec<redis::Pipeline> {
+    let mut trips = Vec::new();
+    let mut trip = redis::pipe();
+    let mut size = 0;
+    for command in pipe.cmd_iter() {
+        let length = command.get_packed_command().len();
+        if !trip.is_empty() && size + length > bytes {
+            trips.push(std::mem::replace(&mut trip, redis::pipe()));
+            size = 0;
+        }
+        trip.add_command(command.clone()).ignore();
+        size += length;
+    }
+    if !trip.is_empty() {
+        trips.push(trip);
+    }
+    trips
 }
 
 /// Runs `pipe`, which invokes `scripts` by hash (`EVALSHA`). When Redis does
@@ -307,9 +319,12 @@ mod tests {
         for i in 0..20 {
             pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
         }
-        let trips = trips(&pipe, 8);
+        // Each SET is 28 or 30 bytes packed: 100 bytes take three.
+        let trips = trips(&pipe, 100);
         let sizes: Vec<usize> = trips.iter().map(redis::Pipeline::len).collect();
-        assert_eq!(sizes, [8, 8, 4]);
+        assert_eq!(sizes, [3, 3, 3, 3, 3, 3, 2]);
+        // A command longer than a trip goes alone.
+        assert_eq!(super::trips(&pipe, 1).len(), 20);
         let sent: Vec<u8> = trips
             .iter()
             .flat_map(redis::Pipeline::get_packed_pipeline)

@@ -53,12 +53,18 @@ async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<()
     }
     let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
     app.round_trips.redis();
-    cache::write_through(&mut *redis, &app.keys, records, &[])
-        .await
-        .map_err(|e| {
-            if cache::out_of_memory(&e) {
-                app.metrics.redis_oom("counter_record");
-            }
-            e.to_string()
-        })
+    cache::write_through(
+        &mut *redis,
+        &app.keys,
+        records,
+        &[],
+        !app.redis.is_cluster(),
+    )
+    .await
+    .map_err(|e| {
+        if cache::out_of_memory(&e) {
+            app.metrics.redis_oom("counter_record");
+        }
+        e.to_string()
+    })
 }

@@ -418,7 +418,8 @@ pub async fn recheck(app: &App, unread: &[(ListKey, UserId)]) -> Result<(), ApiE
         })
         .collect();
     let mut redis = app.redis.get().await?;
-    crate::cache::write_through(&mut *redis, &app.keys, &[], &edges).await?;
+    crate::cache::write_through(&mut *redis, &app.keys, &[], &edges, !app.redis.is_cluster())
+        .await?;
     Ok(())
 }
 

@@ -150,11 +150,12 @@ pub(crate) async fn after_commit_for(
             }
             past
         };
+        let together = !app.redis.is_cluster();
         let mut pipe = if past {
             app.metrics.caches_shed.inc();
-            cache::shed_pipe(&app.keys, records, edges)
+            cache::shed_pipe(&app.keys, records, edges, together)
         } else {
-            cache::write_through_pipe(&app.keys, records, edges)
+            cache::write_through_pipe(&app.keys, records, edges, together)
         };
         queue_after_commit(app, &mut pipe, edges, users);
         cache::run_writes(&mut *redis, &pipe).await.map_err(|e| {

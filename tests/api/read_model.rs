@@ -232,9 +232,15 @@ async fn a_cached_head_unfollows_wore_down_is_filled_again() {
         (Source::Postgres, &expected[25..35])
     );
     t.fills_finished().await;
-    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
-        .await
-        .unwrap();
+    kith::testing::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &[late],
+        !t.app.redis.is_cluster(),
+    )
+    .await
+    .unwrap();
     for (request, at) in [(first, 25), (PageRequest::Offset(10, 10), 35)] {
         let (page, source) = read(request).await;
         assert_eq!(
@@ -328,9 +334,15 @@ async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
             version: 1,
         };
         let mut redis = t.app.redis.get().await.unwrap();
-        kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[edge])
-            .await
-            .unwrap();
+        kith::testing::cache::write_through(
+            &mut *redis,
+            &t.app.keys,
+            &[],
+            &[edge],
+            !t.app.redis.is_cluster(),
+        )
+        .await
+        .unwrap();
     }
     assert_eq!(
         seen, expected,
@@ -940,6 +952,7 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
             followed_at_ms: gone.followed_at_ms,
             version: 2,
         }],
+        !t.app.redis.is_cluster(),
     )
     .await
     .unwrap();
@@ -1036,9 +1049,15 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
-        .await
-        .unwrap();
+    kith::testing::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &[late],
+        !t.app.redis.is_cluster(),
+    )
+    .await
+    .unwrap();
     assert!(
         commit_fill(&mut *redis, &t.app.keys, list, "refill", ttl, &[], true)
             .await
@@ -1057,9 +1076,15 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
-        .await
-        .unwrap();
+    kith::testing::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &[late],
+        !t.app.redis.is_cluster(),
+    )
+    .await
+    .unwrap();
     let fill = kith::testing::cache::lists::Fill {
         list,
         entries: &[],
@@ -1112,9 +1137,15 @@ async fn a_removal_from_an_uncached_list_leaves_a_tombstone_a_fill_keeps() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &[late])
-        .await
-        .unwrap();
+    kith::testing::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &[late],
+        !t.app.redis.is_cluster(),
+    )
+    .await
+    .unwrap();
     let ttl = std::time::Duration::from_secs(60);
     assert!(
         commit_fill(&mut *redis, &t.app.keys, list, "first", ttl, &[], true)
@@ -1284,9 +1315,15 @@ async fn a_batch_of_states_for_one_list_applies_in_order() {
         state(list, 8, false, 1),
     ]);
     let mut redis = t.app.redis.get().await.unwrap();
-    kith::testing::cache::write_through(&mut *redis, &t.app.keys, &[], &edges)
-        .await
-        .unwrap();
+    kith::testing::cache::write_through(
+        &mut *redis,
+        &t.app.keys,
+        &[],
+        &edges,
+        !t.app.redis.is_cluster(),
+    )
+    .await
+    .unwrap();
     let held: HashSet<UserId> = t.cached_list(list).await.unwrap().into_iter().collect();
     let expected: HashSet<UserId> = (1_000..1_150)
         .chain([8])

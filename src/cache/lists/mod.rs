@@ -135,9 +135,16 @@ pub(crate) fn apply_script() -> &'static redis::Script {
 const EDGES_PER_CALL: usize = 64;
 
 /// Queues "apply each edge state to its list, if cached and newer" on
-/// `pipe`: one script call per list (per [`EDGES_PER_CALL`] of its states),
-/// each list's states in their order in `edges`.
-pub(crate) fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &[EdgeState]) {
+/// `pipe`, each list's states in their order in `edges`: in calls of at
+/// most [`EDGES_PER_CALL`] states, of many lists when `together` (one
+/// Redis server), else of one list each (Redis Cluster, where the keys of
+/// one call must share a slot).
+pub(crate) fn queue_apply(
+    pipe: &mut redis::Pipeline,
+    keys: &RedisKeys,
+    edges: &[EdgeState],
+    together: bool,
+) {
     let mut lists: Vec<(ListKey, Vec<&EdgeState>)> = Vec::new();
     let mut index: HashMap<ListKey, usize> = HashMap::new();
     for edge in edges {
@@ -147,20 +154,39 @@ pub(crate) fn queue_apply(pipe: &mut redis::Pipeline, keys: &RedisKeys, edges: &
         });
         lists[at].1.push(edge);
     }
+    let mut call: Option<(redis::ScriptInvocation<'static>, usize)> = None;
     for (list, states) in &lists {
         for part in states.chunks(EDGES_PER_CALL) {
-            let mut call = APPLY_EDGES.key(&keys.list(*list)[..]);
-            call.key(keys.list_tombstones(*list))
-                .arg(TOMBSTONE_GRACE.as_millis() as u64)
-                .arg(UNCACHED_TOMBSTONE.as_millis() as u64);
+            if call
+                .as_ref()
+                .is_some_and(|(_, n)| !together || n + part.len() > EDGES_PER_CALL)
+                && let Some((full, _)) = call.take()
+            {
+                pipe.invoke_script(&full).ignore();
+            }
+            let (invocation, n) = call.get_or_insert_with(|| {
+                let mut invocation = APPLY_EDGES.prepare_invoke();
+                invocation
+                    .arg(TOMBSTONE_GRACE.as_millis() as u64)
+                    .arg(UNCACHED_TOMBSTONE.as_millis() as u64);
+                (invocation, 0)
+            });
+            invocation
+                .key(&keys.list(*list)[..])
+                .key(keys.list_tombstones(*list))
+                .arg(part.len());
             for edge in part {
-                call.arg(member(edge.other))
+                invocation
+                    .arg(member(edge.other))
                     .arg(edge.version)
                     .arg(if edge.active { "1" } else { "0" })
                     .arg(edge.followed_at_ms);
             }
-            pipe.invoke_script(&call).ignore();
+            *n += part.len();
         }
+    }
+    if let Some((last, _)) = call {
+        pipe.invoke_script(&last).ignore();
     }
 }
 
@@ -373,7 +399,7 @@ mod tests {
     }
 
     #[test]
-    fn states_go_one_call_per_list_in_order() {
+    fn states_go_in_calls_of_one_list_or_many_in_order() {
         let keys = RedisKeys::new("t:");
         let id = |n| UserId::new(n).unwrap();
         let (a, b) = (ListKey::Followers(id(1)), ListKey::Following(id(2)));
@@ -387,20 +413,25 @@ mod tests {
         let mut edges: Vec<EdgeState> = (100..165).map(|n| state(a, n)).collect();
         edges.insert(10, state(b, 7));
         edges.push(state(b, 8));
-        let mut pipe = redis::pipe();
-        queue_apply(&mut pipe, &keys, &edges);
-        // List a's 65 states take two calls, b's two one.
-        assert_eq!(pipe.len(), 3);
-        let packed = pipe.get_packed_pipeline();
-        let at = |n| {
-            let m = member(id(n));
-            packed
-                .windows(m.len())
-                .position(|w| w == m.as_bytes())
-                .unwrap()
-        };
-        assert!((100..164).all(|n| at(n) < at(n + 1)), "a's states in order");
-        assert!(at(164) < at(7) && at(7) < at(8), "b's call after a's");
+        let mut calls = Vec::new();
+        for together in [false, true] {
+            let mut pipe = redis::pipe();
+            queue_apply(&mut pipe, &keys, &edges, together);
+            let packed = pipe.get_packed_pipeline();
+            let at = |n| {
+                let m = member(id(n));
+                packed
+                    .windows(m.len())
+                    .position(|w| w == m.as_bytes())
+                    .unwrap()
+            };
+            assert!((100..164).all(|n| at(n) < at(n + 1)), "a's states in order");
+            assert!(at(164) < at(7) && at(7) < at(8), "b's states after a's");
+            calls.push(pipe.len());
+        }
+        // One list a call: a's 65 states take two calls, b's two one. Many
+        // lists a call: 64 states of a, then a's last with b's two.
+        assert_eq!(calls, [3, 2]);
     }
 
     #[test]

@@ -108,11 +108,12 @@ pub(crate) async fn resync_state(
     // than grown: what is cached shrinks back under the limit, and reads
     // fill it again from there.
     let (past, _) = app.read.past_fill_limit(&mut *redis).await;
+    let together = !app.redis.is_cluster();
     let pipe = if past && !edges.is_empty() {
         app.metrics.caches_shed.inc();
-        cache::shed_pipe(&app.keys, &records, &edges)
+        cache::shed_pipe(&app.keys, &records, &edges, together)
     } else {
-        cache::write_through_pipe(&app.keys, &records, &edges)
+        cache::write_through_pipe(&app.keys, &records, &edges, together)
     };
     match cache::run_writes_paced(&mut *redis, &pipe).await {
         Ok(()) => {}
