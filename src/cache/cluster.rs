@@ -8,11 +8,13 @@
 //!
 //! On a cluster, every script and multi-key command of Kith touches keys of
 //! one slot (the `{user}` hash tags of [`super::keys`]; slots as the `redis`
-//! crate computes them). One exception runs only on a single server: the
+//! crate computes them). The exceptions run only on a single server: the
 //! members script asks the lists of many users in one call there
-//! ([`super::lists::MembersCalls`]), and one call per list owner on a
-//! cluster; start-up refuses a cluster node named by a plain `redis://` URL
-//! (`INFO cluster`). A pipeline, though, often spans
+//! ([`super::lists::MembersCalls`]), and the cache writes store the counter
+//! records and apply the edge states of many users in one call
+//! ([`super::counters::queue_store`], [`super::lists::queue_apply`]); on a
+//! cluster, one call per user. Start-up refuses a cluster node named by a
+//! plain `redis://` URL (`INFO cluster`). A pipeline, though, often spans
 //! users: the cluster client refuses such a pipeline, so [`split`] sends one
 //! sub-pipeline per slot, all at once, and puts the answers back in order.
 //! Commands without a key (`PUBLISH`, `SCRIPT LOAD`) go one by one, routed

@@ -134,7 +134,9 @@ pub(crate) async fn run_writes(
 /// read that arrives meanwhile waits for them: a move's batch of 200
 /// followers sent whole held Redis for about ten milliseconds. Trips of 64
 /// calls of one record or list each (10–24 KiB) served the reads as well
-/// as trips of 8 calls, for less of Redis's CPU.
+/// as trips of 8 calls, for less of Redis's CPU (docs/performance.md);
+/// trips of this size carry about as many records and states when each
+/// call carries many.
 pub(crate) const TRIP_BYTES: usize = 16 * 1024;
 
 /// The longest pause after a trip of [`run_writes_paced`]: a trip slowed
@@ -149,8 +151,9 @@ pub(crate) const MAX_PAUSE: std::time::Duration = std::time::Duration::from_mill
 /// most [`MAX_PAUSE`]), so that the batch takes at most half of Redis's
 /// time and the reads between its trips are served with little wait. A
 /// batch that fits one trip is sent at once, without a pause. In runs of a
-/// move of 20,000 followers (`account_move`), the p99 of the reads served
-/// meanwhile went from 1.80–1.93× their own to 1.37–1.47×, for no more of
+/// move of 20,000 followers (`account_move`, trips of 64 calls then), the
+/// p99 of the reads served meanwhile went from 1.80–1.93× their own to
+/// 1.37–1.47×, for no more of
 /// Redis's CPU; trips of 8 calls sent without the pauses left it at
 /// 1.55–1.69× (docs/performance.md).
 pub(crate) async fn run_writes_paced(

@@ -1348,3 +1348,74 @@ async fn a_batch_of_states_for_one_list_applies_in_order() {
         .unwrap();
     assert_eq!(tombstone, Some(3), "the removal's tombstone is kept");
 }
+
+/// On one Redis server a script call writes the records and lists of many
+/// users (on a cluster, one user's a call): each is written as it would
+/// be alone — a list only where cached (a removal from one that is not
+/// leaves its tombstone), a record only where newer.
+#[tokio::test]
+async fn one_call_writes_each_list_and_record_as_alone() {
+    use kith::testing::cache::counters::{CounterRecord, load_many};
+    use kith::testing::cache::lists::EdgeState;
+    let t = spawn_app().await;
+    let [alice, bob, carol, dave] = [
+        t.user("alice").await,
+        t.user("bob").await,
+        t.user("carol").await,
+        t.user("dave").await,
+    ];
+    let (cached, uncached) = (ListKey::Following(alice), ListKey::Following(bob));
+    assert!(pages::fill(&t.app, cached, false).await.unwrap());
+    let record = |followers, version| CounterRecord {
+        followings: 0,
+        followers,
+        posts: 0,
+        likes_received: 0,
+        favs_received: 0,
+        version,
+    };
+    let edge = |list, other, active, version, followed_at_ms| EdgeState {
+        list,
+        other,
+        active,
+        followed_at_ms,
+        version,
+    };
+    let together = !t.app.redis.is_cluster();
+    let mut redis = t.app.redis.get().await.unwrap();
+    let write = async |redis: &mut _, records: &[(UserId, CounterRecord)], edges: &[EdgeState]| {
+        kith::testing::cache::write_through(redis, &t.app.keys, records, edges, together)
+            .await
+            .unwrap();
+    };
+    write(&mut *redis, &[(dave, record(7, 7))], &[]).await;
+    write(
+        &mut *redis,
+        &[(carol, record(5, 5)), (dave, record(6, 6))],
+        &[
+            edge(cached, carol, true, 1, 1_000),
+            edge(uncached, dave, false, 2, 2_000),
+            edge(cached, dave, true, 1, 3_000),
+            // Older than the state just applied: left alone.
+            edge(cached, carol, false, 1, 1_000),
+        ],
+    )
+    .await;
+    assert_eq!(t.cached_list(cached).await.unwrap(), vec![dave, carol]);
+    assert_eq!(t.cached_list(uncached).await, None, "not cached, still");
+    let versions: Option<i64> = redis::cmd("HGET")
+        .arg(&t.app.keys.list(uncached)[1])
+        .arg(format!("{:019}", dave.get()))
+        .query_async(&mut *redis)
+        .await
+        .unwrap();
+    assert_eq!(versions, Some(2), "the removal's tombstone");
+    let records = load_many(&mut *redis, &t.app.keys, &[carol, dave])
+        .await
+        .unwrap();
+    assert_eq!(
+        records,
+        [Some(record(5, 5)), Some(record(7, 7))],
+        "carol's stored, dave's newer one kept"
+    );
+}
