@@ -165,11 +165,23 @@ fn measure(kind: Kind, t0: Instant, ready: Instant, writes: &[Answer], reads: &[
         refused: writes.iter().filter(|a| a.error.is_some()).count(),
         reads: reads.len(),
         reads_failed: reads.iter().filter(|a| a.error.is_some()).count(),
+        // Each failed read with when it was sent and how long it took, so a
+        // failure tells which part of the failover it waited through.
         read_errors: reads
             .iter()
-            .filter_map(|a| a.error.clone())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
+            .filter_map(|a| {
+                let error = a.error.as_ref()?;
+                let sent = if a.started >= t0 {
+                    format!("+{:.2} s", (a.started - t0).as_secs_f64())
+                } else {
+                    format!("-{:.2} s", (t0 - a.started).as_secs_f64())
+                };
+                Some(format!(
+                    "{error} (sent {sent} from the crash, answered in {} ms; the formation took writes at +{:.2} s)",
+                    (a.ended - a.started).as_millis(),
+                    (ready - t0).as_secs_f64()
+                ))
+            })
             .collect(),
         read_p99: latencies
             .get(latencies.len() * 99 / 100)
