@@ -232,15 +232,7 @@ async fn a_cached_head_unfollows_wore_down_is_filled_again() {
         (Source::Postgres, &expected[25..35])
     );
     t.fills_finished().await;
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
-        &[],
-        &[late],
-        !t.app.redis.is_cluster(),
-    )
-    .await
-    .unwrap();
+    t.write_through(&[], &[late]).await;
     for (request, at) in [(first, 25), (PageRequest::Offset(10, 10), 35)] {
         let (page, source) = read(request).await;
         assert_eq!(
@@ -333,16 +325,7 @@ async fn paging_while_follows_arrive_skips_and_repeats_nothing() {
             followed_at_ms: at,
             version: 1,
         };
-        let mut redis = t.app.redis.get().await.unwrap();
-        kith::testing::cache::write_through(
-            &mut *redis,
-            &t.app.keys,
-            &[],
-            &[edge],
-            !t.app.redis.is_cluster(),
-        )
-        .await
-        .unwrap();
+        t.write_through(&[], &[edge]).await;
     }
     assert_eq!(
         seen, expected,
@@ -941,9 +924,7 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
         .collect();
     // …then the newest follower unfollows (version 2) before the fill commits.
     let gone = seeded[0];
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
+    t.write_through(
         &[],
         &[EdgeState {
             list,
@@ -952,10 +933,8 @@ async fn a_change_during_a_fill_survives_and_a_lapsed_fill_cannot_commit() {
             followed_at_ms: gone.followed_at_ms,
             version: 2,
         }],
-        !t.app.redis.is_cluster(),
     )
-    .await
-    .unwrap();
+    .await;
     assert!(
         commit_fill(&mut *redis, &t.app.keys, list, "a", ttl, &read, true)
             .await
@@ -1049,15 +1028,7 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
-        &[],
-        &[late],
-        !t.app.redis.is_cluster(),
-    )
-    .await
-    .unwrap();
+    t.write_through(&[], &[late]).await;
     assert!(
         commit_fill(&mut *redis, &t.app.keys, list, "refill", ttl, &[], true)
             .await
@@ -1076,15 +1047,7 @@ async fn a_refill_never_brings_back_an_edge_a_late_update_names() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
-        &[],
-        &[late],
-        !t.app.redis.is_cluster(),
-    )
-    .await
-    .unwrap();
+    t.write_through(&[], &[late]).await;
     let fill = kith::testing::cache::lists::Fill {
         list,
         entries: &[],
@@ -1137,15 +1100,7 @@ async fn a_removal_from_an_uncached_list_leaves_a_tombstone_a_fill_keeps() {
         .await
         .unwrap();
     assert_eq!(claim, FillClaim::Granted);
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
-        &[],
-        &[late],
-        !t.app.redis.is_cluster(),
-    )
-    .await
-    .unwrap();
+    t.write_through(&[], &[late]).await;
     let ttl = std::time::Duration::from_secs(60);
     assert!(
         commit_fill(&mut *redis, &t.app.keys, list, "first", ttl, &[], true)
@@ -1315,15 +1270,7 @@ async fn a_batch_of_states_for_one_list_applies_in_order() {
         state(list, 8, false, 1),
     ]);
     let mut redis = t.app.redis.get().await.unwrap();
-    kith::testing::cache::write_through(
-        &mut *redis,
-        &t.app.keys,
-        &[],
-        &edges,
-        !t.app.redis.is_cluster(),
-    )
-    .await
-    .unwrap();
+    t.write_through(&[], &edges).await;
     let held: HashSet<UserId> = t.cached_list(list).await.unwrap().into_iter().collect();
     let expected: HashSet<UserId> = (1_000..1_150)
         .chain([8])
@@ -1381,16 +1328,8 @@ async fn one_call_writes_each_list_and_record_as_alone() {
         followed_at_ms,
         version,
     };
-    let together = !t.app.redis.is_cluster();
-    let mut redis = t.app.redis.get().await.unwrap();
-    let write = async |redis: &mut _, records: &[(UserId, CounterRecord)], edges: &[EdgeState]| {
-        kith::testing::cache::write_through(redis, &t.app.keys, records, edges, together)
-            .await
-            .unwrap();
-    };
-    write(&mut *redis, &[(dave, record(7, 7))], &[]).await;
-    write(
-        &mut *redis,
+    t.write_through(&[(dave, record(7, 7))], &[]).await;
+    t.write_through(
         &[(carol, record(5, 5)), (dave, record(6, 6))],
         &[
             edge(cached, carol, true, 1, 1_000),
@@ -1403,6 +1342,7 @@ async fn one_call_writes_each_list_and_record_as_alone() {
     .await;
     assert_eq!(t.cached_list(cached).await.unwrap(), vec![dave, carol]);
     assert_eq!(t.cached_list(uncached).await, None, "not cached, still");
+    let mut redis = t.app.redis.get().await.unwrap();
     let versions: Option<i64> = redis::cmd("HGET")
         .arg(&t.app.keys.list(uncached)[1])
         .arg(format!("{:019}", dave.get()))

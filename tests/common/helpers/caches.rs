@@ -35,6 +35,21 @@ impl TestApp {
         );
     }
 
+    /// Writes counter records and edge states through to the caches, as
+    /// the projector and the write path do (many users a script call on one
+    /// Redis server, one user's a call on a cluster).
+    pub async fn write_through(
+        &self,
+        records: &[(UserId, kith::testing::cache::counters::CounterRecord)],
+        edges: &[kith::testing::cache::lists::EdgeState],
+    ) {
+        let mut redis = self.app.redis.get().await.unwrap();
+        let together = !self.app.redis.is_cluster();
+        kith::testing::cache::write_through(&mut *redis, &self.app.keys, records, edges, together)
+            .await
+            .unwrap();
+    }
+
     /// The members of a cached list (newest first), `None` if not cached.
     pub async fn cached_list(&self, list: kith::testing::paging::ListKey) -> Option<Vec<UserId>> {
         let mut redis = self.app.redis.get().await.unwrap();
