@@ -153,18 +153,14 @@ pub(crate) const MAX_PAUSE: std::time::Duration = std::time::Duration::from_mill
 /// batch that fits one trip is sent at once, without a pause. In runs of a
 /// move of 20,000 followers (`account_move`, trips of 64 calls then), the
 /// p99 of the reads served meanwhile went from 1.80–1.93× their own to
-/// 1.37–1.47×, for no more of
-/// Redis's CPU; trips of 8 calls sent without the pauses left it at
-/// 1.55–1.69× (docs/performance.md).
+/// 1.37–1.47×, for no more of Redis's CPU; trips of 8 calls sent without
+/// the pauses left it at 1.55–1.69× (docs/performance.md).
 pub(crate) async fn run_writes_paced(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,
 ) -> redis::RedisResult<()> {
     let trips = trips(pipe, TRIP_BYTES);
-    if trips.len() <= 1 {
-        return run_writes(conn, pipe).await;
-    }
-    let last = trips.len() - 1;
+    let last = trips.len().saturating_sub(1);
     for (i, trip) in trips.iter().enumerate() {
         let started = tokio::time::Instant::now();
         run_writes(conn, trip).await?;
