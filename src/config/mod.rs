@@ -261,6 +261,7 @@ impl Config {
                         invalid("KITH_METRICS_ADDR", addr, &e.to_string())
                     })?),
                 },
+                server_timing: parse(&lookup, "KITH_SERVER_TIMING")?,
             },
             auth: AuthSettings {
                 jwt_secret: lookup("KITH_JWT_SECRET").unwrap_or_else(|| DEV_JWT_SECRET.to_owned()),

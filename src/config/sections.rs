@@ -188,6 +188,8 @@ pub struct HttpSettings {
     pub addr: SocketAddr,
     /// Address of the metrics listener (`None`: metrics are not served).
     pub metrics_addr: Option<SocketAddr>,
+    /// Whether answers carry their time in Kith (`Server-Timing`).
+    pub server_timing: bool,
 }
 
 /// Authentication.

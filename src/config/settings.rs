@@ -409,6 +409,11 @@ pub const SECTIONS: &[Section] = &[
                 "127.0.0.1:9464",
                 "where `GET /metrics` is served, on a listener of its own (every `kith` job process serves it; an address already taken is logged and skipped); `off`: not served",
             ),
+            value(
+                "KITH_SERVER_TIMING",
+                "false",
+                "send each answer's time in Kith, from its request reaching the router to its answer's head, as `Server-Timing: kith;dur=<ms>`: a client tells Kith's time from the network's and its own (browsers' tools show it). off by default, since it hands every caller an exact clock of Kith's work (a side channel a network's noise otherwise blurs)",
+            ),
         ],
     },
     super::settings_auth::AUTHENTICATION,

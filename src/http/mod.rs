@@ -42,6 +42,7 @@ mod graphiql;
 mod graphql;
 mod health;
 mod metrics;
+mod timing;
 mod trace;
 mod websocket;
 
@@ -81,7 +82,8 @@ pub fn router(app: Arc<App>) -> Router {
         schema,
         exports: export::slots(),
     };
-    Router::new()
+    let timed = state.app.config.http.server_timing;
+    let router = Router::new()
         .route(
             "/graphql",
             get(graphql::graphql_get).post(graphql::graphql_post),
@@ -91,8 +93,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .layer(middleware::from_fn_with_state(state.clone(), cors::cors))
-        .layer(middleware::from_fn(trace::trace_context))
-        .with_state(state)
+        .layer(middleware::from_fn(trace::trace_context));
+    // Outermost, so that the time covers every other layer's.
+    let router = if timed {
+        router.layer(middleware::from_fn(timing::server_timing))
+    } else {
+        router
+    };
+    router.with_state(state)
 }
 
 /// Serves the API on the configured address until `shutdown` resolves,

@@ -661,6 +661,44 @@ async fn cors_allows_only_the_configured_origins() {
     );
 }
 
+/// `Server-Timing` names an answer's time in Kith only when
+/// `KITH_SERVER_TIMING` asks for it, in milliseconds, within the time the
+/// caller waited.
+#[tokio::test]
+async fn server_timing_is_sent_only_when_asked_for() {
+    let query = || {
+        post(
+            Some("application/json"),
+            None,
+            r#"{"query":"{ __typename }"}"#,
+        )
+    };
+    let t = spawn_app().await;
+    let (status, headers, _) = exchange(&t, query()).await;
+    assert!(status.is_success());
+    assert!(headers.get("server-timing").is_none());
+
+    let t = spawn_app_with(|c| c.http.server_timing = true).await;
+    for request in [
+        query(),
+        Request::get("/healthz").body(Body::empty()).unwrap(),
+    ] {
+        let sent = std::time::Instant::now();
+        let (status, headers, _) = exchange(&t, request).await;
+        let waited_ms = sent.elapsed().as_secs_f64() * 1000.0;
+        assert!(status.is_success());
+        let timing = headers["server-timing"].to_str().unwrap();
+        let ms: f64 = timing
+            .strip_prefix("kith;dur=")
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("{timing}"));
+        assert!(
+            ms > 0.0 && ms <= waited_ms,
+            "{timing}, waited {waited_ms} ms"
+        );
+    }
+}
+
 /// W3C trace context: the caller's trace id comes back in `traceparent`
 /// (with this request as the parent); without a valid one, a new trace.
 #[tokio::test]
