@@ -14,8 +14,10 @@
 //! 4. Reads the same way for as long again once the move is through.
 //! 5. Reports how long the move took, the CPU each process spent on it
 //!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
-//!    during the move against outside it, and the Redis round trips a read
-//!    made in each; then checks the counts. Each profile is set against
+//!    during the move against outside it, as the client waited for them
+//!    and as Kith took them (each answer's `Server-Timing`, which the bench
+//!    turns on), and the Redis round trips a read made in each; then
+//!    checks the counts. Each profile is set against
 //!    its own reads of the same work: the new account's before and after
 //!    the move, the old one's before it only (once moved, its profile lists
 //!    a follower or none instead of twenty).
@@ -183,11 +185,15 @@ fn requests(phases: &[&Phase]) -> u64 {
         .sum()
 }
 
-/// A line of the reads' table: the latencies of some of them, together.
+/// A line of the reads' tables: the latencies of some of them, together,
+/// as the client waited for them and as Kith took them.
 struct Row {
     what: &'static str,
     p50: f64,
     p99: f64,
+    /// Kith's own time (`Server-Timing`); NaN when no answer carried it.
+    kith_p50: f64,
+    kith_p99: f64,
     requests: u64,
     failed: u64,
 }
@@ -202,6 +208,8 @@ impl Row {
             what,
             p50: all.percentile_ms(50.0),
             p99: all.percentile_ms(99.0),
+            kith_p50: all.server_percentile_ms(50.0).unwrap_or(f64::NAN),
+            kith_p99: all.server_percentile_ms(99.0).unwrap_or(f64::NAN),
             requests: parts.iter().map(|p| p.requests()).sum(),
             failed: parts.iter().map(|p| p.failed()).sum(),
         }
@@ -214,13 +222,32 @@ impl Row {
         )
     }
 
+    fn kith_line(&self) -> String {
+        format!(
+            "| {} | {:.2} ms | {:.2} ms |\n",
+            self.what, self.kith_p50, self.kith_p99
+        )
+    }
+
     /// `row`'s latencies over `base`'s, and whether within 10%.
     fn against(what: &str, row: &Self, base: &Self) -> String {
+        Self::ratios(what, (row.p50, row.p99), (base.p50, base.p99), "| | |")
+    }
+
+    /// `row`'s times in Kith over `base`'s, and whether within 10%.
+    fn against_in_kith(what: &str, row: &Self, base: &Self) -> String {
+        let (at, of) = ((row.kith_p50, row.kith_p99), (base.kith_p50, base.kith_p99));
+        Self::ratios(what, at, of, "")
+    }
+
+    /// The p50 and p99 of `at` over those of `of`, and whether within 10%,
+    /// with `rest` closing the line.
+    fn ratios(what: &str, at: (f64, f64), of: (f64, f64), rest: &str) -> String {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
         let within = |r: f64| if r <= 1.10 { "yes" } else { "no" };
-        let (p50, p99) = (ratio(row.p50, base.p50), ratio(row.p99, base.p99));
+        let (p50, p99) = (ratio(at.0, of.0), ratio(at.1, of.1));
         format!(
-            "| {what} | {p50:.2}× (within 10%: {}) | {p99:.2}× (within 10%: {}) | | |\n",
+            "| {what} | {p50:.2}× (within 10%: {}) | {p99:.2}× (within 10%: {}) {rest}\n",
             within(p50),
             within(p99)
         )
@@ -298,7 +325,8 @@ async fn main() {
     let kith = |command: &str, http: SocketAddr, metrics: SocketAddr| {
         let log = format!("target/bench-reports/account-move-kith-{command}.log");
         let mut kith = common::kith_command(&app.config, command, http, metrics, log.as_ref());
-        kith.env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string());
+        kith.env("KITH_MOVE_FOLLOWERS_PER_SEC", pace.to_string())
+            .env("KITH_SERVER_TIMING", "true");
         if warm_users {
             kith.env("KITH_USER_CACHE_TTL_SECS", "86400")
                 .env("KITH_USER_CACHE_CAPACITY", users.to_string());
@@ -523,6 +551,15 @@ async fn main() {
             Row::against("both: during ÷ outside", both_move, both_outside),
         ])
         .collect();
+    let kith_rows: String = reads_table
+        .iter()
+        .map(Row::kith_line)
+        .chain([
+            Row::against_in_kith("old account: during ÷ before", old_move, old_outside),
+            Row::against_in_kith("new account: during ÷ outside", new_move, new_outside),
+            Row::against_in_kith("both: during ÷ outside", both_move, both_outside),
+        ])
+        .collect();
     let moved = job["moved"].as_i64().unwrap_or(0)
         + job["requested"].as_i64().unwrap_or(0)
         + job["skipped"].as_i64().unwrap_or(0);
@@ -566,7 +603,12 @@ async fn main() {
          {cpu_rows}\n\
          | profile reads ({baseline_secs} s before the move, through it, {baseline_secs} s after it) | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
          {reads_rows}\n\
-         Once moved, the old account has a follower or none: its profile's reads after the move \
+         | the same reads, each one's time in Kith (its `Server-Timing`: from its request \
+         reaching Kith's router to its answer's head) | p50 | p99 |\n|---|---|---|\n\
+         {kith_rows}\n\
+         The client's time is Kith's and the rest of the trip: the request's and the answer's \
+         way through the kernel, and the client's own turn on the core it shares with Kith and \
+         Redis. Once moved, the old account has a follower or none: its profile's reads after the move \
          list one follower instead of twenty, so its reads during the move are compared with \
          those before it only, and left out of both accounts' reads outside it.\n\n\
          The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads): \

@@ -14,6 +14,9 @@ use tokio::net::TcpStream;
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    /// The last answer's time in Kith, µs, when it carried one
+    /// (`Server-Timing: kith;dur=<ms>`, with `KITH_SERVER_TIMING=true`).
+    pub server_us: Option<u64>,
 }
 
 impl Conn {
@@ -24,6 +27,7 @@ impl Conn {
         Ok(Self {
             stream,
             buf: Vec::with_capacity(16 * 1024),
+            server_us: None,
         })
     }
 
@@ -78,6 +82,14 @@ impl Conn {
         let length = head.lines().find_map(|l| {
             l.strip_prefix("content-length:")
                 .and_then(|v| v.trim().parse::<usize>().ok())
+        });
+        self.server_us = head.lines().find_map(|l| {
+            l.strip_prefix("server-timing:")?
+                .split(',')
+                .find_map(|metric| metric.trim().strip_prefix("kith;dur="))?
+                .parse::<f64>()
+                .ok()
+                .map(|ms| (ms * 1000.0) as u64)
         });
         let chunked = head.contains("transfer-encoding: chunked");
         let mut body = Vec::new();
@@ -138,6 +150,9 @@ pub type MakeCall = Arc<dyn Fn(u64) -> Call + Send + Sync>;
 pub struct Outcome {
     /// Latencies of the successful requests, µs.
     pub latencies: Vec<u64>,
+    /// Kith's own time of the successful requests whose answers carried
+    /// it (`Server-Timing`), µs.
+    pub server: Vec<u64>,
     /// Failed requests by cause (GraphQL error code, HTTP status or I/O).
     pub errors: BTreeMap<String, u64>,
     /// How long the phase ran.
@@ -158,6 +173,7 @@ impl Outcome {
     /// Adds `other`'s requests to these.
     pub fn merge(&mut self, other: &Outcome) {
         self.latencies.extend(&other.latencies);
+        self.server.extend(&other.server);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }
@@ -167,6 +183,14 @@ impl Outcome {
     pub fn percentile_ms(&mut self, p: f64) -> f64 {
         self.latencies.sort_unstable();
         super::common::percentile(&self.latencies, p) as f64 / 1000.0
+    }
+
+    /// The `p`-th percentile of Kith's own time, ms: `None` when no answer
+    /// carried it.
+    pub fn server_percentile_ms(&mut self, p: f64) -> Option<f64> {
+        self.server.sort_unstable();
+        (!self.server.is_empty())
+            .then(|| super::common::percentile(&self.server, p) as f64 / 1000.0)
     }
 }
 
@@ -185,7 +209,13 @@ pub fn failure(status: u16, body: &[u8]) -> Option<String> {
     Some(code.to_owned())
 }
 
-async fn one(conn: &mut Option<Conn>, addr: SocketAddr, call: &Call) -> Result<(), String> {
+/// Sends `call`, opening the connection if need be: `Ok` with the answer's
+/// time in Kith (when it carried one), or the cause of its failure.
+async fn one(
+    conn: &mut Option<Conn>,
+    addr: SocketAddr,
+    call: &Call,
+) -> Result<Option<u64>, String> {
     if conn.is_none() {
         *conn = Some(
             Conn::open(addr)
@@ -198,7 +228,7 @@ async fn one(conn: &mut Option<Conn>, addr: SocketAddr, call: &Call) -> Result<(
         .send("POST", "/graphql", call.token.as_deref(), &call.body)
         .await
     {
-        Ok((status, body)) => failure(status, &body).map_or(Ok(()), Err),
+        Ok((status, body)) => failure(status, &body).map_or(Ok(c.server_us), Err),
         Err(e) => {
             *conn = None;
             Err(format!("io: {}", e.kind()))
@@ -232,7 +262,10 @@ pub async fn closed_loop(
                 let call = make(i);
                 let sent = Instant::now();
                 match one(&mut conn, addr, &call).await {
-                    Ok(()) => out.latencies.push(sent.elapsed().as_micros() as u64),
+                    Ok(server) => {
+                        out.latencies.push(sent.elapsed().as_micros() as u64);
+                        out.server.extend(server);
+                    }
                     Err(cause) => *out.errors.entry(cause).or_default() += 1,
                 }
             }
@@ -298,13 +331,16 @@ pub async fn open_loop_while(
             let result = one(&mut conn, addr, &call).await;
             let took = due.elapsed().as_micros() as u64;
             let _ = pool_tx.send(conn).await;
-            result.map(|()| took)
+            result.map(|server| (took, server))
         });
     }
     let mut out = Outcome::default();
     while let Some(done) = tasks.join_next().await {
         match done.expect("request") {
-            Ok(us) => out.latencies.push(us),
+            Ok((us, server)) => {
+                out.latencies.push(us);
+                out.server.extend(server);
+            }
             Err(cause) => *out.errors.entry(cause).or_default() += 1,
         }
     }
