@@ -187,6 +187,10 @@ impl Outcome {
 
     /// The `p`-th percentile of Kith's own time, ms: `None` when no answer
     /// carried it.
+    #[allow(
+        dead_code,
+        reason = "the account move bench reports it; the suite does not"
+    )]
     pub fn server_percentile_ms(&mut self, p: f64) -> Option<f64> {
         self.server.sort_unstable();
         (!self.server.is_empty())
