@@ -1,12 +1,14 @@
 //! The rows of users a move's batch is about to show at the heads of lists
 //! read here lately, loaded as the batch is told ([`super::announce`]),
-//! before the pipeline brings it to the caches ([`crate::read::heads`]).
+//! before the pipeline brings it to the caches ([`crate::read::heads`]);
+//! and the counter records of those who rise into a head as others leave
+//! it, which the pipeline does not write (their own edges did not change).
 
 use std::sync::Arc;
 
 use super::hub::FollowChange;
 use crate::app::App;
-use crate::cache::lists;
+use crate::cache::{counters, lists};
 use crate::model::UserId;
 use crate::paging::ListKey;
 use crate::read::heads::Coming;
@@ -14,7 +16,8 @@ use crate::read::heads::Coming;
 /// Loads, in the background, the rows of the members that `coming` is
 /// about to bring into the first pages read here lately, unless they are
 /// held, the user cache cannot serve now, or a load runs already (best
-/// effort: a read loads what this did not).
+/// effort: a read loads what this did not); and rebuilds the counter
+/// records Redis lacks of the members rising into them.
 pub(super) fn load(app: &Arc<App>, coming: &[FollowChange]) {
     let users = app.read.users();
     if !users.is_serving() {
@@ -40,32 +43,73 @@ pub(super) fn load(app: &Arc<App>, coming: &[FollowChange]) {
     let app = app.clone();
     tokio::spawn(async move {
         let _permit = permit;
+        let risers = rising(&app, &thinning).await;
+        let users = app.read.users();
         let mut missing = arriving;
-        missing.extend(rising(&app, &thinning).await);
+        missing.extend(risers.iter().filter(|id| users.get(**id).is_none()));
         missing.sort_unstable();
         missing.dedup();
-        // A change to any user noticed while the rows were read keeps them
-        // all out of the cache (`UserCache::insert`): read again, once.
-        for _ in 0..2 {
-            if missing.is_empty() {
-                return;
-            }
-            let users = app.read.users();
-            let seen = users.generation();
-            if let Err(error) = users.by_ids(&app.pg, &missing).await {
-                tracing::debug!(%error, "rows coming to list heads read here not loaded");
-                return;
-            }
-            missing.retain(|id| users.get(*id).is_none());
-            if users.generation() == seen {
-                return;
-            }
-        }
+        tokio::join!(rows(&app, missing), records(&app, &risers));
     });
 }
 
-/// Of each list's cached head as deep as asked, the members whose rows
-/// are not held (none of a list not cached that deep).
+/// Loads the rows of `missing` into the user cache.
+async fn rows(app: &App, mut missing: Vec<UserId>) {
+    // A change to any user noticed while the rows were read keeps them
+    // all out of the cache (`UserCache::insert`): read again, once.
+    for _ in 0..2 {
+        if missing.is_empty() {
+            return;
+        }
+        let users = app.read.users();
+        let seen = users.generation();
+        if let Err(error) = users.by_ids(&app.pg, &missing).await {
+            tracing::debug!(%error, "rows coming to list heads read here not loaded");
+            return;
+        }
+        missing.retain(|id| users.get(*id).is_none());
+        if users.generation() == seen {
+            return;
+        }
+    }
+}
+
+/// Rebuilds the counter records Redis lacks of `risers` (from
+/// `user_stats`, written back only if newer), so that the read showing
+/// one does not. The pipeline writes the records of a batch's own
+/// followers; a member rising into a head as they leave it is one whose
+/// edges did not change, and whose record nobody may have read lately.
+async fn records(app: &App, risers: &[UserId]) {
+    if risers.is_empty() {
+        return;
+    }
+    let mut pipe = redis::pipe();
+    counters::queue_load(&mut pipe, &app.keys, risers);
+    let read = async {
+        let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
+        pipe.query_async::<Vec<redis::Value>>(&mut *redis)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let lacking: Vec<UserId> = match read.await {
+        Ok(replies) => risers
+            .iter()
+            .zip(&replies)
+            .filter(|(_, reply)| counters::parse(reply).is_none())
+            .map(|(user, _)| *user)
+            .collect(),
+        Err(error) => {
+            tracing::debug!(%error, "counter records rising to list heads read here not read");
+            return;
+        }
+    };
+    if let Err(error) = crate::read::counters::rebuild(app, &lacking).await {
+        tracing::debug!(%error, "counter records rising to list heads read here not rebuilt");
+    }
+}
+
+/// Of each list's cached head as deep as asked, the members (none of a
+/// list not cached that deep).
 async fn rising(app: &App, thinning: &[(ListKey, usize)]) -> Vec<UserId> {
     if thinning.is_empty() {
         return Vec::new();
@@ -87,13 +131,14 @@ async fn rising(app: &App, thinning: &[(ListKey, usize)]) -> Vec<UserId> {
             return Vec::new();
         }
     };
-    let users = app.read.users();
-    thinning
+    let mut members: Vec<UserId> = thinning
         .iter()
         .zip(replies.chunks_exact(lists::NEWEST_REPLIES))
         .filter_map(|(&(_, depth), replies)| lists::parse_newest(replies, depth).ok())
         .flat_map(|page| page.items)
         .map(|position| position.user)
-        .filter(|id| users.get(*id).is_none())
-        .collect()
+        .collect();
+    members.sort_unstable();
+    members.dedup();
+    members
 }

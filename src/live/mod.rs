@@ -47,7 +47,8 @@ pub(crate) async fn publish(app: &App, batch: &LiveBatch) {
 
 /// Tells every process of follow transitions just committed that the
 /// caches do not show yet (best effort, as [`publish`]): each loads the
-/// rows its readers are about to see ([`coming`]).
+/// rows its readers are about to see, and the counter records of those
+/// rising into a first page ([`coming`]).
 pub(crate) async fn announce(app: &App, coming: Vec<FollowChange>) {
     if coming.is_empty() {
         return;

@@ -16,8 +16,10 @@
 //! first page is about to show ([`Coming`]): the arrivals (the pipeline
 //! brings a batch to the caches in several trips, so any of them may head
 //! the list for a while), and for a list that more members leave than
-//! join, its cached head as deep as its page plus as many more as leave.
-//! A read that comes after finds them held.
+//! join, its cached head as deep as its page plus as many more as leave
+//! (and of those rising, the counter records Redis lacks: the pipeline
+//! writes none for members whose edges did not change). A read that comes
+//! after finds them held.
 
 use std::collections::HashMap;
 use std::sync::Arc;

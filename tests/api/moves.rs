@@ -454,7 +454,9 @@ async fn a_move_resumes_where_its_last_batch_left_it() {
 /// move's batch has the rows they are about to show loaded before the
 /// pipeline brings it to the caches (none runs here once the move starts):
 /// the newcomer at the head of the new account's list, and the follower
-/// rising into the old account's page as another leaves it.
+/// rising into the old account's page as another leaves it — with that
+/// one's counter record, which the pipeline does not write (its edges do
+/// not change).
 #[tokio::test]
 async fn a_moves_batch_loads_the_rows_its_first_pages_are_about_to_show() {
     let t = spawn_app_with(|c| c.portability.move_followers_per_sec = 1).await;
@@ -499,6 +501,16 @@ async fn a_moves_batch_loads_the_rows_its_first_pages_are_about_to_show() {
             .is_some()
     );
     t.app.read.forget_users(&fans);
+    {
+        let mut redis = t.app.redis.get().await.unwrap();
+        for fan in &fans {
+            let _: () = redis::cmd("DEL")
+                .arg(t.app.keys.counter_record(*fan))
+                .query_async(&mut *redis)
+                .await
+                .unwrap();
+        }
+    }
     let _listener = replica(&t, t.app.clone(), false).await;
     assert_ok(&move_to(&t, old, new).await);
     // Followers go in id order, one a second: the first batch brings fan0
@@ -516,6 +528,15 @@ async fn a_moves_batch_loads_the_rows_its_first_pages_are_about_to_show() {
     assert!(
         t.app.read.users().get(fans[3]).is_some(),
         "the old account's head as it was is loaded with it"
+    );
+    eventually("the riser's counter record rebuilt", 30, || async {
+        t.counter_record(fans[1]).await.map(|_| ())
+    })
+    .await;
+    assert_eq!(
+        t.counter_record(fans[1]).await.map(|r| r.followings),
+        Some(1),
+        "from the truth"
     );
 }
 
