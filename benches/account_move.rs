@@ -17,10 +17,10 @@
 //!    during the move against outside it, as the client waited for them
 //!    and as Kith took them (each answer's `Server-Timing`, which the bench
 //!    turns on), and the Redis round trips a read made in each; then
-//!    checks the counts. Each profile is set against
-//!    its own reads of the same work: the new account's before and after
-//!    the move, the old one's before it only (once moved, its profile lists
-//!    a follower or none instead of twenty).
+//!    checks the counts. Each profile is set against its own reads of the
+//!    same work: the new account's before and after the move, the old
+//!    one's before it only (once moved, its profile lists a follower or
+//!    none instead of twenty).
 //!
 //! In production PostgreSQL and the broker run on machines of their own;
 //! here they share the cores with Kith, Redis and the reads. So that the
@@ -237,7 +237,7 @@ impl Row {
     /// `row`'s times in Kith over `base`'s, and whether within 10%.
     fn against_in_kith(what: &str, row: &Self, base: &Self) -> String {
         let (at, of) = ((row.kith_p50, row.kith_p99), (base.kith_p50, base.kith_p99));
-        Self::ratios(what, at, of, "")
+        Self::ratios(what, at, of, "|")
     }
 
     /// The p50 and p99 of `at` over those of `of`, and whether within 10%,

@@ -219,8 +219,8 @@ pub async fn load_many(
 
 /// Queues the reads of `users`' records on `pipe`, one reply each
 /// ([`parse`]): one `GET` per record, not an `MGET` — the records live in
-/// different hash slots, and a cluster client splits a pipeline per node
-/// where it would refuse a cross-slot `MGET`.
+/// different hash slots, and Kith's cluster connection splits a pipeline
+/// by slot (`super::cluster`) where Redis would refuse a cross-slot `MGET`.
 pub(crate) fn queue_load(pipe: &mut redis::Pipeline, keys: &RedisKeys, users: &[UserId]) {
     for user in users {
         pipe.cmd("GET").arg(keys.counter_record(*user));

@@ -18,6 +18,8 @@
 //! - W3C `traceparent` is honoured: its trace id tags the request's logs
 //!   and comes back in the answer's `traceparent` (a new one when absent);
 //!   built with the `otlp` feature, spans are exported over OTLP as well.
+//! - With `KITH_SERVER_TIMING`, every answer of this listener names its
+//!   time in Kith in `Server-Timing` ([`timing`]).
 //! - The answer is `application/graphql-response+json` when the client asks
 //!   for it: then a request refused before execution (it does not parse,
 //!   validate or fit the limits) is `400` with no `data`. Otherwise it is

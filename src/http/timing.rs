@@ -8,10 +8,12 @@ use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 
-/// Times the request from the moment the router has it to its answer's
-/// head, and names the time `kith` in the answer's `Server-Timing`
-/// (milliseconds). What a client measures beyond it is the network's and
-/// the client's own: a bench on a shared machine tells the two apart.
+/// Times the request from the moment the router has its head to its
+/// answer's head, and names the time `kith` in the answer's
+/// `Server-Timing` (milliseconds). It includes reading the request's body
+/// (a large upload's arrival too); what a client measures beyond it is the
+/// network's and the client's own: a bench on a shared machine tells the
+/// two apart.
 pub(super) async fn server_timing(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let mut response = next.run(request).await;

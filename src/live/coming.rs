@@ -4,6 +4,7 @@
 //! and the counter records of those who rise into a head as others leave
 //! it, which the pipeline does not write (their own edges did not change).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::hub::FollowChange;
@@ -40,16 +41,24 @@ pub(super) fn load(app: &Arc<App>, coming: &[FollowChange]) {
     let Some(permit) = app.read.heads().loading() else {
         return;
     };
+    // The batch's own members: the pipeline writes their records.
+    let changed: HashSet<UserId> = coming.iter().flat_map(|c| [c.from, c.to]).collect();
     let app = app.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        let risers = rising(&app, &thinning).await;
+        let heads = rising(&app, &thinning).await;
         let users = app.read.users();
         let mut missing = arriving;
-        missing.extend(risers.iter().filter(|id| users.get(**id).is_none()));
+        missing.extend(heads.iter().filter(|id| users.get(**id).is_none()));
         missing.sort_unstable();
         missing.dedup();
-        tokio::join!(rows(&app, missing), records(&app, &risers));
+        // One statement at a time on the shared pool, as the reads'.
+        rows(&app, missing).await;
+        let risers: Vec<UserId> = heads
+            .into_iter()
+            .filter(|id| !changed.contains(id))
+            .collect();
+        records(&app, &risers).await;
     });
 }
 
@@ -77,8 +86,11 @@ async fn rows(app: &App, mut missing: Vec<UserId>) {
 /// Rebuilds the counter records Redis lacks of `risers` (from
 /// `user_stats`, written back only if newer), so that the read showing
 /// one does not. The pipeline writes the records of a batch's own
-/// followers; a member rising into a head as they leave it is one whose
+/// members; a member rising into a head as they leave it is one whose
 /// edges did not change, and whose record nobody may have read lately.
+/// Records are shared: every process that read the list lately looks, and
+/// processes that look at the same moment may rebuild the same record (a
+/// statement each).
 async fn records(app: &App, risers: &[UserId]) {
     if risers.is_empty() {
         return;
@@ -103,13 +115,15 @@ async fn records(app: &App, risers: &[UserId]) {
             return;
         }
     };
-    if let Err(error) = crate::read::counters::rebuild(app, &lacking).await {
+    let counted = crate::read::counters::RoundTrips::Uncounted;
+    if let Err(error) = crate::read::counters::rebuild(app, &lacking, counted).await {
         tracing::debug!(%error, "counter records rising to list heads read here not rebuilt");
     }
 }
 
 /// Of each list's cached head as deep as asked, the members (none of a
-/// list not cached that deep).
+/// list not cached that deep): those on its first page now, those about
+/// to leave it, and those rising into it.
 async fn rising(app: &App, thinning: &[(ListKey, usize)]) -> Vec<UserId> {
     if thinning.is_empty() {
         return Vec::new();

@@ -24,8 +24,8 @@ pub struct LiveBatch {
     pub follows: Vec<FollowChange>,
     /// Follow transitions committed that the caches do not show yet: told
     /// by a move's runner as its batch commits, so that each process loads
-    /// the rows of users its readers are about to see
-    /// ([`super::announce`]). Not handed to subscriptions: the batch that
+    /// the rows of users its readers are about to see, and the counter
+    /// records of those rising into first pages ([`super::announce`]). Not handed to subscriptions: the batch that
     /// applies them tells them in `follows`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coming: Vec<FollowChange>,

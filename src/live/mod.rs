@@ -12,7 +12,8 @@
 //! A move's runner also tells of each batch as it commits, before the
 //! pipeline brings it to the caches ([`announce`]): each process loads the
 //! rows of the users its readers are about to see at the heads of the
-//! lists the batch changes ([`crate::read::heads`]).
+//! lists the batch changes, and the counter records Redis lacks of those
+//! rising into them ([`crate::read::heads`]).
 //!
 //! Delivery is best effort, at most once: a message published while a
 //! replica is not listening (Redis away, the replica starting) is not
@@ -79,8 +80,8 @@ const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 /// Listens for the projectors' batches until `shutdown`, re-subscribing
 /// when the connection is lost; each batch drops this process's stale
 /// in-process lists, then goes to its subscriptions. A move's batch told
-/// as it commits (`coming`) has the rows it is about to show loaded
-/// ([`coming`]).
+/// as it commits (`coming`) has the rows it is about to show loaded, and
+/// the counter records of those rising into first pages ([`coming`]).
 pub async fn listen(app: Arc<App>, mut shutdown: Shutdown) {
     let channel = app.keys.live_channel();
     let target = crate::cache::cluster::Target::parse(&app.config.redis.url);

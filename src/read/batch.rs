@@ -155,7 +155,7 @@ pub(crate) async fn load(
     app.metrics
         .cache_lookup("relation", false, unknown.len() as u64);
     let (rebuilt, truth) = tokio::try_join!(
-        counters::rebuild(app, &missing),
+        counters::rebuild(app, &missing, counters::RoundTrips::Counted),
         relations::from_truth(app, &unknown)
     )?;
     for (user, record) in rebuilt {

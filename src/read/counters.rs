@@ -12,11 +12,22 @@ use crate::error::ApiError;
 use crate::model::UserId;
 use crate::store::stats;
 
+/// Whether a Redis round trip counts as a read's
+/// (`kith_read_redis_round_trips_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RoundTrips {
+    /// A read's own: counted.
+    Counted,
+    /// Background work ahead of the reads: not counted.
+    Uncounted,
+}
+
 /// The counters of `users` read from `user_stats` (zero for users without a
 /// row), written back to their counter records.
 pub(crate) async fn rebuild(
     app: &App,
     users: &[UserId],
+    counted: RoundTrips,
 ) -> Result<HashMap<UserId, CounterRecord>, ApiError> {
     if users.is_empty() {
         return Ok(HashMap::new());
@@ -29,7 +40,7 @@ pub(crate) async fn rebuild(
         .collect();
     drop(conn);
     if !rebuilt.is_empty()
-        && let Err(error) = write_back(app, &rebuilt).await
+        && let Err(error) = write_back(app, &rebuilt, counted).await
     {
         tracing::warn!(%error, "counter records not written back");
     }
@@ -41,7 +52,11 @@ pub(crate) async fn rebuild(
     Ok(found)
 }
 
-async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<(), String> {
+async fn write_back(
+    app: &App,
+    records: &[(UserId, CounterRecord)],
+    counted: RoundTrips,
+) -> Result<(), String> {
     // Within the room reads may take in Redis (`KITH_FILL_MEMORY_LIMIT`).
     let sizes = vec![crate::read::state::RECORD_BYTES; records.len()];
     let room = super::pages::fits_in_memory(app, &sizes)
@@ -52,7 +67,9 @@ async fn write_back(app: &App, records: &[(UserId, CounterRecord)]) -> Result<()
         return Ok(());
     }
     let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-    app.round_trips.redis();
+    if counted == RoundTrips::Counted {
+        app.round_trips.redis();
+    }
     cache::write_through(
         &mut *redis,
         &app.keys,

@@ -1,5 +1,5 @@
-//! The heads of lists read here lately, and the rows to load before a
-//! change reaches them.
+//! The heads of lists read here lately, and the rows (and counter records)
+//! to load before a change reaches them.
 //!
 //! A list's first page shows its newest members: each one a user row this
 //! process must hold, or read from PostgreSQL on the read's path. Most

@@ -419,9 +419,9 @@ pub(crate) async fn after_batch(app: &App, follows: &[FollowOutcome]) {
         .collect();
     super::after_commit_for(app, &[], &[], &followers).await;
     // Every process loads the rows its readers of the first pages the
-    // batch changes are about to see, while the pipeline brings it to the
-    // caches (one round trip, against the relay's, the broker's and the
-    // projector's).
+    // batch changes are about to see (and the counter records of those
+    // rising into them), while the pipeline brings it to the caches (one
+    // round trip, against the relay's, the broker's and the projector's).
     let coming = follows
         .iter()
         .filter_map(|f| f.event.as_ref().map(crate::live::hub::FollowChange::from))
