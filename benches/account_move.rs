@@ -542,24 +542,21 @@ async fn main() {
         both_outside,
         both_move,
     ] = &reads_table;
-    let reads_rows: String = reads_table
-        .iter()
-        .map(Row::line)
-        .chain([
-            Row::against("old account: during ÷ before", old_move, old_outside),
-            Row::against("new account: during ÷ outside", new_move, new_outside),
-            Row::against("both: during ÷ outside", both_move, both_outside),
-        ])
-        .collect();
-    let kith_rows: String = reads_table
-        .iter()
-        .map(Row::kith_line)
-        .chain([
-            Row::against_in_kith("old account: during ÷ before", old_move, old_outside),
-            Row::against_in_kith("new account: during ÷ outside", new_move, new_outside),
-            Row::against_in_kith("both: during ÷ outside", both_move, both_outside),
-        ])
-        .collect();
+    // A table's lines, then its ratios: during ÷ outside, each profile apart
+    // and both.
+    let table = |line: fn(&Row) -> String, against: fn(&str, &Row, &Row) -> String| -> String {
+        reads_table
+            .iter()
+            .map(line)
+            .chain([
+                against("old account: during ÷ before", old_move, old_outside),
+                against("new account: during ÷ outside", new_move, new_outside),
+                against("both: during ÷ outside", both_move, both_outside),
+            ])
+            .collect()
+    };
+    let reads_rows = table(Row::line, Row::against);
+    let kith_rows = table(Row::kith_line, Row::against_in_kith);
     let moved = job["moved"].as_i64().unwrap_or(0)
         + job["requested"].as_i64().unwrap_or(0)
         + job["skipped"].as_i64().unwrap_or(0);
