@@ -95,19 +95,17 @@ async fn records(app: &App, risers: &[UserId]) {
     if risers.is_empty() {
         return;
     }
-    let mut pipe = redis::pipe();
-    counters::queue_load(&mut pipe, &app.keys, risers);
     let read = async {
         let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
-        pipe.query_async::<Vec<redis::Value>>(&mut *redis)
+        counters::load_many(&mut *redis, &app.keys, risers)
             .await
             .map_err(|e| e.to_string())
     };
     let lacking: Vec<UserId> = match read.await {
-        Ok(replies) => risers
+        Ok(records) => risers
             .iter()
-            .zip(&replies)
-            .filter(|(_, reply)| counters::parse(reply).is_none())
+            .zip(&records)
+            .filter(|(_, record)| record.is_none())
             .map(|(user, _)| *user)
             .collect(),
         Err(error) => {

@@ -25,8 +25,9 @@ pub struct LiveBatch {
     /// Follow transitions committed that the caches do not show yet: told
     /// by a move's runner as its batch commits, so that each process loads
     /// the rows of users its readers are about to see, and the counter
-    /// records of those rising into first pages ([`super::announce`]). Not handed to subscriptions: the batch that
-    /// applies them tells them in `follows`.
+    /// records of those rising into first pages ([`super::announce`]).
+    /// Not handed to subscriptions: the batch that applies them tells them
+    /// in `follows`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coming: Vec<FollowChange>,
 }
