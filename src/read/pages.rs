@@ -1,9 +1,10 @@
-//! One page of a follow list: from the hot in-process cache for celebrity
-//! lists, else from the Redis list cache when it covers the page, else from
-//! PostgreSQL keyset queries (any depth). A list that is not cached, or
-//! whose cached head unfollows wore down below a first page, is filled in
-//! the background, once: one filler per process (an in-flight set) and one
-//! across processes (the Redis claim of `lua/list_fill_begin.lua`).
+//! One page of a follow list: from the hot in-process cache for lists
+//! that are large or read often ([`super::hot`]), else from the Redis list
+//! cache when it covers the page, else from PostgreSQL keyset queries (any
+//! depth). A list that is not cached, or whose cached head unfollows wore
+//! down below a first page, is filled in the background, once: one filler
+//! per process (an in-flight set) and one across processes (the Redis
+//! claim of `lua/list_fill_begin.lua`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,8 +31,8 @@ pub enum Source {
 /// How many of a hot list's newest edges are held in process.
 pub(crate) const HOT_EDGES: usize = 100;
 
-/// Reads one page of `list`. `total` is the list's size when known: lists at
-/// or above the hot threshold serve their first pages from process memory.
+/// Reads one page of `list`. `total` is the list's size when known: hot
+/// lists ([`is_hot`]) serve their first pages from process memory.
 pub async fn page(
     app: &Arc<App>,
     list: ListKey,
@@ -65,8 +66,9 @@ pub(crate) async fn complete(
     total: Option<u64>,
     cached: Result<Arc<Page>, Option<PageMiss>>,
 ) -> Result<(Page, Source), ApiError> {
-    let hot = total.is_some_and(|n| n >= app.config.caches.hot_threshold);
-    if hot && let Some(page) = from_hot(app, list, request).await? {
+    if is_hot(app, &list, total)
+        && let Some(page) = from_hot(app, list, request).await?
+    {
         return Ok((page, Source::Hot));
     }
     match cached {
@@ -82,9 +84,15 @@ pub(crate) async fn complete(
     Ok((page, Source::Postgres))
 }
 
+/// Whether `list` is hot here: `total` (its size, when known) at least
+/// `KITH_HOT_FOLLOWERS`, or its first pages read often ([`super::hot`]).
+fn is_hot(app: &App, list: &ListKey, total: Option<u64>) -> bool {
+    total.is_some_and(|n| n >= app.config.caches.hot_threshold) || app.read.read_rates.often(list)
+}
+
 /// Whether the hot cache serves `request`: a first page, or one by
 /// offset, within the [`HOT_EDGES`] newest edges.
-fn in_hot_window(request: PageRequest) -> bool {
+pub(crate) fn in_hot_window(request: PageRequest) -> bool {
     match request {
         PageRequest::After(None, n) => n <= HOT_EDGES,
         PageRequest::Offset(offset, n) => offset + n <= HOT_EDGES,

@@ -735,6 +735,53 @@ async fn a_hundred_thousand_followers_page_one_and_deep() {
     assert_eq!(page["pageInfo"]["hasPreviousPage"], true);
 }
 
+#[tokio::test]
+async fn a_list_read_often_is_held_in_process_whatever_its_size() {
+    const RATE: u32 = 5;
+    let t = spawn_app_with(|c| c.caches.hot_reads_per_sec = RATE).await;
+    let (fan, star) = (t.user("often_fan").await, t.user("often_star").await);
+    assert_ok(&t.follow(fan, star).await);
+    let list = ListKey::Following(fan);
+    let id = kith::testing::graph::ids::user_id(fan).to_string();
+    let read = || async {
+        let r = t
+            .execute(
+                Viewer::Anonymous,
+                "query($id: ID!) { user(id: $id) { following(first: 10) { edges { node { handle } } } } }",
+                json!({ "id": id }),
+            )
+            .await;
+        assert_ok(&r);
+        r["data"]["user"]["following"]["edges"][0]["node"]["handle"].clone()
+    };
+    let source = || async {
+        pages::page(&t.app, list, PageRequest::After(None, 10), Some(1))
+            .await
+            .unwrap()
+            .1
+    };
+    assert_eq!(read().await, "often_star");
+    assert_ne!(
+        source().await,
+        Source::Hot,
+        "one read is no reason to hold it"
+    );
+    // Reads in quick succession: from the RATE-th in a second, a list of
+    // one is held in process.
+    let mut reads = 1;
+    while source().await != Source::Hot {
+        assert!(reads < 100, "still not held after {reads} reads");
+        assert_eq!(read().await, "often_star");
+        reads += 1;
+    }
+    assert!(reads >= RATE, "held after {reads} reads");
+    // This process's own follow drops what it holds: the next read shows it.
+    let next = t.user("often_next").await;
+    assert_ok(&t.follow(fan, next).await);
+    assert_eq!(read().await, "often_next");
+    assert_eq!(source().await, Source::Hot);
+}
+
 /// Walks a connection through GraphQL; returns the user ids in list order.
 async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec<UserId> {
     let id = kith::testing::graph::ids::user_id(target).to_string();
