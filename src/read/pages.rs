@@ -114,9 +114,10 @@ async fn from_hot(
         let page = match from_cache(app, list, request).await {
             Ok(page) => page,
             Err(miss) => {
-                // A hot list is served from here, cached in Redis or not;
-                // only a worn cached head is worth filling again.
-                if let Some(miss @ PageMiss::NotCovered) = miss {
+                // Filled as any list is: a hot list is loaded again every
+                // `KITH_HOT_PAGE_TTL_MS` and whenever it changes, which is
+                // from Redis once it is cached there, not from PostgreSQL.
+                if let Some(miss) = miss {
                     fill_after(app, list, request, miss);
                 }
                 let mut conn = app.pg.get().await?;
