@@ -227,7 +227,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_HOT_READS_PER_SEC",
                 "10",
-                "first-page reads of a list a second, in one process, from which its first pages are also held in that process, whatever its size (0: by size alone). A list stays held while the second running or the one before reached it",
+                "first-page reads of a list a second, in one process, from which its first pages are also held in that process, whatever its size (0: by size alone). A list stays held for 10 s after the last second that reached it",
             ),
             value(
                 "KITH_HOT_PAGE_TTL_MS",

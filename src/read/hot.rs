@@ -8,9 +8,9 @@
 //! followers away drops below any size while its profile is read as
 //! often as before, and the account it moves to rises past it only at the
 //! end. Reads are what a held page saves, so reads are what is counted:
-//! the first-page reads of each list, a second at a time, and a list stays
-//! hot while either the second running or the one before it reached the
-//! rate.
+//! the first-page reads of each list, a second at a time. A list stays hot
+//! for [`HELD_FOR`] after the last second whose reads reached the rate, so
+//! that a dip in its reads does not drop it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,41 +21,31 @@ use crate::paging::ListKey;
 /// The window reads are counted in.
 const WINDOW: Duration = Duration::from_secs(1);
 
+/// How long a list stays hot after a window whose reads reached the rate.
+pub(crate) const HELD_FOR: Duration = Duration::from_secs(10);
+
 /// Lists whose reads are counted at most (the least read leave first).
 const CAPACITY: u64 = 10_000;
 
-/// A list not read for this long is forgotten.
-const IDLE: Duration = Duration::from_secs(10);
+/// A list not read (nor asked about) for this long is forgotten; longer
+/// than [`HELD_FOR`], so that a hot list is not forgotten while it is hot.
+const IDLE: Duration = Duration::from_secs(60);
 
-/// First-page reads of each list, in the running second and the one before.
+/// The first-page reads of each list, in the running second, and until
+/// when each is hot.
 pub(crate) struct ReadRates {
     /// Reads a second from which a list is hot (0: never by reads).
     per_sec: u32,
     counts: moka::sync::Cache<ListKey, Arc<Mutex<Count>>, IdHasher>,
 }
 
-/// One list's reads: the running window's start and count, and the count
-/// of the window just before it.
+/// One list's reads: the running window's start and count, and until when
+/// the list is hot.
 #[derive(Clone, Copy, Debug)]
 struct Count {
     since: Instant,
-    now: u32,
-    before: u32,
-}
-
-impl Count {
-    /// Moves the windows on to the one `at` falls in (windows follow each
-    /// other from the first read); a window that passed unread counts 0.
-    fn advance(&mut self, at: Instant) {
-        let passed = at.saturating_duration_since(self.since);
-        let windows = passed.as_nanos() / WINDOW.as_nanos();
-        if windows == 0 {
-            return;
-        }
-        self.before = if windows == 1 { self.now } else { 0 };
-        self.now = 0;
-        self.since += WINDOW * u32::try_from(windows).unwrap_or(u32::MAX);
-    }
+    reads: u32,
+    hot_until: Option<Instant>,
 }
 
 impl ReadRates {
@@ -70,43 +60,44 @@ impl ReadRates {
         }
     }
 
-    /// Counts a read of `list`'s first page; whether the list is read
-    /// often, this read included.
-    pub(crate) fn read(&self, list: ListKey) -> bool {
-        self.read_at(list, Instant::now())
+    /// Counts a read of `list`'s first pages.
+    pub(crate) fn read(&self, list: ListKey) {
+        self.read_at(list, Instant::now());
     }
 
-    fn read_at(&self, list: ListKey, at: Instant) -> bool {
+    fn read_at(&self, list: ListKey, at: Instant) {
         if self.per_sec == 0 {
-            return false;
+            return;
         }
         let count = self.counts.get_with(list, || {
             Arc::new(Mutex::new(Count {
                 since: at,
-                now: 0,
-                before: 0,
+                reads: 0,
+                hot_until: None,
             }))
         });
         let mut count = count.lock().expect("read count lock");
-        count.advance(at);
-        count.now = count.now.saturating_add(1);
-        count.now.max(count.before) >= self.per_sec
+        if at.saturating_duration_since(count.since) >= WINDOW {
+            count.since = at;
+            count.reads = 0;
+        }
+        count.reads = count.reads.saturating_add(1);
+        if count.reads >= self.per_sec {
+            count.hot_until = Some(at + HELD_FOR);
+        }
     }
 
-    /// Whether `list`'s first pages are read often here: `KITH_HOT_READS_PER_SEC`
-    /// times in the running second or in the one before it.
+    /// Whether `list`'s first pages are read often here: within
+    /// [`HELD_FOR`] of a second in which they were read
+    /// `KITH_HOT_READS_PER_SEC` times.
     pub(crate) fn often(&self, list: &ListKey) -> bool {
         self.often_at(list, Instant::now())
     }
 
     fn often_at(&self, list: &ListKey, at: Instant) -> bool {
-        if self.per_sec == 0 {
-            return false;
-        }
         self.counts.get(list).is_some_and(|count| {
-            let mut count = count.lock().expect("read count lock");
-            count.advance(at);
-            count.now.max(count.before) >= self.per_sec
+            let count = count.lock().expect("read count lock");
+            count.hot_until.is_some_and(|until| at < until)
         })
     }
 }
@@ -121,28 +112,35 @@ mod tests {
     }
 
     #[test]
-    fn a_list_is_hot_from_its_nth_read_in_a_second_and_for_the_second_after() {
+    fn a_list_is_hot_from_its_nth_read_in_a_second_and_stays_hot_a_while() {
         let rates = ReadRates::new(3);
         let list = list(7);
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
-        assert!(!rates.read_at(list, t0));
-        assert!(!rates.read_at(list, ms(100)));
-        assert!(!rates.often_at(&list, ms(150)));
-        assert!(rates.read_at(list, ms(200)), "the third read in a second");
-        assert!(rates.often_at(&list, ms(900)));
-        // The next second: hot on the strength of the last, unread or not.
-        assert!(rates.often_at(&list, ms(1_500)));
-        assert!(rates.read_at(list, ms(1_600)));
-        // A second with one read after a second with one: cold.
-        assert!(!rates.often_at(&list, ms(2_100)));
-        assert!(!rates.read_at(list, ms(2_200)));
-        // A whole second unread, then a read: the counts start again.
-        assert!(!rates.read_at(list, ms(5_000)));
-        assert!(
-            !rates.often(&ListKey::Following(list.owner())),
-            "another list"
-        );
+        rates.read_at(list, t0);
+        rates.read_at(list, ms(100));
+        assert!(!rates.often_at(&list, ms(150)), "two reads");
+        rates.read_at(list, ms(200));
+        assert!(rates.often_at(&list, ms(200)), "the third read in a second");
+        // Reads spread thinner than the rate: hot on the strength of the
+        // second that reached it, until that has been held for HELD_FOR.
+        for n in 1..10 {
+            rates.read_at(list, ms(200 + 1_100 * n));
+        }
+        assert!(rates.often_at(&list, ms(200) + HELD_FOR - Duration::from_millis(1)));
+        assert!(!rates.often_at(&list, ms(200) + HELD_FOR));
+        // Three reads in a second again: hot again.
+        let later = ms(200) + HELD_FOR;
+        for n in 0..3 {
+            rates.read_at(list, later + Duration::from_millis(n * 300));
+        }
+        assert!(rates.often_at(&list, later + Duration::from_millis(600)));
+        // Three reads across two windows are not three in a second.
+        let other = ListKey::Following(list.owner());
+        rates.read_at(other, t0);
+        rates.read_at(other, ms(900));
+        rates.read_at(other, ms(1_000));
+        assert!(!rates.often_at(&other, ms(1_000)), "another list");
     }
 
     #[test]
@@ -151,7 +149,7 @@ mod tests {
         let list = list(7);
         let t0 = Instant::now();
         for i in 0..100 {
-            assert!(!rates.read_at(list, t0 + Duration::from_millis(i)));
+            rates.read_at(list, t0 + Duration::from_millis(i));
         }
         assert!(!rates.often(&list));
     }

@@ -48,7 +48,7 @@ pub async fn page(
 
 /// The page from the in-process hot-list cache, if it holds `list` (only
 /// hot lists are held) and the page lies within its newest edges.
-pub(crate) async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
+pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
     if !in_hot_window(request) {
         return None;
     }
@@ -82,6 +82,22 @@ pub(crate) async fn complete(
     })
     .await?;
     Ok((page, Source::Postgres))
+}
+
+/// Loads again, in the background, the newest edges of `list`, a list
+/// held hot that a change just dropped, if its first pages are still read
+/// often: the read after the change finds them loaded (or joins the load)
+/// instead of loading them on its way.
+pub(crate) fn reload_hot(app: &Arc<App>, list: ListKey) {
+    if !app.read.read_rates.often(&list) {
+        return;
+    }
+    let app = app.clone();
+    tokio::spawn(async move {
+        if let Err(error) = from_hot(&app, list, PageRequest::After(None, HOT_EDGES)).await {
+            tracing::debug!(%error, "hot list not loaded again; the next read loads it");
+        }
+    });
 }
 
 /// Whether `list` is hot here: `total` (its size, when known) at least

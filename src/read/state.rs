@@ -124,9 +124,10 @@ impl ReadModel {
     }
 
     /// Notes that `request` of `list` is being served: its first pages'
-    /// read rate ([`super::hot`]) and its head ([`Self::heads`]).
+    /// read rate ([`super::hot`]; a page of nothing, asked for
+    /// `totalCount`, reads no edge) and its head ([`Self::heads`]).
     pub(crate) fn served(&self, list: ListKey, request: PageRequest) {
-        if super::pages::in_hot_window(request) {
+        if request.size() > 0 && super::pages::in_hot_window(request) {
             self.read_rates.read(list);
         }
         self.heads.served(list, request);
@@ -169,11 +170,13 @@ impl ReadModel {
     }
 
     /// Forgets the newest edges held of `list` (its cache in Redis was
-    /// rewritten).
-    pub(crate) async fn forget_list(&self, list: &ListKey) {
-        if self.hot_lists.contains_key(list) {
+    /// rewritten); whether any were held.
+    pub(crate) async fn forget_list(&self, list: &ListKey) -> bool {
+        let held = self.hot_lists.contains_key(list);
+        if held {
             self.hot_lists.invalidate(list).await;
         }
+        held
     }
 
     /// Whether Redis was past `KITH_FILL_MEMORY_LIMIT` at the last look,

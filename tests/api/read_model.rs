@@ -787,6 +787,52 @@ async fn a_list_read_often_is_held_in_process_whatever_its_size() {
     assert_eq!(t.cached_list(list).await, Some(vec![next, star]));
 }
 
+/// A list read often in one process and changed through another: the
+/// live update drops what the reader held, and the reader loads the list
+/// again at once, without waiting for its next read to.
+#[tokio::test]
+async fn a_list_read_often_is_loaded_again_when_another_process_changes_it() {
+    let t = spawn_app_with(|c| {
+        c.caches.hot_reads_per_sec = 1;
+        // Only a live update drops what the reader holds.
+        c.caches.hot_page_ttl_ms = 600_000;
+    })
+    .await;
+    let mut config = t.app.config.clone();
+    config.database.auto_migrate = false;
+    let app = kith::app::App::start(config).await.expect("app starts");
+    let reader = TestApp {
+        schema: kith::testing::graph::schema(app.clone()),
+        app,
+    };
+    let _live = crate::helpers::replica(&t, reader.app.clone(), true).await;
+    let (fan, first, next) = (
+        t.user("again_fan").await,
+        t.user("again_first").await,
+        t.user("again_next").await,
+    );
+    assert_ok(&t.follow(fan, first).await);
+    let list = ListKey::Following(fan);
+    let head = PageRequest::After(None, 10);
+    let r = reader
+        .execute(
+            Viewer::Anonymous,
+            "query($id: ID!) { user(id: $id) { following(first: 10) { edges { node { handle } } } } }",
+            json!({ "id": kith::testing::graph::ids::user_id(fan).to_string() }),
+        )
+        .await;
+    assert_ok(&r);
+    let held = pages::hot_cached(&reader.app, list, head).await;
+    assert_eq!(held.map(|p| p.items[0].user), Some(first), "held after a read");
+    // The writer's follow reaches the reader as a live update only.
+    assert_ok(&t.follow(fan, next).await);
+    eventually("the reader to hold the list again, with the follow", 30, || async {
+        let page = pages::hot_cached(&reader.app, list, head).await?;
+        (page.items.first().map(|p| p.user) == Some(next)).then_some(())
+    })
+    .await;
+}
+
 /// Walks a connection through GraphQL; returns the user ids in list order.
 async fn walk_graphql(t: &TestApp, target: UserId, forward: bool, n: i64) -> Vec<UserId> {
     let id = kith::testing::graph::ids::user_id(target).to_string();
