@@ -109,7 +109,7 @@ pub mod pipeline {
 
 pub mod read {
     pub mod pages {
-        pub use crate::read::pages::{Source, fill, hot_cached, page, recheck};
+        pub use crate::read::pages::{Source, fill, page, recheck};
     }
     pub mod suggest {
         pub use crate::read::suggest::{ReasonKind, Suggestion, compute, for_viewer};

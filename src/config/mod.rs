@@ -199,7 +199,6 @@ impl Config {
                 following_cache_size: parse(&lookup, "KITH_FOLLOWING_CACHE_SIZE")?,
                 list_cache_ttl_secs: parse(&lookup, "KITH_LIST_CACHE_TTL_SECS")?,
                 hot_threshold: parse(&lookup, "KITH_HOT_FOLLOWERS")?,
-                hot_reads_per_sec: parse(&lookup, "KITH_HOT_READS_PER_SEC")?,
                 hot_page_ttl_ms: parse(&lookup, "KITH_HOT_PAGE_TTL_MS")?,
                 loader_delay_ms: parse(&lookup, "KITH_LOADER_DELAY_MS")?,
                 user_cache_capacity: parse(&lookup, "KITH_USER_CACHE_CAPACITY")?,

@@ -107,10 +107,6 @@ pub struct CacheSettings {
     pub list_cache_ttl_secs: u64,
     /// List size from which first pages are also held in process.
     pub hot_threshold: u64,
-    /// First-page reads a second in one process from which a list's first
-    /// pages are also held in process, for 10 s after the last such second
-    /// (0 = by size alone).
-    pub hot_reads_per_sec: u32,
     /// Life of an in-process hot page, ms.
     pub hot_page_ttl_ms: u64,
     /// How long a DataLoader collects keys before its batched fetch, ms.

@@ -225,11 +225,6 @@ pub const SECTIONS: &[Section] = &[
                 "list size from which the first pages are also held in process (moka)",
             ),
             value(
-                "KITH_HOT_READS_PER_SEC",
-                "10",
-                "first-page reads of a list a second, in one process, from which its first pages are also held in that process, whatever its size (0: by size alone). A list stays held for 10 s after the last second that reached it",
-            ),
-            value(
                 "KITH_HOT_PAGE_TTL_MS",
                 "1000",
                 "life of an in-process hot page",

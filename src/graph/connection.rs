@@ -187,7 +187,7 @@ pub(crate) async fn resolve(
     let owner = list.owner();
     let loaders = ctx.data_unchecked::<Loaders>();
     let app = app(ctx);
-    app.read.served(list, request);
+    app.read.heads().served(list, request);
     // The owner's counters (for `totalCount` and to tell a hot list) and the
     // cached page travel in one Redis round trip, with the level's other reads.
     let hot = pages::hot_cached(app, list, request).await;

@@ -6,9 +6,8 @@
 //! transitions it applied ([`LiveBatch`]). Every process that serves the API
 //! listens on that channel ([`listen`], one Redis pub/sub connection), drops
 //! its in-process copies of the lists the batch changed — so a subscriber
-//! that re-queries on an event never reads older data than the event —
-//! loads again those still read often, and hands the batch to its
-//! subscriptions through a broadcast channel.
+//! that re-queries on an event never reads older data than the event — and
+//! hands the batch to its subscriptions through a broadcast channel.
 //!
 //! A move's runner also tells of each batch as it commits, before the
 //! pipeline brings it to the caches ([`announce`]): each process loads the
@@ -140,10 +139,8 @@ async fn receive(app: &Arc<App>, mut batch: LiveBatch) {
         .collect();
     lists.sort_unstable();
     lists.dedup();
-    for list in lists {
-        if app.read.forget_list(&list).await {
-            crate::read::pages::reload_hot(app, list);
-        }
+    for list in &lists {
+        app.read.forget_list(list).await;
     }
     app.live.deliver(batch);
 }

@@ -7,7 +7,6 @@ pub(crate) mod boundaries;
 pub(crate) mod counters;
 pub(crate) mod filtered;
 pub(crate) mod heads;
-pub(crate) mod hot;
 pub(crate) mod intersect;
 pub(crate) mod listener;
 pub(crate) mod notify;

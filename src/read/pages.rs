@@ -1,10 +1,9 @@
-//! One page of a follow list: from the hot in-process cache for lists
-//! that are large or read often ([`super::hot`]), else from the Redis list
-//! cache when it covers the page, else from PostgreSQL keyset queries (any
-//! depth). A list that is not cached, or whose cached head unfollows wore
-//! down below a first page, is filled in the background, once: one filler
-//! per process (an in-flight set) and one across processes (the Redis
-//! claim of `lua/list_fill_begin.lua`).
+//! One page of a follow list: from the hot in-process cache for celebrity
+//! lists, else from the Redis list cache when it covers the page, else from
+//! PostgreSQL keyset queries (any depth). A list that is not cached, or
+//! whose cached head unfollows wore down below a first page, is filled in
+//! the background, once: one filler per process (an in-flight set) and one
+//! across processes (the Redis claim of `lua/list_fill_begin.lua`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,8 +30,8 @@ pub enum Source {
 /// How many of a hot list's newest edges are held in process.
 pub(crate) const HOT_EDGES: usize = 100;
 
-/// Reads one page of `list`. `total` is the list's size when known: hot
-/// lists ([`is_hot`]) serve their first pages from process memory.
+/// Reads one page of `list`. `total` is the list's size when known: lists at
+/// or above the hot threshold serve their first pages from process memory.
 pub async fn page(
     app: &Arc<App>,
     list: ListKey,
@@ -48,7 +47,7 @@ pub async fn page(
 
 /// The page from the in-process hot-list cache, if it holds `list` (only
 /// hot lists are held) and the page lies within its newest edges.
-pub async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
+pub(crate) async fn hot_cached(app: &App, list: ListKey, request: PageRequest) -> Option<Page> {
     if !in_hot_window(request) {
         return None;
     }
@@ -66,9 +65,8 @@ pub(crate) async fn complete(
     total: Option<u64>,
     cached: Result<Arc<Page>, Option<PageMiss>>,
 ) -> Result<(Page, Source), ApiError> {
-    if is_hot(app, &list, total)
-        && let Some(page) = from_hot(app, list, request).await?
-    {
+    let hot = total.is_some_and(|n| n >= app.config.caches.hot_threshold);
+    if hot && let Some(page) = from_hot(app, list, request).await? {
         return Ok((page, Source::Hot));
     }
     match cached {
@@ -84,31 +82,9 @@ pub(crate) async fn complete(
     Ok((page, Source::Postgres))
 }
 
-/// Loads again, in the background, the newest edges of `list`, a list
-/// held hot that a change just dropped, if its first pages are still read
-/// often: the read after the change finds them loaded (or joins the load)
-/// instead of loading them on its way.
-pub(crate) fn reload_hot(app: &Arc<App>, list: ListKey) {
-    if !app.read.read_rates.often(&list) {
-        return;
-    }
-    let app = app.clone();
-    tokio::spawn(async move {
-        if let Err(error) = from_hot(&app, list, PageRequest::After(None, HOT_EDGES)).await {
-            tracing::debug!(%error, "hot list not loaded again; the next read loads it");
-        }
-    });
-}
-
-/// Whether `list` is hot here: `total` (its size, when known) at least
-/// `KITH_HOT_FOLLOWERS`, or its first pages read often ([`super::hot`]).
-fn is_hot(app: &App, list: &ListKey, total: Option<u64>) -> bool {
-    total.is_some_and(|n| n >= app.config.caches.hot_threshold) || app.read.read_rates.often(list)
-}
-
 /// Whether the hot cache serves `request`: a first page, or one by
 /// offset, within the [`HOT_EDGES`] newest edges.
-pub(crate) fn in_hot_window(request: PageRequest) -> bool {
+fn in_hot_window(request: PageRequest) -> bool {
     match request {
         PageRequest::After(None, n) => n <= HOT_EDGES,
         PageRequest::Offset(offset, n) => offset + n <= HOT_EDGES,

@@ -14,7 +14,7 @@ use crate::cache::lists::EdgeState;
 use crate::config::Config;
 use crate::metrics::ReplicaLabels;
 use crate::model::{IdHasher, UserId};
-use crate::paging::{ListKey, Page, PageRequest, Position};
+use crate::paging::{ListKey, Page, Position};
 
 /// How long this process reads a user's relations from PostgreSQL after it
 /// failed to write that user's cached following list.
@@ -36,9 +36,6 @@ pub struct ReadModel {
     pub(super) heads: super::heads::RecentHeads,
     /// The newest edges of hot lists, held for `KITH_HOT_PAGE_TTL_MS`.
     pub(super) hot_lists: moka::future::Cache<ListKey, Arc<Page>, IdHasher>,
-    /// How often each list's first pages are read here (lists read often
-    /// are hot whatever their size).
-    pub(super) read_rates: super::hot::ReadRates,
     /// Computed intersections of two lists (`commonFollowing`,
     /// `knownFollowers`, `knownFollowersCount`) under the two owners'
     /// counter versions they were computed at.
@@ -88,7 +85,6 @@ impl ReadModel {
                 .max_capacity(10_000)
                 .time_to_live(Duration::from_millis(config.caches.hot_page_ttl_ms))
                 .build_with_hasher(IdHasher::default()),
-            read_rates: super::hot::ReadRates::new(config.caches.hot_reads_per_sec),
             intersections: moka::future::Cache::builder()
                 .max_capacity(INTERSECTION_CACHE_WEIGHT)
                 .weigher(|_, result: &Arc<Intersection>| {
@@ -121,16 +117,6 @@ impl ReadModel {
     /// accounts behind tokens.
     pub fn users(&self) -> &Arc<UserCache> {
         &self.users
-    }
-
-    /// Notes that `request` of `list` is being served: its first pages'
-    /// read rate ([`super::hot`]; a page of nothing, asked for
-    /// `totalCount`, reads no edge) and its head ([`Self::heads`]).
-    pub(crate) fn served(&self, list: ListKey, request: PageRequest) {
-        if request.size() > 0 && super::pages::in_hot_window(request) {
-            self.read_rates.read(list);
-        }
-        self.heads.served(list, request);
     }
 
     /// The lists whose first page was served here lately, whose coming
@@ -170,13 +156,11 @@ impl ReadModel {
     }
 
     /// Forgets the newest edges held of `list` (its cache in Redis was
-    /// rewritten); whether any were held.
-    pub(crate) async fn forget_list(&self, list: &ListKey) -> bool {
-        let held = self.hot_lists.contains_key(list);
-        if held {
+    /// rewritten).
+    pub(crate) async fn forget_list(&self, list: &ListKey) {
+        if self.hot_lists.contains_key(list) {
             self.hot_lists.invalidate(list).await;
         }
-        held
     }
 
     /// Whether Redis was past `KITH_FILL_MEMORY_LIMIT` at the last look,
