@@ -745,8 +745,8 @@ async fn a_hot_list_not_cached_in_redis_is_filled_by_its_loader() {
     assert_ok(&t.follow(fan, star).await);
     let list = ListKey::Following(fan);
     let head = PageRequest::After(None, 10);
-    let source = || async { pages::page(&t.app, list, head, Some(1)).await.unwrap().1 };
-    assert_eq!(source().await, Source::Hot);
+    let (_, source) = pages::page(&t.app, list, head, Some(1)).await.unwrap();
+    assert_eq!(source, Source::Hot);
     // Redis loses the list, and this process's own follow drops what it
     // holds: the next load reads PostgreSQL and fills the list cache.
     flush(&t, list).await;
