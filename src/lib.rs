@@ -48,6 +48,7 @@ mod cache;
 pub mod cli;
 pub mod config;
 mod consistency;
+mod cost;
 #[cfg(test)]
 mod doc_claims;
 mod error;

@@ -201,7 +201,7 @@ impl RedisConn {
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, redis::Value> {
         Box::pin(async move {
-            let result = self.inner.req_packed_command(cmd).await;
+            let result = crate::cost::round_trip(self.inner.req_packed_command(cmd)).await;
             self.observe(&result);
             result
         })
@@ -214,10 +214,9 @@ impl ConnectionLike for RedisConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<redis::Value>> {
         Box::pin(async move {
-            let result = self
-                .inner
-                .req_packed_commands(pipeline, offset, count)
-                .await;
+            let result =
+                crate::cost::round_trip(self.inner.req_packed_commands(pipeline, offset, count))
+                    .await;
             self.observe(&result);
             result
         })

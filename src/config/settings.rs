@@ -412,7 +412,7 @@ pub const SECTIONS: &[Section] = &[
             value(
                 "KITH_SERVER_TIMING",
                 "false",
-                "send each API answer's time in Kith, from its request's head reaching the router (its body still to be read) to its answer's head, as `Server-Timing: kith;dur=<ms>`: a client tells Kith's time from the network's and its own (browsers' tools show it). Off by default, since it hands every caller an exact clock of Kith's work (a side channel a network's noise otherwise blurs)",
+                "send each API answer's time in Kith, from its request's head reaching the router (its body still to be read) to its answer's head, as `Server-Timing: kith;dur=<ms>`, with the time and number of the PostgreSQL statements and Redis round trips made for it (`pg;dur=<ms>;desc=\"<n> statements\"`, `redis;dur=<ms>;desc=\"<n> round trips\"`): a client tells Kith's time from the network's and its own, and what a slow answer waited for (browsers' tools show it). Off by default, since it hands every caller an exact clock of Kith's work (a side channel a network's noise otherwise blurs)",
             ),
         ],
     },

@@ -384,5 +384,7 @@ fn batched<T: Send + Sync + 'static, C: CacheFactory>(
     delay: std::time::Duration,
     cache: C,
 ) -> DataLoader<T, C> {
-    DataLoader::with_cache(loader, tokio::spawn, cache).delay(delay)
+    // A batch counts for the request that started it (`Server-Timing`).
+    let spawn = |batch| tokio::spawn(crate::cost::carry(batch));
+    DataLoader::with_cache(loader, spawn, cache).delay(delay)
 }

@@ -94,6 +94,7 @@ fn manager(
             }
             conn.set_instrumentation(StatementCounter {
                 statements,
+                started: std::collections::VecDeque::new(),
                 // Whatever the process installed as diesel's default (a tracer,
                 // or the distribution test's recorder) still sees every event.
                 inner: diesel::connection::get_default_instrumentation(),
@@ -147,15 +148,36 @@ pub(crate) fn with_setting(url: &str, name: &str, value: &str) -> String {
     format!("{url}{separator}{name}={value}")
 }
 
+/// Most statements a connection has under way at once that are timed.
+const MAX_UNDER_WAY: usize = 64;
+
+/// Counts every statement of the process, and times each one for the
+/// request it is made for, if any ([`crate::cost`]).
 struct StatementCounter {
     statements: Arc<AtomicU64>,
+    /// When the statements under way began, oldest first (a pipelined
+    /// connection has several under way; they finish in order).
+    started: std::collections::VecDeque<std::time::Instant>,
     inner: Option<Box<dyn Instrumentation>>,
 }
 
 impl Instrumentation for StatementCounter {
     fn on_connection_event(&mut self, event: InstrumentationEvent<'_>) {
-        if let InstrumentationEvent::StartQuery { .. } = event {
-            self.statements.fetch_add(1, Ordering::Relaxed);
+        match event {
+            InstrumentationEvent::StartQuery { .. } => {
+                self.statements.fetch_add(1, Ordering::Relaxed);
+                // Bounded, should a start ever come without its finish.
+                if self.started.len() == MAX_UNDER_WAY {
+                    self.started.pop_front();
+                }
+                self.started.push_back(std::time::Instant::now());
+            }
+            InstrumentationEvent::FinishQuery { .. } => {
+                if let Some(started) = self.started.pop_front() {
+                    crate::cost::statement(started.elapsed());
+                }
+            }
+            _ => {}
         }
         if let Some(inner) = self.inner.as_mut() {
             inner.on_connection_event(event);

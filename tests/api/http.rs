@@ -663,40 +663,83 @@ async fn cors_allows_only_the_configured_origins() {
 
 /// `Server-Timing` names an answer's time in Kith only when
 /// `KITH_SERVER_TIMING` asks for it, in milliseconds, within the time the
-/// caller waited.
+/// caller waited; beside it, the time and number of the PostgreSQL
+/// statements and Redis round trips made for the request, its loaders'
+/// included.
 #[tokio::test]
 async fn server_timing_is_sent_only_when_asked_for() {
-    let query = || {
-        post(
-            Some("application/json"),
-            None,
-            r#"{"query":"{ __typename }"}"#,
-        )
-    };
+    let query = |body: String| post(Some("application/json"), None, body);
+    let typename = || query(r#"{"query":"{ __typename }"}"#.to_owned());
     let t = spawn_app().await;
-    let (status, headers, _) = exchange(&t, query()).await;
+    let (status, headers, _) = exchange(&t, typename()).await;
     assert!(status.is_success());
     assert!(headers.get("server-timing").is_none());
 
     let t = spawn_app_with(|c| c.http.server_timing = true).await;
-    for request in [
-        query(),
-        Request::get("/healthz").body(Body::empty()).unwrap(),
-    ] {
+    let alice = t.user("alice").await;
+    let profile = || {
+        let id = kith::testing::graph::ids::user_id(alice).to_string();
+        query(
+            json!({
+                "query": "query($id: ID!) { user(id: $id) { handle counters { followers } } }",
+                "variables": { "id": id },
+            })
+            .to_string(),
+        )
+    };
+    // Each answer's metrics: name -> (ms, count in `desc`).
+    let timed = async |request| {
         let sent = std::time::Instant::now();
-        let (status, headers, _) = exchange(&t, request).await;
+        let (status, headers, body) = exchange(&t, request).await;
         let waited_ms = sent.elapsed().as_secs_f64() * 1000.0;
-        assert!(status.is_success());
-        let timing = headers["server-timing"].to_str().unwrap();
-        let ms: f64 = timing
-            .strip_prefix("kith;dur=")
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or_else(|| panic!("{timing}"));
+        assert!(status.is_success(), "{}", String::from_utf8_lossy(&body));
+        let timing = headers["server-timing"].to_str().unwrap().to_owned();
+        let metrics: std::collections::HashMap<String, (f64, u64)> = timing
+            .split(", ")
+            .map(|metric| {
+                let mut parts = metric.split(';');
+                let name = parts.next().unwrap().to_owned();
+                let (mut ms, mut count) = (f64::NAN, 0);
+                for part in parts {
+                    if let Some(v) = part.strip_prefix("dur=") {
+                        ms = v.parse().unwrap_or_else(|_| panic!("{timing}"));
+                    } else if let Some(v) = part.strip_prefix("desc=") {
+                        count = v
+                            .trim_matches('"')
+                            .split(' ')
+                            .next()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                    }
+                }
+                (name, (ms, count))
+            })
+            .collect();
+        let kith = metrics["kith"].0;
         assert!(
-            ms > 0.0 && ms <= waited_ms,
+            kith > 0.0 && kith <= waited_ms,
             "{timing}, waited {waited_ms} ms"
         );
-    }
+        assert!(
+            metrics["pg"].0 >= 0.0 && metrics["redis"].0 >= 0.0,
+            "{timing}"
+        );
+        metrics
+    };
+    let health = timed(Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(health["pg"].1, 0, "{health:?}");
+    assert_eq!(timed(typename()).await["redis"].1, 0);
+    // A cold profile reads the row from PostgreSQL and the counters from
+    // Redis (in the loaders' tasks); a warm one only the counters.
+    t.users_cached().await;
+    let cold = timed(profile()).await;
+    assert!(cold["pg"].1 >= 1 && cold["pg"].0 > 0.0, "{cold:?}");
+    assert!(cold["redis"].1 >= 1 && cold["redis"].0 > 0.0, "{cold:?}");
+    t.fills_finished().await;
+    let warm = timed(profile()).await;
+    assert_eq!(warm["pg"], (0.0, 0), "{warm:?}");
+    assert!(warm["redis"].1 >= 1, "{warm:?}");
 }
 
 /// W3C trace context: the caller's trace id comes back in `traceparent`
