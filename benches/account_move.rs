@@ -254,6 +254,45 @@ impl Row {
     }
 }
 
+/// What the reads of `parts` at or past their p99 in Kith waited for (each
+/// answer's `Server-Timing`): how many made a PostgreSQL statement, their
+/// mean time in Kith, in PostgreSQL, in Redis and the rest (the process's
+/// own work and its turns on the core); and the p99 of the reads that made
+/// no statement.
+fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
+    let mut timings: Vec<load::Timing> = parts
+        .iter()
+        .flat_map(|p| p.timings.iter().copied())
+        .collect();
+    if timings.is_empty() {
+        return format!("| {what} | — | | | | | | | |\n");
+    }
+    timings.sort_by_key(|t| t.kith_us);
+    let p99 = common::percentile(&timings, 99.0).kith_us;
+    let slow: Vec<&load::Timing> = timings.iter().filter(|t| t.kith_us >= p99).collect();
+    let mean = |of: fn(&load::Timing) -> u64| {
+        slow.iter().map(|t| of(t)).sum::<u64>() as f64 / slow.len() as f64 / 1000.0
+    };
+    let quiet: Vec<u64> = timings
+        .iter()
+        .filter(|t| t.statements == 0)
+        .map(|t| t.kith_us)
+        .collect();
+    format!(
+        "| {what} | {:.2} ms | {} | {} ({} of all {}) | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms |\n",
+        p99 as f64 / 1000.0,
+        slow.len(),
+        slow.iter().filter(|t| t.statements > 0).count(),
+        timings.iter().filter(|t| t.statements > 0).count(),
+        timings.len(),
+        mean(|t| t.kith_us),
+        mean(|t| t.pg_us),
+        mean(|t| t.redis_us),
+        mean(|t| t.kith_us.saturating_sub(t.pg_us + t.redis_us)),
+        common::percentile(&quiet, 99.0) as f64 / 1000.0,
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let followers = env_or("KITH_BENCH_MOVE_FOLLOWERS", 100_000) as i64;
@@ -557,6 +596,18 @@ async fn main() {
     };
     let reads_rows = table(Row::line, Row::against);
     let kith_rows = table(Row::kith_line, Row::against_in_kith);
+    let slowest_rows: String = [
+        slowest_line("old account, before the move", &[old_before]),
+        slowest_line("old account, during the move", &[old_during]),
+        slowest_line(
+            "new account, before and after the move",
+            &[new_before, new_after],
+        ),
+        slowest_line("new account, during the move", &[new_during]),
+        slowest_line("both, outside a move", &[old_before, new_before, new_after]),
+        slowest_line("both, during the move", &[old_during, new_during]),
+    ]
+    .concat();
     let moved = job["moved"].as_i64().unwrap_or(0)
         + job["requested"].as_i64().unwrap_or(0)
         + job["skipped"].as_i64().unwrap_or(0);
@@ -603,6 +654,11 @@ async fn main() {
          | the same reads, each one's time in Kith (its `Server-Timing`: from its request \
          reaching Kith's router to its answer's head) | p50 | p99 |\n|---|---|---|\n\
          {kith_rows}\n\
+         | what the reads at or past their p99 in Kith waited for (`Server-Timing`'s `pg` and \
+         `redis`) | p99 in Kith | reads | with a PostgreSQL statement (of all reads) | their mean \
+         in Kith | in PostgreSQL | in Redis | the rest | p99 of the reads without a statement |\n\
+         |---|---|---|---|---|---|---|---|---|\n\
+         {slowest_rows}\n\
          The client's time is Kith's and the rest of the trip: the request's and the answer's \
          way through the kernel, and the client's own turn on the core it shares with Kith and \
          Redis. Once moved, the old account has a follower or none: its profile's reads after the move \

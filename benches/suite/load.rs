@@ -10,13 +10,53 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// One answer's `Server-Timing` (with `KITH_SERVER_TIMING=true`): its time
+/// in Kith, and of it the time of the PostgreSQL statements and Redis round
+/// trips made for it, µs, and how many.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timing {
+    pub kith_us: u64,
+    pub pg_us: u64,
+    pub statements: u64,
+    pub redis_us: u64,
+    pub round_trips: u64,
+}
+
+impl Timing {
+    /// From a `Server-Timing` header's value (lower case).
+    fn parse(value: &str) -> Option<Self> {
+        let mut timing = Self::default();
+        let mut kith = None;
+        for metric in value.split(',') {
+            let mut parts = metric.trim().split(';');
+            let name = parts.next()?;
+            let (mut us, mut count) = (0, 0);
+            for part in parts {
+                if let Some(ms) = part.strip_prefix("dur=") {
+                    us = (ms.parse::<f64>().ok()? * 1000.0) as u64;
+                } else if let Some(desc) = part.strip_prefix("desc=") {
+                    let first = desc.trim_matches('"').split(' ').next()?;
+                    count = first.parse().unwrap_or(0);
+                }
+            }
+            match name {
+                "kith" => kith = Some(us),
+                "pg" => (timing.pg_us, timing.statements) = (us, count),
+                "redis" => (timing.redis_us, timing.round_trips) = (us, count),
+                _ => {}
+            }
+        }
+        timing.kith_us = kith?;
+        Some(timing)
+    }
+}
+
 /// One keep-alive connection to Kith.
 pub struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
-    /// The last answer's time in Kith, µs, when it carried one
-    /// (`Server-Timing: kith;dur=<ms>`, with `KITH_SERVER_TIMING=true`).
-    pub server_us: Option<u64>,
+    /// The last answer's `Server-Timing`, when it carried one.
+    pub timing: Option<Timing>,
 }
 
 impl Conn {
@@ -27,7 +67,7 @@ impl Conn {
         Ok(Self {
             stream,
             buf: Vec::with_capacity(16 * 1024),
-            server_us: None,
+            timing: None,
         })
     }
 
@@ -83,14 +123,9 @@ impl Conn {
             l.strip_prefix("content-length:")
                 .and_then(|v| v.trim().parse::<usize>().ok())
         });
-        self.server_us = head.lines().find_map(|l| {
-            l.strip_prefix("server-timing:")?
-                .split(',')
-                .find_map(|metric| metric.trim().strip_prefix("kith;dur="))?
-                .parse::<f64>()
-                .ok()
-                .map(|ms| (ms * 1000.0) as u64)
-        });
+        self.timing = head
+            .lines()
+            .find_map(|l| Timing::parse(l.strip_prefix("server-timing:")?));
         let chunked = head.contains("transfer-encoding: chunked");
         let mut body = Vec::new();
         if let Some(length) = length {
@@ -153,6 +188,8 @@ pub struct Outcome {
     /// Kith's own time of the successful requests whose answers carried
     /// it (`Server-Timing`), µs.
     pub server: Vec<u64>,
+    /// The same answers' whole `Server-Timing`.
+    pub timings: Vec<Timing>,
     /// Failed requests by cause (GraphQL error code, HTTP status or I/O).
     pub errors: BTreeMap<String, u64>,
     /// How long the phase ran.
@@ -170,10 +207,19 @@ impl Outcome {
         self.errors.values().sum()
     }
 
+    /// Keeps an answer's `Server-Timing`, if it carried one.
+    fn record(&mut self, timing: Option<Timing>) {
+        if let Some(timing) = timing {
+            self.server.push(timing.kith_us);
+            self.timings.push(timing);
+        }
+    }
+
     /// Adds `other`'s requests to these.
     pub fn merge(&mut self, other: &Outcome) {
         self.latencies.extend(&other.latencies);
         self.server.extend(&other.server);
+        self.timings.extend(&other.timings);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }
@@ -214,12 +260,12 @@ pub fn failure(status: u16, body: &[u8]) -> Option<String> {
 }
 
 /// Sends `call`, opening the connection if need be: `Ok` with the answer's
-/// time in Kith (when it carried one), or the cause of its failure.
+/// `Server-Timing` (when it carried one), or the cause of its failure.
 async fn one(
     conn: &mut Option<Conn>,
     addr: SocketAddr,
     call: &Call,
-) -> Result<Option<u64>, String> {
+) -> Result<Option<Timing>, String> {
     if conn.is_none() {
         *conn = Some(
             Conn::open(addr)
@@ -232,7 +278,7 @@ async fn one(
         .send("POST", "/graphql", call.token.as_deref(), &call.body)
         .await
     {
-        Ok((status, body)) => failure(status, &body).map_or(Ok(c.server_us), Err),
+        Ok((status, body)) => failure(status, &body).map_or(Ok(c.timing), Err),
         Err(e) => {
             *conn = None;
             Err(format!("io: {}", e.kind()))
@@ -266,9 +312,9 @@ pub async fn closed_loop(
                 let call = make(i);
                 let sent = Instant::now();
                 match one(&mut conn, addr, &call).await {
-                    Ok(server) => {
+                    Ok(timing) => {
                         out.latencies.push(sent.elapsed().as_micros() as u64);
-                        out.server.extend(server);
+                        out.record(timing);
                     }
                     Err(cause) => *out.errors.entry(cause).or_default() += 1,
                 }
@@ -335,15 +381,15 @@ pub async fn open_loop_while(
             let result = one(&mut conn, addr, &call).await;
             let took = due.elapsed().as_micros() as u64;
             let _ = pool_tx.send(conn).await;
-            result.map(|server| (took, server))
+            result.map(|timing| (took, timing))
         });
     }
     let mut out = Outcome::default();
     while let Some(done) = tasks.join_next().await {
         match done.expect("request") {
-            Ok((us, server)) => {
+            Ok((us, timing)) => {
                 out.latencies.push(us);
-                out.server.extend(server);
+                out.record(timing);
             }
             Err(cause) => *out.errors.entry(cause).or_default() += 1,
         }
