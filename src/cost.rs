@@ -6,8 +6,14 @@
 //! request in particular (the pipeline, the live updates, a fill or a
 //! reload in the background) counts for none.
 //!
+//! A write gathered with others' into one transaction (a group commit)
+//! counts its statement for each request it carries, with the time each
+//! waited for it.
+//!
 //! Times are summed: a request whose loaders wait on two round trips at
-//! once counts both, so a part can exceed the request's own time.
+//! once counts both, so a part can exceed the request's own time. Waiting
+//! for a pooled connection is in neither part, nor is waiting for another
+//! request's load of the same thing.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -78,6 +84,12 @@ pub(crate) fn carry<F: Future>(task: F) -> impl Future<Output = F::Output> {
     }
 }
 
+/// Whether the current task works for a request that keeps a tally (so
+/// that what would only feed it is not measured otherwise).
+pub(crate) fn counting() -> bool {
+    TALLY.try_with(|_| ()).is_ok()
+}
+
 /// Counts one PostgreSQL statement that took `took`, for the current
 /// request, if any.
 pub(crate) fn statement(took: Duration) {
@@ -90,6 +102,9 @@ pub(crate) fn statement(took: Duration) {
 /// Awaits `trip`, one Redis round trip, and counts it and its time for
 /// the current request, if any.
 pub(crate) async fn round_trip<F: Future>(trip: F) -> F::Output {
+    if !counting() {
+        return trip.await;
+    }
     let started = Instant::now();
     let answer = trip.await;
     let _ = TALLY.try_with(|t| {
@@ -97,6 +112,19 @@ pub(crate) async fn round_trip<F: Future>(trip: F) -> F::Output {
         t.round_trips_us
             .fetch_add(micros(started.elapsed()), Ordering::Relaxed);
     });
+    answer
+}
+
+/// Awaits `commit`, a statement run for this request and others together
+/// (a group commit), and counts it for the current request, if any, with
+/// the time the request waited for it.
+pub(crate) async fn shared_statement<F: Future>(commit: F) -> F::Output {
+    if !counting() {
+        return commit.await;
+    }
+    let started = Instant::now();
+    let answer = commit.await;
+    statement(started.elapsed());
     answer
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use diesel::connection::{Instrumentation, InstrumentationEvent};
 use diesel_async::pooled_connection::bb8::Pool;
@@ -94,7 +94,7 @@ fn manager(
             }
             conn.set_instrumentation(StatementCounter {
                 statements,
-                started: std::collections::VecDeque::new(),
+                started: None,
                 // Whatever the process installed as diesel's default (a tracer,
                 // or the distribution test's recorder) still sees every event.
                 inner: diesel::connection::get_default_instrumentation(),
@@ -148,16 +148,15 @@ pub(crate) fn with_setting(url: &str, name: &str, value: &str) -> String {
     format!("{url}{separator}{name}={value}")
 }
 
-/// Most statements a connection has under way at once that are timed.
-const MAX_UNDER_WAY: usize = 64;
-
 /// Counts every statement of the process, and times each one for the
 /// request it is made for, if any ([`crate::cost`]).
 struct StatementCounter {
     statements: Arc<AtomicU64>,
-    /// When the statements under way began, oldest first (a pipelined
-    /// connection has several under way; they finish in order).
-    started: std::collections::VecDeque<std::time::Instant>,
+    /// When the statement under way began. A statement dropped before it
+    /// finished (a request's deadline, a client gone) never reports its
+    /// finish: the next statement's start replaces it, so a connection
+    /// lent out again times its own statements only.
+    started: Option<Instant>,
     inner: Option<Box<dyn Instrumentation>>,
 }
 
@@ -166,14 +165,10 @@ impl Instrumentation for StatementCounter {
         match event {
             InstrumentationEvent::StartQuery { .. } => {
                 self.statements.fetch_add(1, Ordering::Relaxed);
-                // Bounded, should a start ever come without its finish.
-                if self.started.len() == MAX_UNDER_WAY {
-                    self.started.pop_front();
-                }
-                self.started.push_back(std::time::Instant::now());
+                self.started = crate::cost::counting().then(Instant::now);
             }
             InstrumentationEvent::FinishQuery { .. } => {
-                if let Some(started) = self.started.pop_front() {
+                if let Some(started) = self.started.take() {
                     crate::cost::statement(started.elapsed());
                 }
             }

@@ -60,15 +60,13 @@ pub async fn change_edge(
     let event_id = uuid::Uuid::new_v4();
     // Gathered with the changes other requests ask meanwhile into one
     // transaction; answered once it committed.
-    let row = app
-        .edge_writes
-        .change(EdgeItem {
-            actor,
-            target,
-            follow: change == EdgeChange::Follow,
-            event_id,
-        })
-        .await?;
+    let row = crate::cost::shared_statement(app.edge_writes.change(EdgeItem {
+        actor,
+        target,
+        follow: change == EdgeChange::Follow,
+        event_id,
+    }))
+    .await?;
     let edge = Edge {
         from: actor,
         to: target,
