@@ -256,9 +256,10 @@ impl Row {
 
 /// What the reads of `parts` at or past their p99 in Kith waited for (each
 /// answer's `Server-Timing`): how many made a PostgreSQL statement, their
-/// mean time in Kith, in PostgreSQL, in Redis and the rest (the process's
-/// own work and its turns on the core); and the p99 of the reads that made
-/// no statement.
+/// mean time in Kith, in PostgreSQL, in Redis and the rest (waits for a
+/// pooled connection, the process's own work and its turns on the core;
+/// at least zero for each read, though its parts are summed times); and
+/// the p99 of the reads that made no statement.
 fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
     let mut timings: Vec<load::Timing> = parts
         .iter()
@@ -278,8 +279,12 @@ fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
         .filter(|t| t.statements == 0)
         .map(|t| t.kith_us)
         .collect();
+    let quiet_p99 = match quiet.is_empty() {
+        true => "—".to_owned(),
+        false => format!("{:.2} ms", common::percentile(&quiet, 99.0) as f64 / 1000.0),
+    };
     format!(
-        "| {what} | {:.2} ms | {} | {} ({} of all {}) | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms |\n",
+        "| {what} | {:.2} ms | {} | {} ({} of all {}) | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {quiet_p99} |\n",
         p99 as f64 / 1000.0,
         slow.len(),
         slow.iter().filter(|t| t.statements > 0).count(),
@@ -289,7 +294,6 @@ fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
         mean(|t| t.pg_us),
         mean(|t| t.redis_us),
         mean(|t| t.kith_us.saturating_sub(t.pg_us + t.redis_us)),
-        common::percentile(&quiet, 99.0) as f64 / 1000.0,
     )
 }
 

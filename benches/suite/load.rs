@@ -33,7 +33,7 @@ impl Timing {
             let (mut us, mut count) = (0, 0);
             for part in parts {
                 if let Some(ms) = part.strip_prefix("dur=") {
-                    us = (ms.parse::<f64>().ok()? * 1000.0) as u64;
+                    us = (ms.parse::<f64>().ok()? * 1000.0).round() as u64;
                 } else if let Some(desc) = part.strip_prefix("desc=") {
                     let first = desc.trim_matches('"').split(' ').next()?;
                     count = first.parse().unwrap_or(0);
