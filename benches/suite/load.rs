@@ -185,10 +185,8 @@ pub type MakeCall = Arc<dyn Fn(u64) -> Call + Send + Sync>;
 pub struct Outcome {
     /// Latencies of the successful requests, µs.
     pub latencies: Vec<u64>,
-    /// Kith's own time of the successful requests whose answers carried
-    /// it (`Server-Timing`), µs.
-    pub server: Vec<u64>,
-    /// The same answers' whole `Server-Timing`.
+    /// The `Server-Timing` of the successful requests whose answers
+    /// carried one.
     pub timings: Vec<Timing>,
     /// Failed requests by cause (GraphQL error code, HTTP status or I/O).
     pub errors: BTreeMap<String, u64>,
@@ -210,7 +208,6 @@ impl Outcome {
     /// Keeps an answer's `Server-Timing`, if it carried one.
     fn record(&mut self, timing: Option<Timing>) {
         if let Some(timing) = timing {
-            self.server.push(timing.kith_us);
             self.timings.push(timing);
         }
     }
@@ -218,7 +215,6 @@ impl Outcome {
     /// Adds `other`'s requests to these.
     pub fn merge(&mut self, other: &Outcome) {
         self.latencies.extend(&other.latencies);
-        self.server.extend(&other.server);
         self.timings.extend(&other.timings);
         for (k, v) in &other.errors {
             *self.errors.entry(k.clone()).or_default() += v;
@@ -237,10 +233,10 @@ impl Outcome {
         dead_code,
         reason = "the account move bench reports it; the suite does not"
     )]
-    pub fn server_percentile_ms(&mut self, p: f64) -> Option<f64> {
-        self.server.sort_unstable();
-        (!self.server.is_empty())
-            .then(|| super::common::percentile(&self.server, p) as f64 / 1000.0)
+    pub fn server_percentile_ms(&self, p: f64) -> Option<f64> {
+        let mut kith: Vec<u64> = self.timings.iter().map(|t| t.kith_us).collect();
+        kith.sort_unstable();
+        (!kith.is_empty()).then(|| super::common::percentile(&kith, p) as f64 / 1000.0)
     }
 }
 
