@@ -72,6 +72,14 @@ pub(crate) async fn load(
         }
     }
 
+    // A user whose counter record and following list this process failed
+    // to update after a change it made is not asked either: the record
+    // may still be the one from before the change, whose version an
+    // intersection computed earlier is kept under. Rebuilt from the truth
+    // (and written back, as it is newer), like a missing one.
+    let (users, mut missing): (Vec<UserId>, Vec<UserId>) = users
+        .into_iter()
+        .partition(|user| !app.read.unsynced_following.contains_key(user));
     let mut pipe = redis::pipe();
     records::queue_load(&mut pipe, &app.keys, &users);
     // A list this process failed to update is not asked: PostgreSQL answers.
@@ -98,7 +106,7 @@ pub(crate) async fn load(
     let mut next = || replies.as_mut().and_then(|r| r.next());
 
     let mut out = HashMap::with_capacity(reads.len());
-    let mut missing = Vec::new();
+    let unsynced = missing.len();
     for user in &users {
         match next().and_then(records::parse) {
             Some(record) => {
@@ -145,8 +153,11 @@ pub(crate) async fn load(
         out.insert(Read::Page(*list, *request), Answer::Page(page));
     }
 
-    app.metrics
-        .cache_lookup("counter_record", true, (users.len() - missing.len()) as u64);
+    app.metrics.cache_lookup(
+        "counter_record",
+        true,
+        (users.len() + unsynced - missing.len()) as u64,
+    );
     app.metrics
         .cache_lookup("counter_record", false, missing.len() as u64);
     // Answered by the caches so far: hits; the rest goes to the truth.

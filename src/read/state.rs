@@ -40,9 +40,10 @@ pub struct ReadModel {
     /// `knownFollowers`, `knownFollowersCount`) under the two owners'
     /// counter versions they were computed at.
     pub(super) intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>, IdHasher>,
-    /// Users whose cached following list this process failed to update after
-    /// a change it made: their relations are read from PostgreSQL until the
-    /// entry expires (by then the projector has written the list).
+    /// Users whose cached following list and counter record this process
+    /// failed to update after a change it made: their relations and
+    /// counters are read from PostgreSQL until the entry expires (by then
+    /// the projector has written both).
     pub(super) unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
     /// Lists this process is filling now (in-process single flight).
     pub(super) fills_in_flight: Mutex<HashSet<ListKey>>,

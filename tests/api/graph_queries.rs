@@ -473,3 +473,102 @@ async fn intersections_are_charged_for_their_work() {
     assert_eq!(crate::helpers::error_code(&r), Some("INVALID_INPUT"), "{r}");
     assert!(r["data"].is_null());
 }
+
+/// A follow whose cache writes failed (every pooled Redis connection was
+/// lent out when they were sent) still shows at once in its process: the
+/// actor's counters and an intersection computed before it, whose counter
+/// versions the stale record still carries, are read from the truth.
+#[tokio::test]
+async fn a_follow_the_caches_missed_still_shows_at_once() {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Pid {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        pid: i32,
+    }
+    let t = std::sync::Arc::new(spawn_app().await);
+    let [a, b, c1, c2] = ["a", "b", "c1", "c2"].map(|h| t.user(h));
+    let (a, b, c1, c2) = (a.await, b.await, c1.await, c2.await);
+    for (from, to) in [(b, c1), (b, c2), (a, c1)] {
+        assert_ok(&t.follow(from, to).await);
+    }
+    assert_eq!(common_count(&t, b, a).await, 1);
+
+    // `a`'s follow of `c2` waits for `a`'s stats row, which the test holds
+    // until it has every pooled Redis connection.
+    let session = t.app.config.session_url().to_owned();
+    let mut holder = AsyncPgConnection::establish(&session).await.unwrap();
+    let mut watch = AsyncPgConnection::establish(&session).await.unwrap();
+    let me: Pid = diesel::sql_query("SELECT pg_backend_pid() AS pid")
+        .get_result(&mut holder)
+        .await
+        .unwrap();
+    for statement in [
+        "BEGIN".to_owned(),
+        format!("SELECT 1 FROM user_stats WHERE user_id = {a} FOR UPDATE"),
+    ] {
+        diesel::sql_query(statement)
+            .execute(&mut holder)
+            .await
+            .unwrap();
+    }
+    let following = {
+        let t = t.clone();
+        tokio::spawn(async move { t.follow(a, c2).await })
+    };
+    let waiting = format!(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE {} = ANY(pg_blocking_pids(pid))",
+        me.pid
+    );
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found: Count = diesel::sql_query(waiting.as_str())
+            .get_result(&mut watch)
+            .await
+            .unwrap();
+        if found.n == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the follow never waited for the row"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let mut lent = Vec::new();
+    for _ in 0..t.app.config.redis.pool_size {
+        lent.push(t.app.redis.get().await.unwrap());
+    }
+    let timed_out = t.app.redis.state().statistics.get_timed_out;
+    diesel::sql_query("COMMIT")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    // The follow commits; its cache writes find no connection and give up.
+    crate::helpers::eventually("the cache writes give up", 10, || async {
+        (t.app.redis.state().statistics.get_timed_out > timed_out).then_some(())
+    })
+    .await;
+    drop(lent);
+    let r = following.await.unwrap();
+    assert_ok(&r);
+    assert_eq!(r["data"]["follow"]["changed"], json!(true), "{r}");
+    let stale = t.counter_record(a).await.unwrap();
+    assert_eq!(stale.followings, 1, "the record was not written through");
+
+    assert_eq!(common_count(&t, b, a).await, 2);
+    assert_eq!(common_count(&t, a, b).await, 2);
+    let r = TestApp::execute(
+        &t,
+        Viewer::User(a),
+        "query($id: ID!) { user(id: $id) { counters { followings } } }",
+        json!({ "id": gid(a) }),
+    )
+    .await;
+    assert_eq!(r["data"]["user"]["counters"]["followings"], json!(2), "{r}");
+}
