@@ -29,7 +29,9 @@
 //! the rest for its run (and gives every process all the cores back at
 //! the end; `scripts/stack clean` does too, after a bench that was killed).
 //! `KITH_BENCH_MOVE_CORES=shared` leaves every process on every core, as
-//! the machine runs them otherwise. `KITH_BENCH_MOVE_SHAPE=split` runs
+//! the machine runs them otherwise; `KITH_BENCH_MOVE_CORES=redis-alone`
+//! gives Redis the first half to itself and puts every other process on
+//! the rest (it tells Redis's own time from its clients' turns on a core). `KITH_BENCH_MOVE_SHAPE=split` runs
 //! Kith as production would, `kith serve` with a `kith relay` and a
 //! `kith project` of their own (pinned beside PostgreSQL and the broker),
 //! instead of one `kith run`. `KITH_BENCH_MOVE_USERS=warm` loads every
@@ -740,12 +742,15 @@ impl Drop for Kiths {
 
 /// Where the bench's processes run: Kith's API, Redis and the bench on the
 /// first half of the cores, PostgreSQL, the broker and Kith's pipeline
-/// processes (when apart) on the rest; or all on all.
+/// processes (when apart) on the rest; or Redis alone on the first half
+/// (`KITH_BENCH_MOVE_CORES=redis-alone`); or all on all.
 struct Cores {
     /// The CPUs of every core (`"0-N"`), `None` when nothing was pinned.
     all: Option<String>,
     /// Whether the processes were pinned for the run.
     pinned: bool,
+    /// Whether Redis has the first half to itself.
+    redis_alone: bool,
     /// The two halves, as the report names them.
     halves: (String, String),
     kith_pid: u32,
@@ -754,12 +759,14 @@ struct Cores {
 
 impl Cores {
     /// Pins the processes unless `KITH_BENCH_MOVE_CORES=shared` or the
-    /// machine has a single core.
+    /// machine has a single core; with `redis-alone`, Redis on the first
+    /// half and every other process on the rest.
     fn split(kith_pid: u32, pipeline: &[u32]) -> Self {
         // The CPUs this bench may use, which need not be 0..n-1.
         let cpus = procs::allowed_cpus();
         let n = cpus.len();
-        let shared = std::env::var("KITH_BENCH_MOVE_CORES").is_ok_and(|v| v == "shared");
+        let layout = std::env::var("KITH_BENCH_MOVE_CORES").unwrap_or_default();
+        let (shared, alone) = (layout == "shared", layout == "redis-alone");
         let list = |part: &[usize]| {
             part.iter()
                 .map(usize::to_string)
@@ -770,6 +777,7 @@ impl Cores {
         let mut cores = Self {
             all: None,
             pinned: false,
+            redis_alone: false,
             halves,
             kith_pid,
             pipeline: pipeline.to_vec(),
@@ -778,8 +786,9 @@ impl Cores {
             return cores;
         }
         let mut pinned = procs::pin(kith_pid, |group| match group {
-            "kith" | "redis" | "bench" => Some(cores.halves.0.clone()),
-            "postgres" | "broker" => Some(cores.halves.1.clone()),
+            "redis" => Some(cores.halves.0.clone()),
+            "kith" | "bench" if !alone => Some(cores.halves.0.clone()),
+            "kith" | "bench" | "postgres" | "broker" => Some(cores.halves.1.clone()),
             _ => None,
         });
         for pid in pipeline {
@@ -787,6 +796,7 @@ impl Cores {
         }
         cores.all = Some(list(&cpus));
         cores.pinned = true;
+        cores.redis_alone = alone;
         assert!(pinned, "taskset could not pin the processes");
         cores
     }
@@ -797,6 +807,11 @@ impl Cores {
             false => ", Kith's relay and projector",
         };
         match self.pinned {
+            true if self.redis_alone => format!(
+                "Redis alone on CPU {}, Kith's API, the reads, PostgreSQL{pipeline} and the \
+                 broker on CPU {} (`KITH_BENCH_MOVE_CORES=redis-alone`)",
+                self.halves.0, self.halves.1
+            ),
             true => format!(
                 "Kith's API, Redis and the reads on CPU {}, PostgreSQL{pipeline} and the \
                  broker on CPU {} (`KITH_BENCH_MOVE_CORES=shared` to share them)",
