@@ -4,7 +4,8 @@
 //! scripts. Under Redis Cluster it splits per node, never across a slot
 //! (each members script then asks one owner's list); on one server one
 //! members script asks every list. What the caches cannot answer is then
-//! read from PostgreSQL, one statement per kind; with warm caches, none.
+//! read from PostgreSQL, one statement per kind; with warm caches, none
+//! (unless this process failed to update a cache after a change it made).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -72,14 +73,14 @@ pub(crate) async fn load(
         }
     }
 
-    // A user whose counter record and following list this process failed
-    // to update after a change it made is not asked either: the record
-    // may still be the one from before the change, whose version an
-    // intersection computed earlier is kept under. Rebuilt from the truth
-    // (and written back, as it is newer), like a missing one.
+    // A user whose counter record this process failed to update after a
+    // change it made is not asked: the record may still be the one from
+    // before the change, whose version an intersection computed earlier is
+    // kept under. Rebuilt from the truth (and written back, as it is
+    // newer), like a missing one.
     let (users, mut missing): (Vec<UserId>, Vec<UserId>) = users
         .into_iter()
-        .partition(|user| !app.read.unsynced_following.contains_key(user));
+        .partition(|user| !app.read.counters_unsynced(*user));
     let mut pipe = redis::pipe();
     records::queue_load(&mut pipe, &app.keys, &users);
     // A list this process failed to update is not asked: PostgreSQL answers.

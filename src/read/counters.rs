@@ -1,6 +1,7 @@
 //! Counters of many users at once: their counter records are read in the
 //! request's batched Redis round trip ([`super::batch`]); the missing or
-//! malformed ones are rebuilt from `user_stats` in one query, written back
+//! malformed ones, and those this process failed to update after a change
+//! it made, are rebuilt from `user_stats` in one query, written back
 //! (only if newer) and served. A cache failure never fails the read.
 
 use std::collections::HashMap;
@@ -23,7 +24,9 @@ pub(crate) enum RoundTrips {
 }
 
 /// The counters of `users` read from `user_stats` (zero for users without a
-/// row), written back to their counter records.
+/// row), written back to their counter records (where newer). A record
+/// written back is current again for this process if it had failed to
+/// update it before the read ([`crate::read::state::ReadModel::counters_rewritten`]).
 pub(crate) async fn rebuild(
     app: &App,
     users: &[UserId],
@@ -33,16 +36,21 @@ pub(crate) async fn rebuild(
         return Ok(HashMap::new());
     }
     let mut conn = app.pg.get().await?;
+    let read_at = std::time::Instant::now();
     let rebuilt: Vec<(UserId, CounterRecord)> = stats::find_many(&mut conn, users)
         .await?
         .iter()
         .map(|(user, s)| (*user, CounterRecord::from(s)))
         .collect();
     drop(conn);
-    if !rebuilt.is_empty()
-        && let Err(error) = write_back(app, &rebuilt, counted).await
-    {
-        tracing::warn!(%error, "counter records not written back");
+    if !rebuilt.is_empty() {
+        match write_back(app, &rebuilt, counted).await {
+            Ok(written) => {
+                let users: Vec<UserId> = rebuilt[..written].iter().map(|(user, _)| *user).collect();
+                app.read.counters_rewritten(&users, read_at);
+            }
+            Err(error) => tracing::warn!(%error, "counter records not written back"),
+        }
     }
     let mut found: HashMap<UserId, CounterRecord> = users
         .iter()
@@ -52,11 +60,12 @@ pub(crate) async fn rebuild(
     Ok(found)
 }
 
+/// Writes the first of `records` Redis has room for; how many.
 async fn write_back(
     app: &App,
     records: &[(UserId, CounterRecord)],
     counted: RoundTrips,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     // Within the room reads may take in Redis (`KITH_FILL_MEMORY_LIMIT`).
     let sizes = vec![crate::read::state::RECORD_BYTES; records.len()];
     let room = super::pages::fits_in_memory(app, &sizes)
@@ -64,7 +73,7 @@ async fn write_back(
         .map_err(|e| e.detail())?;
     let records = &records[..room];
     if records.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let mut redis = app.redis.get().await.map_err(|e| e.to_string())?;
     if counted == RoundTrips::Counted {
@@ -83,5 +92,6 @@ async fn write_back(
             app.metrics.redis_oom("counter_record");
         }
         e.to_string()
-    })
+    })?;
+    Ok(room)
 }

@@ -17,7 +17,8 @@ use crate::model::{IdHasher, UserId};
 use crate::paging::{ListKey, Page, Position};
 
 /// How long this process reads a user's relations from PostgreSQL after it
-/// failed to write that user's cached following list.
+/// failed to write that user's cached following list (and, until a read
+/// rewrote it, the user's counters).
 const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
 /// How long the most followed accounts are kept in process.
 const POPULAR_TTL: Duration = Duration::from_secs(600);
@@ -40,11 +41,15 @@ pub struct ReadModel {
     /// `knownFollowers`, `knownFollowersCount`) under the two owners'
     /// counter versions they were computed at.
     pub(super) intersections: moka::future::Cache<IntersectionKey, Arc<Intersection>, IdHasher>,
-    /// Users whose cached following list and counter record this process
-    /// failed to update after a change it made: their relations and
-    /// counters are read from PostgreSQL until the entry expires (by then
-    /// the projector has written both).
+    /// Users whose cached following list this process failed to update
+    /// after a change it made: their relations are read from PostgreSQL
+    /// until the entry expires (by then the projector has written the list).
     pub(super) unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
+    /// Users whose counter record this process failed to update after a
+    /// change it made, with when: their counters are rebuilt from
+    /// PostgreSQL until a rebuild that read them after that was written
+    /// back, or the entry expires.
+    unsynced_counters: moka::sync::Cache<UserId, std::time::Instant, IdHasher>,
     /// Lists this process is filling now (in-process single flight).
     pub(super) fills_in_flight: Mutex<HashSet<ListKey>>,
     /// Permits for list-cache fills started by reads (`KITH_MAX_CONCURRENT_FILLS`).
@@ -99,6 +104,10 @@ impl ReadModel {
                 .max_capacity(100_000)
                 .time_to_live(UNSYNCED_FOLLOWING_TTL)
                 .build_with_hasher(IdHasher::default()),
+            unsynced_counters: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(UNSYNCED_FOLLOWING_TTL)
+                .build_with_hasher(IdHasher::default()),
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(
                 config.caches.max_concurrent_fills,
@@ -146,13 +155,38 @@ impl ReadModel {
     /// After a write committed changes to `edges`: the newest edges held of
     /// their lists are dropped; and when the write could not update the
     /// Redis caches (`cached` false), the following lists it changed are
-    /// read from PostgreSQL until the projector has rewritten them.
+    /// read from PostgreSQL until the projector has rewritten them, and
+    /// their owners' counters until a read has rewritten their records.
     pub(crate) async fn after_write(&self, edges: &[EdgeState], cached: bool) {
         for edge in edges {
             if !cached && let ListKey::Following(owner) = edge.list {
                 self.unsynced_following.insert(owner, ());
+                let now = std::time::Instant::now();
+                self.unsynced_counters
+                    .entry(owner)
+                    .and_compute_with(|_| moka::ops::compute::Op::Put(now));
             }
             self.hot_lists.invalidate(&edge.list).await;
+        }
+    }
+
+    /// Whether `user`'s counter record may be older than a change this
+    /// process made ([`Self::after_write`]).
+    pub fn counters_unsynced(&self, user: UserId) -> bool {
+        self.unsynced_counters.contains_key(&user)
+    }
+
+    /// The counter records of `users`, read from PostgreSQL at `read_at`,
+    /// were written back: those that were behind a change made before then
+    /// are not any more.
+    pub(crate) fn counters_rewritten(&self, users: &[UserId], read_at: std::time::Instant) {
+        for user in users {
+            self.unsynced_counters
+                .entry(*user)
+                .and_compute_with(|entry| match entry {
+                    Some(marked) if *marked.value() <= read_at => moka::ops::compute::Op::Remove,
+                    _ => moka::ops::compute::Op::Nop,
+                });
         }
     }
 

@@ -119,7 +119,8 @@ fn queue_after_commit(
 /// round trip. The writes are version-guarded no-ops when the projector got
 /// there first. A failure is only logged: the change is committed and the
 /// projector repairs the caches; until then this process reads the
-/// relations of the lists it could not update from PostgreSQL.
+/// relations of the lists it could not update from PostgreSQL, and their
+/// owners' counters until a read has written their records back.
 pub(crate) async fn after_commit(
     app: &App,
     records: &[(UserId, CounterRecord)],
