@@ -181,8 +181,10 @@ async fn fills_reads_start_are_bounded_per_process() {
     for i in 0..20 {
         users.push(t.user(&format!("u{i}")).await);
     }
-    // Twenty lists of real users asked for at once: two are filled this
-    // second, the rest are read from PostgreSQL and counted as skipped.
+    // Twenty lists of real users asked for at once: the bucket's two are
+    // filled (and one more for each half second the request took, as the
+    // bucket refills), the rest are read from PostgreSQL and counted as
+    // skipped.
     let fields: String = users
         .iter()
         .enumerate()
@@ -193,9 +195,11 @@ async fn fills_reads_start_are_bounded_per_process() {
             )
         })
         .collect();
+    let started = std::time::Instant::now();
     let r = t
         .execute(Viewer::Anonymous, &format!("{{ {fields} }}"), json!({}))
         .await;
+    let refilled = (started.elapsed().as_secs_f64() * 2.0).floor() as usize;
     assert!(r["errors"].is_null(), "{r}");
     t.fills_finished().await;
     let mut cached = 0;
@@ -207,8 +211,8 @@ async fn fills_reads_start_are_bounded_per_process() {
         );
     }
     assert!(
-        cached <= 2,
-        "{cached} lists filled within a budget of 2 a second"
+        cached <= 2 + refilled,
+        "{cached} lists filled within a budget of 2 a second ({refilled} refilled meanwhile)"
     );
     let text = t.app.metrics.render(&Default::default());
     assert!(
