@@ -31,9 +31,10 @@
 //! `KITH_BENCH_MOVE_CORES=shared` leaves every process on every core, as
 //! the machine runs them otherwise; `KITH_BENCH_MOVE_CORES=redis-alone`
 //! gives Redis the first half to itself and puts every other process on
-//! the rest (it tells Redis's own time from its clients' turns on a core). `KITH_BENCH_MOVE_SHAPE=split` runs
-//! Kith as production would, `kith serve` with a `kith relay` and a
-//! `kith project` of their own (pinned beside PostgreSQL and the broker),
+//! the rest (it tells Redis's own time from its clients' turns on a
+//! core). `KITH_BENCH_MOVE_SHAPE=split` runs Kith as production would,
+//! `kith serve` with a `kith relay` and a `kith project` of their own
+//! (pinned beside PostgreSQL and the broker),
 //! instead of one `kith run`. `KITH_BENCH_MOVE_USERS=warm` loads every
 //! user's row into the serving process's cache before the baseline (and
 //! keeps it there for the run), so that no read loads one from PostgreSQL:

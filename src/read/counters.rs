@@ -60,13 +60,13 @@ pub(crate) async fn rebuild(
     Ok(found)
 }
 
-/// Writes the first of `records` Redis has room for; how many.
+/// Writes as many of `records`, from the first, as the room reads may take
+/// in Redis admits (`KITH_FILL_MEMORY_LIMIT`); returns how many.
 async fn write_back(
     app: &App,
     records: &[(UserId, CounterRecord)],
     counted: RoundTrips,
 ) -> Result<usize, String> {
-    // Within the room reads may take in Redis (`KITH_FILL_MEMORY_LIMIT`).
     let sizes = vec![crate::read::state::RECORD_BYTES; records.len()];
     let room = super::pages::fits_in_memory(app, &sizes)
         .await

@@ -17,9 +17,9 @@ use crate::model::{IdHasher, UserId};
 use crate::paging::{ListKey, Page, Position};
 
 /// How long this process reads a user's relations from PostgreSQL after it
-/// failed to write that user's cached following list (and, until a read
-/// rewrote it, the user's counters).
-const UNSYNCED_FOLLOWING_TTL: Duration = Duration::from_secs(30);
+/// failed to write that user's cached following list, and at most how long
+/// it reads the user's counters from there (until a read rewrote them).
+const UNSYNCED_TTL: Duration = Duration::from_secs(30);
 /// How long the most followed accounts are kept in process.
 const POPULAR_TTL: Duration = Duration::from_secs(600);
 /// Members of computed intersections held in process, all together.
@@ -46,9 +46,9 @@ pub struct ReadModel {
     /// until the entry expires (by then the projector has written the list).
     pub(super) unsynced_following: moka::sync::Cache<UserId, (), IdHasher>,
     /// Users whose counter record this process failed to update after a
-    /// change it made, with when: their counters are rebuilt from
-    /// PostgreSQL until a rebuild that read them after that was written
-    /// back, or the entry expires.
+    /// change it made, with the moment each was marked: their counters are
+    /// rebuilt from PostgreSQL until a rebuild that read them after that
+    /// moment has written their record back, or for at most [`UNSYNCED_TTL`].
     unsynced_counters: moka::sync::Cache<UserId, std::time::Instant, IdHasher>,
     /// Lists this process is filling now (in-process single flight).
     pub(super) fills_in_flight: Mutex<HashSet<ListKey>>,
@@ -102,11 +102,11 @@ impl ReadModel {
                 .build_with_hasher(IdHasher::default()),
             unsynced_following: moka::sync::Cache::builder()
                 .max_capacity(100_000)
-                .time_to_live(UNSYNCED_FOLLOWING_TTL)
+                .time_to_live(UNSYNCED_TTL)
                 .build_with_hasher(IdHasher::default()),
             unsynced_counters: moka::sync::Cache::builder()
                 .max_capacity(100_000)
-                .time_to_live(UNSYNCED_FOLLOWING_TTL)
+                .time_to_live(UNSYNCED_TTL)
                 .build_with_hasher(IdHasher::default()),
             fills_in_flight: Mutex::new(HashSet::new()),
             fill_permits: Arc::new(tokio::sync::Semaphore::new(
@@ -176,9 +176,9 @@ impl ReadModel {
         self.unsynced_counters.contains_key(&user)
     }
 
-    /// The counter records of `users`, read from PostgreSQL at `read_at`,
-    /// were written back: those that were behind a change made before then
-    /// are not any more.
+    /// The counter records of `users`, read from PostgreSQL after
+    /// `read_at`, were written back: those that were behind a change this
+    /// process made before then are not any more.
     pub(crate) fn counters_rewritten(&self, users: &[UserId], read_at: std::time::Instant) {
         for user in users {
             self.unsynced_counters

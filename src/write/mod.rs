@@ -120,7 +120,8 @@ fn queue_after_commit(
 /// there first. A failure is only logged: the change is committed and the
 /// projector repairs the caches; until then this process reads the
 /// relations of the lists it could not update from PostgreSQL, and their
-/// owners' counters until a read has written their records back.
+/// owners' counters until a read has written their records back (for at
+/// most as long).
 pub(crate) async fn after_commit(
     app: &App,
     records: &[(UserId, CounterRecord)],

@@ -476,8 +476,9 @@ async fn intersections_are_charged_for_their_work() {
 
 /// A follow whose cache writes failed (every pooled Redis connection was
 /// lent out when they were sent) still shows at once in its process: the
-/// actor's counters and an intersection computed before it, whose counter
-/// versions the stale record still carries, are read from the truth.
+/// actor's counters, and with them the versions an intersection computed
+/// before it is kept under, are read from the truth; that first read
+/// writes the record back, and Redis serves it from then on.
 #[tokio::test]
 async fn a_follow_the_caches_missed_still_shows_at_once() {
     use diesel_async::RunQueryDsl as _;
@@ -491,14 +492,24 @@ async fn a_follow_the_caches_missed_still_shows_at_once() {
         #[diesel(sql_type = diesel::sql_types::Integer)]
         pid: i32,
     }
-    // The follow waits for the row, then half this for a Redis connection.
-    let t = std::sync::Arc::new(spawn_app_with(|c| c.limits.request_timeout_ms = 5_000).await);
+    // The follow waits for the row, then half the request's deadline for a
+    // Redis connection; its statement may wait as long as the test holds
+    // the row.
+    let t = std::sync::Arc::new(
+        spawn_app_with(|c| {
+            c.limits.request_timeout_ms = 5_000;
+            c.database.statement_timeout_ms = 5_000;
+        })
+        .await,
+    );
     let [a, b, c1, c2] = ["a", "b", "c1", "c2"].map(|h| t.user(h));
     let (a, b, c1, c2) = (a.await, b.await, c1.await, c2.await);
     for (from, to) in [(b, c1), (b, c2), (a, c1)] {
         assert_ok(&t.follow(from, to).await);
     }
     assert_eq!(common_count(&t, b, a).await, 1);
+    // Fills those reads started hold no Redis connection the test lends.
+    t.fills_finished().await;
 
     // `a`'s follow of `c2` waits for `a`'s stats row, which the test holds
     // until it has every pooled Redis connection.
