@@ -180,7 +180,11 @@ impl ReadModel {
     /// `read_at`, were written back: those that were behind a change this
     /// process made before then are not any more.
     pub(crate) fn counters_rewritten(&self, users: &[UserId], read_at: std::time::Instant) {
-        for user in users {
+        // Most rebuilds are of records that were only missing: no mark.
+        for user in users
+            .iter()
+            .filter(|u| self.unsynced_counters.contains_key(*u))
+        {
             self.unsynced_counters
                 .entry(*user)
                 .and_compute_with(|entry| match entry {
