@@ -11,6 +11,12 @@
 //!    go on until the move has ended and the pipeline has carried every
 //!    follow to the caches. The move runs at `KITH_MOVE_FOLLOWERS_PER_SEC`
 //!    (the service's setting, 200 by default; set it to try another pace).
+//!    With `KITH_BENCH_MOVE_TURNS_SECS` set, the bench holds the job and
+//!    lets it go in turns of that many seconds through the move (through
+//!    its row: the service has no such control), and reads in both kinds
+//!    of turn: what the move costs the reads is then measured against reads
+//!    of the same accounts in the same minutes, not against a baseline
+//!    minutes away, which on a shared machine drifts by more than that.
 //! 4. Reads the same way for as long again once the move is through.
 //! 5. Reports how long the move took, the CPU each process spent on it
 //!    (Kith, PostgreSQL, Redis, the broker), and the reads' p50 / p99
@@ -112,6 +118,119 @@ async fn number(app: &kith::app::App, sql: &str) -> i64 {
     let mut conn = app.pg.get().await.unwrap();
     let row: Number = diesel::sql_query(sql).get_result(&mut conn).await.unwrap();
     row.n
+}
+
+/// Whether the pipeline has carried every follow to `user`'s count: the
+/// outbox relayed, and its stats counting its followers in the truth.
+async fn drained(app: &kith::app::App, user: i64) -> bool {
+    number(
+        app,
+        &format!(
+            "SELECT ((SELECT count(*) FROM outbox) = 0
+                 AND (SELECT followers FROM user_stats WHERE user_id = {user})
+                   = (SELECT count(*) FROM following WHERE to_user_id = {user} AND active))::INT::BIGINT AS n"
+        ),
+    )
+    .await
+        == 1
+}
+
+/// A move's job as the bench holds and releases it in turns
+/// (`KITH_BENCH_MOVE_TURNS_SECS`), through its row: the service has no
+/// such control, and needs none.
+struct Job<'a> {
+    app: &'a kith::app::App,
+    id: i64,
+}
+
+impl Job<'_> {
+    /// Followers handled so far, or -1 once the job has ended.
+    async fn handled(&self) -> i64 {
+        number(
+            self.app,
+            &format!(
+                "SELECT CASE WHEN state = 'running' THEN (moved + requested + skipped + failed)::BIGINT
+                             ELSE -1 END AS n FROM account_move WHERE id = {}",
+                self.id
+            ),
+        )
+        .await
+    }
+
+    /// Due an hour on: its runner takes no batch of it meanwhile. A batch
+    /// that had taken it already commits, and sets it due at its pace: so
+    /// it is held again once that batch is through.
+    async fn hold(&self) {
+        for _ in 0..2 {
+            number(
+                self.app,
+                &format!(
+                    "WITH held AS (UPDATE account_move SET due_at = greatest(due_at, now() + interval '1 hour')
+                                    WHERE id = {} RETURNING 1)
+                     SELECT count(*) AS n FROM held",
+                    self.id
+                ),
+            )
+            .await;
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+    }
+
+    /// Due now; returns once a batch has committed (or the job ended).
+    async fn release(&self) {
+        let at = self.handled().await;
+        number(
+            self.app,
+            &format!(
+                "WITH due AS (UPDATE account_move SET due_at = now() WHERE id = {} RETURNING 1)
+                 SELECT count(*) AS n FROM due",
+                self.id
+            ),
+        )
+        .await;
+        let released = Instant::now();
+        while self.handled().await == at && released.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The reads through a move taken in turns of `window`: while its job runs
+/// (the first batch on), and while it is held once the pipeline has
+/// carried its last batch. Returns both, and the held turns left out
+/// because a batch committed in them after all.
+async fn read_in_turns(
+    addr: SocketAddr,
+    rate: f64,
+    ids: [i64; 2],
+    job: &Job<'_>,
+    window: Duration,
+) -> (Phase, Phase, u32) {
+    let (mut running, mut held, mut spoilt): (Phase, Phase, u32) = Default::default();
+    let merge = |into: &mut Phase, from: Phase| {
+        for (into, from) in into.iter_mut().zip(&from) {
+            into.merge(from);
+        }
+    };
+    while job.handled().await >= 0 {
+        job.release().await;
+        merge(&mut running, read_both(addr, rate, window, ids).await);
+        if job.handled().await < 0 {
+            break;
+        }
+        job.hold().await;
+        while !drained(job.app, ids[1]).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let at = job.handled().await;
+        let reads = read_both(addr, rate, window, ids).await;
+        match job.handled().await == at {
+            true => merge(&mut held, reads),
+            false => spoilt += 1,
+        }
+    }
+    (running, held, spoilt)
 }
 
 /// The Redis round trips reads made and the PostgreSQL statements the
@@ -232,6 +351,26 @@ impl Row {
         )
     }
 
+    /// The lines of `rows`, then the ratios of each pair in `against`
+    /// (its name, the row, the row it is set against): as the client
+    /// waited, and in Kith.
+    fn tables(rows: &[Self], against: &[(&str, &Self, &Self)]) -> (String, String) {
+        let table = |line: fn(&Self) -> String, ratios: fn(&str, &Self, &Self) -> String| {
+            rows.iter()
+                .map(line)
+                .chain(
+                    against
+                        .iter()
+                        .map(|(what, row, base)| ratios(what, row, base)),
+                )
+                .collect()
+        };
+        (
+            table(Self::line, Self::against),
+            table(Self::kith_line, Self::against_in_kith),
+        )
+    }
+
     /// `row`'s latencies over `base`'s, and whether within 10%.
     fn against(what: &str, row: &Self, base: &Self) -> String {
         Self::ratios(what, (row.p50, row.p99), (base.p50, base.p99), "| | |")
@@ -255,6 +394,58 @@ impl Row {
             within(p99)
         )
     }
+}
+
+/// The report's part on the reads taken in turns of `secs` through the
+/// move: `running` while its job ran, `held` while it was held, and the
+/// held turns left out (`spoilt`).
+fn turns_section(secs: u64, running: [&Outcome; 2], held: &Phase, spoilt: u32) -> String {
+    let [old_held, new_held] = held;
+    let rows = [
+        Row::of("old account, the job running", &[running[0]]),
+        Row::of("old account, the job held", &[old_held]),
+        Row::of("new account, the job running", &[running[1]]),
+        Row::of("new account, the job held", &[new_held]),
+        Row::of("both, the job running", &running),
+        Row::of("both, the job held", &[old_held, new_held]),
+    ];
+    let [
+        old_running,
+        old_held,
+        new_running,
+        new_held,
+        both_running,
+        both_held,
+    ] = &rows;
+    let (client, kith) = Row::tables(
+        &rows,
+        &[
+            ("old account: running ÷ held", old_running, old_held),
+            ("new account: running ÷ held", new_running, new_held),
+            ("both: running ÷ held", both_running, both_held),
+        ],
+    );
+    let slowest: String = [
+        slowest_line("both, the job running", &running),
+        slowest_line("both, the job held", &[&held[0], &held[1]]),
+    ]
+    .concat();
+    format!(
+        "**The reads in turns** (`KITH_BENCH_MOVE_TURNS_SECS={secs}`): through the move, \
+         turns of {secs} s while its job runs (from a batch committed) and while it is held \
+         (due an hour on, from 1 s after the pipeline carried its last batch), one after the \
+         other, so that both meet the machine in the same state. The reads during the move \
+         above are the running turns'. Held turns in which a batch committed after all, left \
+         out: {spoilt}.\n\n\
+         | reads in turns | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
+         {client}\n\
+         | the same, each one's time in Kith | p50 | p99 |\n|---|---|---|\n\
+         {kith}\n\
+         | the reads at or past their p99 in Kith | p99 in Kith | reads | with a PostgreSQL \
+         statement (of all reads) | their mean in Kith | in PostgreSQL | in Redis | the rest | \
+         p99 of the reads without a statement |\n|---|---|---|---|---|---|---|---|---|\n\
+         {slowest}\n"
+    )
 }
 
 /// What the reads of `parts` at or past their p99 in Kith waited for (each
@@ -467,11 +658,27 @@ async fn main() {
     let move_id = answer["data"]["moveAccount"]["move"]["id"].clone();
     let calls_start = work(metrics).await.0;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reading = {
+    let turn_secs = env_or("KITH_BENCH_MOVE_TURNS_SECS", 0);
+    let reading = (turn_secs == 0).then(|| {
         let stop = stop.clone();
         tokio::spawn(read_both_while(addr, rate, [old, new], move |_| {
             !stop.load(std::sync::atomic::Ordering::Relaxed)
         }))
+    });
+    let in_turns = match turn_secs {
+        0 => None,
+        secs => {
+            let job = Job {
+                app: &app,
+                id: number(
+                    &app,
+                    &format!("SELECT max(id) AS n FROM account_move WHERE from_id = {old}"),
+                )
+                .await,
+            };
+            let window = Duration::from_secs(secs);
+            Some(read_in_turns(addr, rate, [old, new], &job, window).await)
+        }
     };
     let watch =
         "query($id: ID!) { accountMove(id: $id) { state total moved requested skipped failed } }";
@@ -492,16 +699,7 @@ async fn main() {
         number(&app, &expected(new)).await,
         number(&app, &expected(old)).await,
     );
-    loop {
-        let backlog = number(&app, "SELECT count(*) AS n FROM outbox").await;
-        let counted = number(
-            &app,
-            &format!("SELECT followers AS n FROM user_stats WHERE user_id = {new}"),
-        )
-        .await;
-        if backlog == 0 && counted == truth_new {
-            break;
-        }
+    while !drained(&app, new).await {
         kiths.check();
         assert!(
             started.elapsed() < Duration::from_secs(3600),
@@ -512,7 +710,11 @@ async fn main() {
     let through_secs = started.elapsed().as_secs_f64();
     let move_cpu = cpu(pid, &pipeline_pids).since(&cpu_start);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let during = reading.await.expect("reads");
+    let (during, held) = match (reading, in_turns) {
+        (Some(reading), _) => (reading.await.expect("reads"), None),
+        (None, Some((running, held, spoilt))) => (running, Some((held, spoilt))),
+        (None, None) => unreachable!("the reads run in turns or all through"),
+    };
     let calls_during = work(metrics).await.0 - calls_start;
 
     // The counts, as a profile reads them once the move is through (the
@@ -555,7 +757,12 @@ async fn main() {
     );
     let (calls_outside, calls_during) = (
         per_read(calls_outside, &[&before, &after]),
-        per_read(calls_during, &[&during]),
+        per_read(
+            calls_during,
+            &std::iter::once(&during)
+                .chain(held.as_ref().map(|h| &h.0))
+                .collect::<Vec<_>>(),
+        ),
     );
     let [old_before, new_before] = &before;
     let [old_during, new_during] = &during;
@@ -588,21 +795,17 @@ async fn main() {
         both_outside,
         both_move,
     ] = &reads_table;
-    // A table's lines, then its ratios: during ÷ outside, each profile apart
-    // and both.
-    let table = |line: fn(&Row) -> String, against: fn(&str, &Row, &Row) -> String| -> String {
-        reads_table
-            .iter()
-            .map(line)
-            .chain([
-                against("old account: during ÷ before", old_move, old_outside),
-                against("new account: during ÷ outside", new_move, new_outside),
-                against("both: during ÷ outside", both_move, both_outside),
-            ])
-            .collect()
-    };
-    let reads_rows = table(Row::line, Row::against);
-    let kith_rows = table(Row::kith_line, Row::against_in_kith);
+    let (reads_rows, kith_rows) = Row::tables(
+        &reads_table,
+        &[
+            ("old account: during ÷ before", old_move, old_outside),
+            ("new account: during ÷ outside", new_move, new_outside),
+            ("both: during ÷ outside", both_move, both_outside),
+        ],
+    );
+    let turns_section = held.as_ref().map_or_else(String::new, |(held, spoilt)| {
+        turns_section(turn_secs, [old_during, new_during], held, *spoilt)
+    });
     let slowest_rows: String = [
         slowest_line("old account, before the move", &[old_before]),
         slowest_line("old account, during the move", &[old_during]),
@@ -671,6 +874,7 @@ async fn main() {
          Redis. Once moved, the old account has a follower or none: its profile's reads after the move \
          list one follower instead of twenty, so its reads during the move are compared with \
          those before it only, and left out of both accounts' reads outside it.\n\n\
+         {turns_section}\
          The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads): \
          {calls_outside:.2} Redis round trips outside a move, {calls_during:.2} during it. \
          PostgreSQL statements of the process serving the reads (`kith_postgres_statements_total`, \
