@@ -111,8 +111,9 @@ pub(crate) fn store_script() -> &'static redis::Script {
 }
 
 /// Most records one script call stores: a call holds Redis for its whole
-/// run, and other clients' commands wait for it.
-const RECORDS_PER_CALL: usize = 64;
+/// run, and other clients' commands wait for it. See
+/// [`crate::cache::TRIP_BYTES`].
+const RECORDS_PER_CALL: usize = 16;
 
 /// Queues "store each record unless a newer one is cached" on `pipe`: in
 /// calls of at most [`RECORDS_PER_CALL`] records when `together` (one Redis
@@ -266,7 +267,7 @@ mod tests {
     #[test]
     fn records_go_many_to_a_call_on_one_server_one_each_on_a_cluster() {
         let keys = RedisKeys::new("t:");
-        let records: Vec<(UserId, CounterRecord)> = (1..=130)
+        let records: Vec<(UserId, CounterRecord)> = (1..=2 * RECORDS_PER_CALL as i64 + 2)
             .map(|n| {
                 let record = CounterRecord {
                     followings: 1,
@@ -288,6 +289,6 @@ mod tests {
         // EVALSHA, the hash, the key count, then per record its key, its
         // bytes and its version after the TTL.
         assert_eq!(calls(true), (3, Some(3 + 1 + 2 * 3)));
-        assert_eq!(calls(false), (130, Some(3 + 1 + 3)));
+        assert_eq!(calls(false), (records.len(), Some(3 + 1 + 3)));
     }
 }

@@ -129,15 +129,18 @@ pub(crate) async fn run_writes(
 
 /// How much one round trip of [`run_writes_paced`] carries at most, in
 /// bytes of commands: what Redis parses and applies grows with the records
-/// and edge states (60–80 bytes each) a call carries, whether it carries
-/// one or 64. Redis runs a round trip's scripts one after another, and a
-/// read that arrives meanwhile waits for them: a move's batch of 200
-/// followers sent whole held Redis for about ten milliseconds. Trips of 64
-/// calls of one record or list each (10–24 KiB) served the reads as well
-/// as trips of 8 calls, for less of Redis's CPU (docs/performance.md);
-/// trips of this size carry about as many records and states when each
-/// call carries many.
-pub(crate) const TRIP_BYTES: usize = 16 * 1024;
+/// and edge states (60–80 bytes each) a call carries. Redis runs a round
+/// trip's scripts one after another, and a read that arrives meanwhile
+/// waits for all of them: a move's batch of 200 followers sent whole held
+/// Redis for about ten milliseconds. A trip of this size is a call or two
+/// of 16 records or states each, a fraction of a millisecond of Redis. In
+/// moves of 20,000 followers read in turns of the job running and held
+/// (`account_move`, docs/performance.md), the p99 of the reads in Kith
+/// while the job ran was 0.96× and 0.98× of theirs while it was held,
+/// against 1.22× and 1.12× with trips of 16 KiB of calls of 64, and 1.10×
+/// with trips of one call of 64; for Redis's CPU a follower 0.080–0.097 ms
+/// against 0.040–0.062 ms (more calls, each with its own start).
+pub(crate) const TRIP_BYTES: usize = 2 * 1024;
 
 /// The longest pause after a trip of [`run_writes_paced`]: a trip slowed
 /// by something else (a Redis fork, a lost packet) does not hold the
@@ -151,10 +154,11 @@ pub(crate) const MAX_PAUSE: std::time::Duration = std::time::Duration::from_mill
 /// most [`MAX_PAUSE`]), so that the batch takes at most half of Redis's
 /// time and the reads between its trips are served with little wait. A
 /// batch that fits one trip is sent at once, without a pause. In runs of a
-/// move of 20,000 followers (`account_move`, trips of 64 calls then), the
-/// p99 of the reads served meanwhile went from 1.80–1.93× their own to
-/// 1.37–1.47×, for no more of Redis's CPU; trips of 8 calls sent without
-/// the pauses left it at 1.55–1.69× (docs/performance.md).
+/// move of 20,000 followers (`account_move`, trips of 64 calls of one
+/// record or list then), the p99 of the reads served meanwhile went from
+/// 1.80–1.93× their own to 1.37–1.47×, for no more of Redis's CPU; trips
+/// of 8 calls sent without the pauses left it at 1.55–1.69×
+/// (docs/performance.md).
 pub(crate) async fn run_writes_paced(
     conn: &mut impl ConnectionLike,
     pipe: &redis::Pipeline,

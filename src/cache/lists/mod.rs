@@ -131,8 +131,9 @@ pub(crate) fn apply_script() -> &'static redis::Script {
 }
 
 /// Most edge states one script call applies: a call holds Redis for its
-/// whole run, and other clients' commands wait for it.
-const EDGES_PER_CALL: usize = 64;
+/// whole run, and other clients' commands wait for it (a call of 64
+/// states of a long list, 0.25–0.5 ms). See [`crate::cache::TRIP_BYTES`].
+const EDGES_PER_CALL: usize = 16;
 
 /// Queues "apply each edge state to its list, if cached and newer" on
 /// `pipe`, each list's states in their order in `edges`: in calls of at
@@ -410,7 +411,8 @@ mod tests {
             followed_at_ms: 0,
             version: 1,
         };
-        let mut edges: Vec<EdgeState> = (100..165).map(|n| state(a, n)).collect();
+        let n = EDGES_PER_CALL as i64;
+        let mut edges: Vec<EdgeState> = (100..=100 + n).map(|k| state(a, k)).collect();
         edges.insert(10, state(b, 7));
         edges.push(state(b, 8));
         let mut calls = Vec::new();
@@ -425,12 +427,16 @@ mod tests {
                     .position(|w| w == m.as_bytes())
                     .unwrap()
             };
-            assert!((100..164).all(|n| at(n) < at(n + 1)), "a's states in order");
-            assert!(at(164) < at(7) && at(7) < at(8), "b's states after a's");
+            assert!(
+                (100..100 + n).all(|k| at(k) < at(k + 1)),
+                "a's states in order"
+            );
+            assert!(at(100 + n) < at(7) && at(7) < at(8), "b's states after a's");
             calls.push(pipe.len());
         }
-        // One list a call: a's 65 states take two calls, b's two one. Many
-        // lists a call: 64 states of a, then a's last with b's two.
+        // One list a call: a's states, one more than a call holds, take two
+        // calls, b's two one. Many lists a call: a full call of a's, then
+        // a's last with b's two.
         assert_eq!(calls, [3, 2]);
     }
 
