@@ -141,9 +141,16 @@ async fn drained(app: &kith::app::App, user: i64) -> bool {
 struct Job<'a> {
     app: &'a kith::app::App,
     id: i64,
+    /// The lease the bench holds the job under.
+    token: String,
 }
 
 impl Job<'_> {
+    fn new(app: &kith::app::App, id: i64) -> Job<'_> {
+        let token = format!("00000000-0000-4000-8000-{:012x}", std::process::id());
+        Job { app, id, token }
+    }
+
     /// Followers handled so far, or -1 once the job has ended.
     async fn handled(&self) -> i64 {
         number(
@@ -157,80 +164,124 @@ impl Job<'_> {
         .await
     }
 
-    /// Due an hour on: its runner takes no batch of it meanwhile. A batch
-    /// that had taken it already commits, and sets it due at its pace: so
-    /// it is held again once that batch is through.
+    /// Leased to the bench for an hour: no runner claims it, and a runner
+    /// that claimed it before finds its lease gone when its batch's
+    /// transaction fences the job, so the batch does nothing. (A batch that
+    /// fenced it first holds the row until it commits; the lease is taken
+    /// after it.)
     async fn hold(&self) {
-        for _ in 0..2 {
-            number(
-                self.app,
-                &format!(
-                    "WITH held AS (UPDATE account_move SET due_at = greatest(due_at, now() + interval '1 hour')
-                                    WHERE id = {} RETURNING 1)
-                     SELECT count(*) AS n FROM held",
-                    self.id
-                ),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-        }
+        self.set(&format!(
+            "lease_token = '{}', lease_until = now() + interval '1 hour'",
+            self.token
+        ))
+        .await;
     }
 
-    /// Due now; returns once a batch has committed (or the job ended).
-    async fn release(&self) {
-        let at = self.handled().await;
+    /// Whether the job is still held under the bench's lease (no batch of
+    /// it can have committed since [`Self::hold`]).
+    async fn still_held(&self) -> bool {
         number(
             self.app,
             &format!(
-                "WITH due AS (UPDATE account_move SET due_at = now() WHERE id = {} RETURNING 1)
-                 SELECT count(*) AS n FROM due",
-                self.id
+                "SELECT (lease_token IS NOT DISTINCT FROM '{}'::UUID AND state = 'running')::INT::BIGINT AS n
+                   FROM account_move WHERE id = {}",
+                self.token, self.id
             ),
         )
-        .await;
+        .await
+            == 1
+    }
+
+    /// Free and due now; returns once a batch has committed (or the job
+    /// ended, or 10 s passed).
+    async fn release(&self) {
+        let at = self.handled().await;
+        self.set("lease_token = NULL, lease_until = NULL, due_at = now()")
+            .await;
         let released = Instant::now();
         while self.handled().await == at && released.elapsed() < Duration::from_secs(10) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    async fn set(&self, assignments: &str) {
+        number(
+            self.app,
+            &format!(
+                "WITH set AS (UPDATE account_move SET {assignments} WHERE id = {} RETURNING 1)
+                 SELECT count(*) AS n FROM set",
+                self.id
+            ),
+        )
+        .await;
+    }
 }
 
-/// The reads through a move taken in turns of `window`: while its job runs
-/// (the first batch on), and while it is held once the pipeline has
-/// carried its last batch. Returns both, and the held turns left out
-/// because a batch committed in them after all.
+/// The reads of a move taken in turns.
+#[derive(Default)]
+struct Turns {
+    /// While its job ran (from a batch committed).
+    running: Phase,
+    /// While it was held (from 1 s after the pipeline carried its last
+    /// batch to both accounts' counts).
+    held: Phase,
+    /// Held turns in which the bench's lease was lost after all: left out.
+    spoilt: u32,
+    /// How long the reads ran in each kind of turn, s.
+    running_secs: f64,
+    held_secs: f64,
+}
+
+/// The reads through a move taken in turns of `window`, as [`Turns`] has
+/// them, until the job has ended; `kiths` are checked while the bench
+/// waits, for at most an hour.
 async fn read_in_turns(
     addr: SocketAddr,
     rate: f64,
     ids: [i64; 2],
-    job: &Job<'_>,
+    (job, kiths): (&Job<'_>, &mut Kiths),
     window: Duration,
-) -> (Phase, Phase, u32) {
-    let (mut running, mut held, mut spoilt): (Phase, Phase, u32) = Default::default();
+) -> Turns {
+    let mut turns = Turns::default();
     let merge = |into: &mut Phase, from: Phase| {
         for (into, from) in into.iter_mut().zip(&from) {
             into.merge(from);
         }
     };
+    let started = Instant::now();
+    let mut check = || {
+        kiths.check();
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "the move did not end within an hour"
+        );
+    };
     while job.handled().await >= 0 {
+        check();
         job.release().await;
-        merge(&mut running, read_both(addr, rate, window, ids).await);
+        let reading = Instant::now();
+        merge(&mut turns.running, read_both(addr, rate, window, ids).await);
+        turns.running_secs += reading.elapsed().as_secs_f64();
+        job.hold().await;
         if job.handled().await < 0 {
             break;
         }
-        job.hold().await;
-        while !drained(job.app, ids[1]).await {
+        while !(drained(job.app, ids[0]).await && drained(job.app, ids[1]).await) {
+            check();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // The projector writes Redis after its commit: a batch's trips take
+        // well under this.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let at = job.handled().await;
+        let reading = Instant::now();
         let reads = read_both(addr, rate, window, ids).await;
-        match job.handled().await == at {
-            true => merge(&mut held, reads),
-            false => spoilt += 1,
+        turns.held_secs += reading.elapsed().as_secs_f64();
+        match job.still_held().await {
+            true => merge(&mut turns.held, reads),
+            false => turns.spoilt += 1,
         }
     }
-    (running, held, spoilt)
+    turns
 }
 
 /// The Redis round trips reads made and the PostgreSQL statements the
@@ -397,17 +448,17 @@ impl Row {
 }
 
 /// The report's part on the reads taken in turns of `secs` through the
-/// move: `running` while its job ran, `held` while it was held, and the
-/// held turns left out (`spoilt`).
-fn turns_section(secs: u64, running: [&Outcome; 2], held: &Phase, spoilt: u32) -> String {
-    let [old_held, new_held] = held;
+/// move: `running` (the running turns' reads, by account) and the rest of
+/// `turns`.
+fn turns_section(secs: u64, running: [&Outcome; 2], turns: &Turns) -> String {
+    let [held_old, held_new] = &turns.held;
     let rows = [
         Row::of("old account, the job running", &[running[0]]),
-        Row::of("old account, the job held", &[old_held]),
+        Row::of("old account, the job held", &[held_old]),
         Row::of("new account, the job running", &[running[1]]),
-        Row::of("new account, the job held", &[new_held]),
+        Row::of("new account, the job held", &[held_new]),
         Row::of("both, the job running", &running),
-        Row::of("both, the job held", &[old_held, new_held]),
+        Row::of("both, the job held", &[held_old, held_new]),
     ];
     let [
         old_running,
@@ -427,16 +478,17 @@ fn turns_section(secs: u64, running: [&Outcome; 2], held: &Phase, spoilt: u32) -
     );
     let slowest: String = [
         slowest_line("both, the job running", &running),
-        slowest_line("both, the job held", &[&held[0], &held[1]]),
+        slowest_line("both, the job held", &[held_old, held_new]),
     ]
     .concat();
     format!(
         "**The reads in turns** (`KITH_BENCH_MOVE_TURNS_SECS={secs}`): through the move, \
          turns of {secs} s while its job runs (from a batch committed) and while it is held \
-         (due an hour on, from 1 s after the pipeline carried its last batch), one after the \
-         other, so that both meet the machine in the same state. The reads during the move \
-         above are the running turns'. Held turns in which a batch committed after all, left \
-         out: {spoilt}.\n\n\
+         (leased to the bench, from 1 s after the pipeline carried its last batch to both \
+         accounts' counts), one after the other, so that both meet the machine in the same \
+         minutes. The reads during the move above are the running turns'; the job's time \
+         above counts both kinds of turn and the waits between them (reads: {:.0} s running, \
+         {:.0} s held). Held turns in which the bench's lease was lost, left out: {}.\n\n\
          | reads in turns | p50 | p99 | requests | failed |\n|---|---|---|---|---|\n\
          {client}\n\
          | the same, each one's time in Kith | p50 | p99 |\n|---|---|---|\n\
@@ -444,7 +496,8 @@ fn turns_section(secs: u64, running: [&Outcome; 2], held: &Phase, spoilt: u32) -
          | the reads at or past their p99 in Kith | p99 in Kith | reads | with a PostgreSQL \
          statement (of all reads) | their mean in Kith | in PostgreSQL | in Redis | the rest | \
          p99 of the reads without a statement |\n|---|---|---|---|---|---|---|---|---|\n\
-         {slowest}\n"
+         {slowest}\n",
+        turns.running_secs, turns.held_secs, turns.spoilt,
     )
 }
 
@@ -668,16 +721,14 @@ async fn main() {
     let in_turns = match turn_secs {
         0 => None,
         secs => {
-            let job = Job {
-                app: &app,
-                id: number(
-                    &app,
-                    &format!("SELECT max(id) AS n FROM account_move WHERE from_id = {old}"),
-                )
-                .await,
-            };
+            let id = number(
+                &app,
+                &format!("SELECT max(id) AS n FROM account_move WHERE from_id = {old}"),
+            )
+            .await;
+            let job = Job::new(&app, id);
             let window = Duration::from_secs(secs);
-            Some(read_in_turns(addr, rate, [old, new], &job, window).await)
+            Some(read_in_turns(addr, rate, [old, new], (&job, &mut kiths), window).await)
         }
     };
     let watch =
@@ -699,7 +750,7 @@ async fn main() {
         number(&app, &expected(new)).await,
         number(&app, &expected(old)).await,
     );
-    while !drained(&app, new).await {
+    while !(drained(&app, old).await && drained(&app, new).await) {
         kiths.check();
         assert!(
             started.elapsed() < Duration::from_secs(3600),
@@ -710,9 +761,13 @@ async fn main() {
     let through_secs = started.elapsed().as_secs_f64();
     let move_cpu = cpu(pid, &pipeline_pids).since(&cpu_start);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (during, held) = match (reading, in_turns) {
-        (Some(reading), _) => (reading.await.expect("reads"), None),
-        (None, Some((running, held, spoilt))) => (running, Some((held, spoilt))),
+    // How long reads ran through the move (for their share of its CPU).
+    let (during, turns, reading_secs) = match (reading, in_turns) {
+        (Some(reading), _) => (reading.await.expect("reads"), None, through_secs),
+        (None, Some(mut turns)) => {
+            let secs = turns.running_secs + turns.held_secs;
+            (std::mem::take(&mut turns.running), Some(turns), secs)
+        }
         (None, None) => unreachable!("the reads run in turns or all through"),
     };
     let calls_during = work(metrics).await.0 - calls_start;
@@ -760,7 +815,7 @@ async fn main() {
         per_read(
             calls_during,
             &std::iter::once(&during)
-                .chain(held.as_ref().map(|h| &h.0))
+                .chain(turns.as_ref().map(|t| &t.held))
                 .collect::<Vec<_>>(),
         ),
     );
@@ -803,8 +858,12 @@ async fn main() {
             ("both: during ÷ outside", both_move, both_outside),
         ],
     );
-    let turns_section = held.as_ref().map_or_else(String::new, |(held, spoilt)| {
-        turns_section(turn_secs, [old_during, new_during], held, *spoilt)
+    let during_is = match turns {
+        Some(_) => "through it (its running and held turns together)",
+        None => "during it",
+    };
+    let turns_section = turns.as_ref().map_or_else(String::new, |turns| {
+        turns_section(turn_secs, [old_during, new_during], turns)
     });
     let slowest_rows: String = [
         slowest_line("old account, before the move", &[old_before]),
@@ -824,7 +883,7 @@ async fn main() {
     // The reads go on through the move: their share of the CPU is the
     // baseline's, for as long as the move took; the rest is the move's.
     let share = |g: &str| {
-        (move_cpu.of(g) - baseline_cpu.of(g) * through_secs / baseline_secs as f64).max(0.0)
+        (move_cpu.of(g) - baseline_cpu.of(g) * reading_secs / baseline_secs as f64).max(0.0)
     };
     let groups: Vec<&str> = procs::GROUPS
         .iter()
@@ -876,7 +935,7 @@ async fn main() {
          those before it only, and left out of both accounts' reads outside it.\n\n\
          {turns_section}\
          The work of a read (Kith's `kith_read_redis_round_trips_total` over the reads): \
-         {calls_outside:.2} Redis round trips outside a move, {calls_during:.2} during it. \
+         {calls_outside:.2} Redis round trips outside a move, {calls_during:.2} {during_is}. \
          PostgreSQL statements of the process serving the reads (`kith_postgres_statements_total`, \
          with its own jobs' — {}), per read: {statements_before:.3} before the move, \
          {statements_after:.3} after it.\n",
