@@ -208,8 +208,8 @@ impl Job<'_> {
         number(
             self.app,
             &format!(
-                "WITH set AS (UPDATE account_move SET {assignments} WHERE id = {} RETURNING 1)
-                 SELECT count(*) AS n FROM set",
+                "WITH changed AS (UPDATE account_move SET {assignments} WHERE id = {} RETURNING 1)
+                 SELECT count(*) AS n FROM changed",
                 self.id
             ),
         )
