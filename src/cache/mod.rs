@@ -132,14 +132,16 @@ pub(crate) async fn run_writes(
 /// and edge states (60–80 bytes each) a call carries. Redis runs a round
 /// trip's scripts one after another, and a read that arrives meanwhile
 /// waits for all of them: a move's batch of 200 followers sent whole held
-/// Redis for about ten milliseconds. A trip of this size is a call or two
-/// of 16 records or states each, a fraction of a millisecond of Redis. In
+/// Redis for about ten milliseconds. A call of 16 records or states is
+/// 1–2.5 KiB, so a trip of this size is in practice one call (a longer one
+/// goes alone): the per-call limits set a trip's length, a fraction of a
+/// millisecond of Redis. In
 /// moves of 20,000 followers read in turns of the job running and held
 /// (`account_move`, docs/performance.md), the p99 of the reads in Kith
 /// while the job ran was 0.96× and 0.98× of theirs while it was held,
 /// against 1.22× and 1.12× with trips of 16 KiB of calls of 64, and 1.10×
-/// with trips of one call of 64; for Redis's CPU a follower 0.080–0.097 ms
-/// against 0.040–0.062 ms (more calls, each with its own start).
+/// with trips of one call of 64; for about twice Redis's CPU a follower
+/// (more calls, each with its own start).
 pub(crate) const TRIP_BYTES: usize = 2 * 1024;
 
 /// The longest pause after a trip of [`run_writes_paced`]: a trip slowed

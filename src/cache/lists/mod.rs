@@ -131,8 +131,9 @@ pub(crate) fn apply_script() -> &'static redis::Script {
 }
 
 /// Most edge states one script call applies: a call holds Redis for its
-/// whole run, and other clients' commands wait for it (a call of 64
-/// states of a long list, 0.25–0.5 ms). See [`crate::cache::TRIP_BYTES`].
+/// whole run, and other clients' commands wait for it (the slowest calls
+/// of 64 states of a long list took 0.25–0.5 ms). See
+/// [`crate::cache::TRIP_BYTES`].
 const EDGES_PER_CALL: usize = 16;
 
 /// Queues "apply each edge state to its list, if cached and newer" on
