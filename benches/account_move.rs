@@ -477,6 +477,10 @@ fn turns_section(secs: u64, running: [&Outcome; 2], turns: &Turns) -> String {
         ],
     );
     let slowest: String = [
+        slowest_line("old account, the job running", &[running[0]]),
+        slowest_line("old account, the job held", &[held_old]),
+        slowest_line("new account, the job running", &[running[1]]),
+        slowest_line("new account, the job held", &[held_new]),
         slowest_line("both, the job running", &running),
         slowest_line("both, the job held", &[held_old, held_new]),
     ]
@@ -495,7 +499,8 @@ fn turns_section(secs: u64, running: [&Outcome; 2], turns: &Turns) -> String {
          {kith}\n\
          | the reads at or past their p99 in Kith | p99 in Kith | reads | with a PostgreSQL \
          statement (of all reads) | their mean in Kith | in PostgreSQL | in Redis | the rest | \
-         p99 of the reads without a statement |\n|---|---|---|---|---|---|---|---|---|\n\
+         their mean Redis round trips | p99 of the reads without a statement |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n\
          {slowest}\n",
         turns.running_secs, turns.held_secs, turns.spoilt,
     )
@@ -505,15 +510,15 @@ fn turns_section(secs: u64, running: [&Outcome; 2], turns: &Turns) -> String {
 /// answer's `Server-Timing`): how many made a PostgreSQL statement, their
 /// mean time in Kith, in PostgreSQL, in Redis and the rest (waits for a
 /// pooled connection, the process's own work and its turns on the core;
-/// at least zero for each read, though its parts are summed times); and
-/// the p99 of the reads that made no statement.
+/// at least zero for each read, though its parts are summed times), their
+/// mean Redis round trips; and the p99 of the reads that made no statement.
 fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
     let mut timings: Vec<load::Timing> = parts
         .iter()
         .flat_map(|p| p.timings.iter().copied())
         .collect();
     if timings.is_empty() {
-        return format!("| {what} | — | | | | | | | |\n");
+        return format!("| {what} | — | | | | | | | | |\n");
     }
     timings.sort_by_key(|t| t.kith_us);
     let p99 = common::percentile(&timings, 99.0).kith_us;
@@ -531,7 +536,7 @@ fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
         false => format!("{:.2} ms", common::percentile(&quiet, 99.0) as f64 / 1000.0),
     };
     format!(
-        "| {what} | {:.2} ms | {} | {} ({} of all {}) | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {quiet_p99} |\n",
+        "| {what} | {:.2} ms | {} | {} ({} of all {}) | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} | {quiet_p99} |\n",
         p99 as f64 / 1000.0,
         slow.len(),
         slow.iter().filter(|t| t.statements > 0).count(),
@@ -541,6 +546,7 @@ fn slowest_line(what: &str, parts: &[&Outcome]) -> String {
         mean(|t| t.pg_us),
         mean(|t| t.redis_us),
         mean(|t| t.kith_us.saturating_sub(t.pg_us + t.redis_us)),
+        slow.iter().map(|t| t.round_trips).sum::<u64>() as f64 / slow.len() as f64,
     )
 }
 
@@ -925,8 +931,8 @@ async fn main() {
          {kith_rows}\n\
          | what the reads at or past their p99 in Kith waited for (`Server-Timing`'s `pg` and \
          `redis`) | p99 in Kith | reads | with a PostgreSQL statement (of all reads) | their mean \
-         in Kith | in PostgreSQL | in Redis | the rest | p99 of the reads without a statement |\n\
-         |---|---|---|---|---|---|---|---|---|\n\
+         in Kith | in PostgreSQL | in Redis | the rest | their mean Redis round trips | p99 of the \
+         reads without a statement |\n|---|---|---|---|---|---|---|---|---|---|\n\
          {slowest_rows}\n\
          The client's time is Kith's and the rest of the trip: the request's and the answer's \
          way through the kernel, and the client's own turn on the core it shares with Kith and \
