@@ -115,7 +115,7 @@ pub(crate) async fn resync_state(
     } else {
         cache::write_through_pipe(&app.keys, &records, &edges, together)
     };
-    match cache::run_writes_paced(&mut *redis, &pipe).await {
+    match cache::run_writes_in_trips(&mut *redis, &pipe).await {
         Ok(()) => {}
         // Redis is full (`maxmemory` with `noeviction`): a cache that cannot
         // take the change must not keep the old state either. Dropping the
