@@ -149,6 +149,14 @@ fn claims() -> Vec<(&'static str, String)> {
             ),
         ),
         (
+            "docs/architecture.md",
+            format!(
+                "at most {} records or {} edge states a call",
+                crate::cache::counters::RECORDS_PER_CALL,
+                crate::cache::lists::EDGES_PER_CALL
+            ),
+        ),
+        (
             "docs/api.md",
             format!(
                 "Each such field costs {} complexity points besides its page.",

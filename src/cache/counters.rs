@@ -113,7 +113,7 @@ pub(crate) fn store_script() -> &'static redis::Script {
 /// Most records one script call stores: a call holds Redis for its whole
 /// run, and other clients' commands wait for it. See
 /// [`crate::cache::TRIP_BYTES`].
-const RECORDS_PER_CALL: usize = 16;
+pub(crate) const RECORDS_PER_CALL: usize = 16;
 
 /// Queues "store each record unless a newer one is cached" on `pipe`: in
 /// calls of at most [`RECORDS_PER_CALL`] records when `together` (one Redis

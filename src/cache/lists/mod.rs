@@ -134,7 +134,7 @@ pub(crate) fn apply_script() -> &'static redis::Script {
 /// whole run, and other clients' commands wait for it (the slowest calls
 /// of 64 states of a long list took 0.25–0.5 ms). See
 /// [`crate::cache::TRIP_BYTES`].
-const EDGES_PER_CALL: usize = 16;
+pub(crate) const EDGES_PER_CALL: usize = 16;
 
 /// Queues "apply each edge state to its list, if cached and newer" on
 /// `pipe`, each list's states in their order in `edges`: in calls of at
